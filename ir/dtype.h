@@ -1,0 +1,116 @@
+// Data types: scalars, vectors and pointers, interned so that equal types compare by pointer.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "ir/int128.h"
+
+namespace tinyrw {
+
+enum class ScalarKind : uint8_t {
+  Void,
+  Bool,
+  Int8,
+  Int16,
+  Int32,
+  Int64,
+  UInt8,
+  UInt16,
+  UInt32,
+  UInt64,
+  Float16,
+  BFloat16,
+  Float32,
+  Float64,
+  Index,  // the weak integer type of index math: unbounded for range analysis
+};
+
+enum class AddrSpace : uint8_t { Global, Local, Reg };
+
+struct DTypeData;
+
+// A handle to an interned, immutable type description; cheap to copy and compare.
+class DType {
+ public:
+  DType();  // void
+  static DType scalar(ScalarKind kind);
+  static std::optional<DType> from_name(std::string_view name);  // "float32", "float", "int", ...
+
+  DType vec(int count) const;  // count 1 returns the scalar itself
+  DType ptr(AddrSpace space = AddrSpace::Global, int64_t size = -1) const;
+
+  ScalarKind kind() const;     // of the scalar element (the base's element for pointers)
+  int count() const;           // vector width (1 for scalars and pointers)
+  DType scalar_type() const;   // element type of a vector; the type itself otherwise
+  bool is_vector() const { return count() > 1; }
+  bool is_ptr() const;
+  DType base() const;          // pointee of a pointer
+  AddrSpace addrspace() const;
+  int64_t ptr_size() const;    // element count of a pointer's buffer, -1 when unknown
+
+  bool is_void() const { return kind() == ScalarKind::Void && !is_ptr(); }
+  bool is_bool() const;
+  bool is_int() const;  // signed, unsigned or index (not bool)
+  bool is_unsigned() const;
+  bool is_float() const;
+  bool is_index() const;
+
+  int itemsize() const;   // bytes of one element (vector: all lanes; pointer: 8)
+  int priority() const;   // promotion priority, as in tinygrad
+  char fmt() const;       // struct-module format character, 0 when none
+  std::string_view name() const;  // "float32", "int32.vec(4)", ...
+  std::string repr() const;       // "dtypes.float", "dtypes.int.vec(4)", "dtypes.float.ptr(16)"
+
+  // Exact bounds of integer and bool scalars (index: +-kInfinity). Float bounds are +-inf.
+  i128 int_min() const;
+  i128 int_max() const;
+  double float_min() const;
+  double float_max() const;
+
+  bool operator==(const DType& o) const { return d_ == o.d_; }
+  bool operator!=(const DType& o) const { return d_ != o.d_; }
+  size_t hash() const { return reinterpret_cast<size_t>(d_); }
+  const DTypeData* data() const { return d_; }
+
+ private:
+  friend class Arg;  // stores the interned pointer inline
+  explicit DType(const DTypeData* d) : d_(d) {}
+  const DTypeData* d_;
+};
+
+namespace dtypes {
+extern const DType void_, bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16,
+    bfloat16, float32, float64, index;
+inline const DType& default_float() { return float32; }
+inline const DType& default_int() { return int32; }
+}  // namespace dtypes
+
+// The smallest type every argument promotes to along tinygrad's promotion lattice.
+DType least_upper_dtype(std::span<const DType> types);
+DType least_upper_dtype(DType a, DType b);
+// least_upper_dtype, but never an integer: ints and bools promote to the default float.
+DType least_upper_float(DType t);
+// The accumulator type a sum over `t` uses (ints widen to 32 bits, halves to float32).
+DType sum_acc_dtype(DType t);
+// True when every value of `from` is representable in `to`.
+bool can_safe_cast(DType from, DType to);
+
+// Constants: wrap an integer to the dtype's width (two's complement), round a double to the
+// dtype's precision (float16/bfloat16/float32), map anything to bool.
+i128 truncate_int(DType t, i128 v);
+double truncate_float(DType t, double v);
+float half_to_float(uint16_t h);
+uint16_t float_to_half(float f);
+float bfloat16_to_float(uint16_t b);
+uint16_t float_to_bfloat16(float f);
+
+}  // namespace tinyrw
+
+template <>
+struct std::hash<tinyrw::DType> {
+  size_t operator()(const tinyrw::DType& d) const { return d.hash(); }
+};

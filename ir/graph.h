@@ -1,0 +1,17 @@
+// Graph walks over UOps.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "ir/uop.h"
+
+namespace tinyrw {
+
+// Every node reachable from root, sources before users, in depth-first source order. `enter`
+// (optional) decides whether to descend into a node's sources; enter_calls=false skips the body
+// (source 0) of CALLs. Iterative: works on graphs of any depth.
+std::vector<UOp> toposort(const UOp& root, const std::function<bool(const UOp&)>& enter = nullptr,
+                          bool enter_calls = true);
+
+}  // namespace tinyrw

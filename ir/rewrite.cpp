@@ -1,0 +1,279 @@
+#include "ir/rewrite.h"
+
+#include <chrono>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "ir/render.h"
+#include "ir/stats.h"
+#include "ir/uop_node.h"
+#include "ir/viz.h"
+
+namespace tinyrw {
+
+// ---- LambdaMatcher / ChainMatcher -------------------------------------------------------------------
+
+LambdaMatcher& LambdaMatcher::add(OpSet ops, Fn fn, std::string label, std::source_location loc) {
+  RuleInfo info{label.empty() ? fmt::format("{}#{}", name_, rules_.size()) : std::move(label),
+                loc.file_name(), static_cast<int>(loc.line()), ""};
+  const size_t idx = rules_.size();
+  rules_.push_back({std::move(fn), std::move(info)});
+  if (ops.empty()) ops = OpSet::all();
+  ops.for_each([&](Op o) { by_op_[static_cast<size_t>(o)].push_back(idx); });
+  return *this;
+}
+
+UOp LambdaMatcher::rewrite(const UOp& node, RewriteContext& ctx, const RuleInfo** fired) const {
+  const bool stats = match_stats::enabled();
+  for (size_t idx : by_op_[static_cast<size_t>(node.op())]) {
+    const Rule& r = rules_[idx];
+    const auto t0 = stats ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    UOp out = r.fn(ctx, node);
+    const bool matched = out && !(out == node);
+    if (stats) match_stats::record(r.info, matched, std::chrono::steady_clock::now() - t0);
+    if (matched) {
+      if (fired) *fired = &r.info;
+      return out;
+    }
+  }
+  return UOp();
+}
+
+ChainMatcher::ChainMatcher(std::vector<const Matcher*> parts, std::string name)
+    : parts_(std::move(parts)), name_(std::move(name)) {}
+
+UOp ChainMatcher::rewrite(const UOp& node, RewriteContext& ctx, const RuleInfo** fired) const {
+  for (const Matcher* m : parts_) {
+    if (UOp out = m->rewrite(node, ctx, fired); out && !(out == node)) return out;
+  }
+  return UOp();
+}
+
+// ---- graph_rewrite ----------------------------------------------------------------------------------
+
+namespace {
+
+thread_local int g_rewrite_depth = 0;
+
+// Successive rewrites of one node beyond this are a runaway rule (each result differs).
+constexpr uint32_t kMaxRewriteChain = 100000;
+
+class Rewriter {
+ public:
+  Rewriter(const Matcher* pm, const Matcher* bpm, const RewriteOptions& opts, int viz_call)
+      : pm_(pm), bpm_(bpm), opts_(opts), viz_call_(viz_call) {
+    ctx_.user = opts.ctx;
+    ctx_.depth = g_rewrite_depth;
+  }
+
+  UOp run(const UOp& root) {
+    push(root, 0);
+    while (!stack_.empty()) step();
+    return entry(root)->result;
+  }
+
+ private:
+  enum class Stage : uint8_t { Enter, Sources, Link };
+  struct Frame {
+    UOp n;      // the node whose result this frame computes
+    UOp cur;    // n after the pre-order rewrites
+    UOp link;   // Link: the rewritten form whose result becomes n's
+    uint32_t next_src = 0;
+    uint32_t chain = 0;
+    Stage stage = Stage::Enter;
+  };
+  struct Entry {
+    UOp key;  // keeps the key node alive so its address is never reused while mapped
+    UOp result;
+    bool done = false;
+  };
+
+  Entry* entry(const UOp& u) {
+    auto it = memo_.find(u.node());
+    return it == memo_.end() ? nullptr : &it->second;
+  }
+  void push(const UOp& n, uint32_t chain) {
+    if (chain > kMaxRewriteChain) {
+      throw RewriteError(fmt::format(
+          "infinite loop in graph_rewrite '{}': more than {} successive rewrites, last {}",
+          opts_.name, kMaxRewriteChain, n.repr(1)));
+    }
+    memo_.emplace(n.node(), Entry{n, UOp(), false});
+    stack_.push_back(Frame{n, UOp(), UOp(), 0, chain, Stage::Enter});
+  }
+  void finish(const UOp& n, const UOp& result) {
+    Entry& e = memo_[n.node()];
+    e.result = result;
+    e.done = true;
+    stack_.pop_back();
+  }
+  [[noreturn]] void cycle(const UOp& at) {
+    throw RewriteError(fmt::format(
+        "infinite loop in graph_rewrite '{}': the rewrite of {} depends on itself", opts_.name,
+        at.repr(1)));
+  }
+
+  UOp apply(const Matcher* m, const UOp& x) {
+    const RuleInfo* fired = nullptr;
+    const bool tracing = viz_call_ >= 0;
+    const auto t0 = tracing ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    UOp r = m->rewrite(x, ctx_, &fired);
+    if (r == x) return UOp();
+    if (r && tracing) viz::record_match(viz_call_, x, r, fired, std::chrono::steady_clock::now() - t0);
+    return r;
+  }
+
+  // The result of `next` becomes the result of the top frame (which stays until it is known).
+  void link_to(const UOp& next) {
+    const size_t top = stack_.size() - 1;
+    if (Entry* e = entry(next)) {
+      if (!e->done) cycle(next);
+      finish(stack_[top].n, e->result);
+      return;
+    }
+    stack_[top].link = next;
+    stack_[top].stage = Stage::Link;
+    push(next, stack_[top].chain + 1);
+  }
+
+  void step() {
+    const size_t top = stack_.size() - 1;
+    switch (stack_[top].stage) {
+      case Stage::Enter: return enter(top);
+      case Stage::Sources: return sources(top);
+      case Stage::Link: {
+        const Entry* e = entry(stack_[top].link);
+        finish(stack_[top].n, e->result);
+        return;
+      }
+    }
+  }
+
+  void enter(size_t top) {
+    UOp cur = stack_[top].n;
+    if (bpm_) {
+      if (opts_.walk) {
+        if (UOp r = apply(bpm_, cur)) return finish(stack_[top].n, r);
+      } else {
+        std::vector<UOp> seen;
+        while (UOp r = apply(bpm_, cur)) {
+          for (const UOp& s : seen) {
+            if (s == r) {
+              throw RewriteError(fmt::format(
+                  "infinite loop in fixed_point_rewrite of graph_rewrite '{}': {} came back",
+                  opts_.name, r.repr(1)));
+            }
+          }
+          if (seen.size() > kMaxRewriteChain) cycle(r);
+          seen.push_back(cur);
+          cur = r;
+        }
+      }
+    }
+    stack_[top].cur = std::move(cur);
+    stack_[top].stage = Stage::Sources;
+    sources(top);
+  }
+
+  bool skipped_source(const UOp& cur, size_t i) const {
+    return !opts_.enter_calls && i == 0 && cur.op() == Op::Call;
+  }
+
+  void sources(size_t top) {
+    Frame& f = stack_[top];
+    const UOp cur = f.cur;
+    const size_t n = cur.nsrc();
+    while (f.next_src < n) {
+      const size_t i = f.next_src;
+      const UOp& c = cur.src(i);
+      if (skipped_source(cur, i)) {
+        ++f.next_src;
+        continue;
+      }
+      if (Entry* e = entry(c)) {
+        if (!e->done) cycle(c);
+        ++f.next_src;
+        continue;
+      }
+      push(c, 0);  // invalidates f; resumes here once c is done
+      return;
+    }
+    std::vector<UOp> new_src;
+    new_src.reserve(n);
+    bool changed = false;
+    for (size_t i = 0; i < n; ++i) {
+      const UOp& c = cur.src(i);
+      new_src.push_back(skipped_source(cur, i) ? c : entry(c)->result);
+      changed |= !(new_src.back() == c);
+    }
+    if (changed) {
+      UOp rebuilt = cur.with_src(new_src);
+      if (opts_.walk) {
+        UOp r = pm_ ? apply(pm_, rebuilt) : UOp();
+        return finish(stack_[top].n, r ? r : rebuilt);
+      }
+      return link_to(rebuilt);
+    }
+    UOp r = pm_ ? apply(pm_, cur) : UOp();
+    if (!r) return finish(stack_[top].n, cur);
+    if (opts_.walk) return finish(stack_[top].n, r);
+    link_to(r);
+  }
+
+  const Matcher* pm_;
+  const Matcher* bpm_;
+  const RewriteOptions& opts_;
+  int viz_call_;
+  RewriteContext ctx_;
+  std::vector<Frame> stack_;
+  std::unordered_map<const UOpNode*, Entry> memo_;
+};
+
+std::string mode_name(const Matcher* pm, const Matcher* bpm, bool walk) {
+  std::string m = pm && bpm ? "pm+bpm" : bpm ? "bpm" : "pm";
+  return walk ? m + " walk" : m;
+}
+
+}  // namespace
+
+UOp graph_rewrite(const UOp& root, const Matcher* pm, const RewriteOptions& opts,
+                  std::source_location caller) {
+  if (!root) throw GraphError("graph_rewrite of an empty UOp");
+  const Matcher* bpm = opts.bpm;
+  if (opts.bottom_up) {
+    if (bpm) throw GraphError("graph_rewrite: bottom_up and bpm are exclusive");
+    bpm = pm;
+    pm = nullptr;
+  }
+  const int call =
+      viz::enabled()
+          ? viz::begin_rewrite(opts.name.empty() ? (pm ? pm->name() : bpm ? bpm->name() : "")
+                                                 : std::string_view(opts.name),
+                               caller, root, g_rewrite_depth, mode_name(pm, bpm, opts.walk))
+          : -1;
+  struct DepthGuard {
+    DepthGuard() { ++g_rewrite_depth; }
+    ~DepthGuard() { --g_rewrite_depth; }
+  };
+  UOp result;
+  {
+    Rewriter rw(pm, bpm, opts, call);
+    DepthGuard guard;
+    result = rw.run(root);
+  }
+  if (call >= 0) viz::end_rewrite(call, result);
+  return result;
+}
+
+UOp substitute(const UOp& root, const std::unordered_map<UOp, UOp>& map, bool walk,
+               std::source_location caller) {
+  LambdaMatcher m("substitute");
+  m.add({}, [&map](RewriteContext&, const UOp& x) {
+    auto it = map.find(x);
+    return it == map.end() ? UOp() : it->second;
+  });
+  return graph_rewrite(root, &m, {.bottom_up = true, .walk = walk, .name = "substitute"}, caller);
+}
+
+}  // namespace tinyrw

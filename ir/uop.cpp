@@ -1,0 +1,384 @@
+#include "ir/uop.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include <fmt/format.h>
+
+#include "ir/uop_node.h"
+
+namespace tinyrw {
+
+// ---- the hash-consing table ---------------------------------------------------------------------
+
+namespace {
+
+class NodeTable {
+ public:
+  NodeTable() : buckets_(1u << 10, nullptr) {}
+  size_t size() const { return count_; }
+  size_t bucket_count() const { return buckets_.size(); }
+
+  UOpNode* find(uint32_t h, Op op, DType dtype, std::span<const UOp> src, const Arg& arg,
+                const Arg& tag) const {
+    for (UOpNode* n = buckets_[h & (buckets_.size() - 1)]; n; n = n->next) {
+      if (n->refcount == 0 || n->hash != h || n->op != op || n->dtype != dtype || n->nsrc != src.size()) continue;
+      bool same = true;
+      for (size_t i = 0; i < src.size() && same; ++i) same = n->srcs()[i] == src[i];
+      if (same && n->arg == arg && n->tag == tag) return n;
+    }
+    return nullptr;
+  }
+  void insert(UOpNode* n) {
+    if (count_ + 1 > buckets_.size()) grow();
+    UOpNode*& head = buckets_[n->hash & (buckets_.size() - 1)];
+    n->next = head;
+    head = n;
+    ++count_;
+  }
+  void erase(UOpNode* n) {
+    UOpNode** p = &buckets_[n->hash & (buckets_.size() - 1)];
+    while (*p != n) p = &(*p)->next;
+    *p = n->next;
+    --count_;
+    // Give memory back when a large graph is dropped.
+    if (buckets_.size() > (1u << 10) && count_ < buckets_.size() / 8) shrink();
+  }
+
+ private:
+  void rehash(size_t new_size) {
+    std::vector<UOpNode*> nb(new_size, nullptr);
+    for (UOpNode* head : buckets_) {
+      while (head) {
+        UOpNode* next = head->next;
+        UOpNode*& slot = nb[head->hash & (new_size - 1)];
+        head->next = slot;
+        slot = head;
+        head = next;
+      }
+    }
+    buckets_.swap(nb);
+  }
+  void grow() { rehash(buckets_.size() * 2); }
+  void shrink() { rehash(buckets_.size() / 4); }
+
+  std::vector<UOpNode*> buckets_;
+  size_t count_ = 0;
+};
+
+// Never destroyed: UOps held in static objects may be released during static destruction.
+NodeTable& table() {
+  static NodeTable* t = new NodeTable();
+  return *t;
+}
+
+uint32_t node_hash(Op op, DType dtype, std::span<const UOp> src, const Arg& arg, const Arg& tag) {
+  uint64_t h = 0xcbf29ce484222325ULL ^ static_cast<uint64_t>(op);
+  auto mix = [&h](uint64_t v) {
+    h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+    h *= 0x100000001b3ULL;
+  };
+  mix(std::hash<std::string_view>()(dtype.name()));
+  mix(arg.hash());
+  mix(tag.hash());
+  for (const UOp& s : src) mix(s.hash());
+  return static_cast<uint32_t>(h ^ (h >> 32));
+}
+
+void destroy_node(UOpNode* n) {
+  table().erase(n);
+  delete n->derived;
+  for (uint32_t i = 0; i < n->nsrc; ++i) n->srcs()[i].~UOp();
+  n->arg.~Arg();
+  n->tag.~Arg();
+  n->dtype.~DType();
+  ::operator delete(n);
+}
+
+// Releasing a node releases its sources; a worklist keeps that off the C++ stack.
+void release_node(UOpNode* n) {
+  static thread_local std::vector<UOpNode*> pending;
+  static thread_local bool draining = false;
+  pending.push_back(n);
+  if (draining) return;
+  draining = true;
+  while (!pending.empty()) {
+    UOpNode* x = pending.back();
+    pending.pop_back();
+    destroy_node(x);
+  }
+  draining = false;
+}
+
+}  // namespace
+
+UOpTableStats uop_table_stats() { return {table().size(), table().bucket_count()}; }
+size_t uop_node_bytes(size_t nsrc) { return sizeof(UOpNode) + nsrc * sizeof(UOp); }
+
+// ---- handle ---------------------------------------------------------------------------------------
+
+UOp::UOp(UOpNode* n, bool adopt) : n_(n) {
+  if (n_ && !adopt) ++n_->refcount;
+}
+UOp::UOp(const UOp& o) : n_(o.n_) {
+  if (n_) ++n_->refcount;
+}
+UOp& UOp::operator=(const UOp& o) {
+  if (o.n_) ++o.n_->refcount;
+  UOpNode* old = n_;
+  n_ = o.n_;
+  if (old && --old->refcount == 0) release_node(old);
+  return *this;
+}
+UOp& UOp::operator=(UOp&& o) noexcept {
+  if (this != &o) {
+    UOpNode* old = n_;
+    n_ = o.n_;
+    o.n_ = nullptr;
+    if (old && --old->refcount == 0) release_node(old);
+  }
+  return *this;
+}
+UOp::~UOp() {
+  if (n_ && --n_->refcount == 0) release_node(n_);
+}
+
+Op UOp::op() const { return n_->op; }
+DType UOp::dtype() const { return n_->dtype; }
+std::span<const UOp> UOp::src() const { return {n_->srcs(), n_->nsrc}; }
+const UOp& UOp::src(size_t i) const {
+  if (i >= n_->nsrc) {
+    throw GraphError(fmt::format("{} has {} sources, source {} requested", op_name(n_->op),
+                                 n_->nsrc, i));
+  }
+  return n_->srcs()[i];
+}
+size_t UOp::nsrc() const { return n_->nsrc; }
+const Arg& UOp::arg() const { return n_->arg; }
+const Arg& UOp::tag() const { return n_->tag; }
+size_t UOp::hash() const { return n_ ? n_->hash : 0; }
+
+UOp UOp::make(Op op, DType dtype, std::span<const UOp> src, Arg arg, Arg tag) {
+  const OpInfo& info = op_info(op);
+  if (!info.accepts_arity(static_cast<int>(src.size()))) {
+    const std::string want =
+        info.max_src < 0 ? fmt::format("at least {}", info.min_src)
+        : info.min_src == info.max_src ? fmt::format("{}", info.min_src)
+                                        : fmt::format("{} to {}", info.min_src, info.max_src);
+    throw GraphError(fmt::format("{} takes {} sources, got {}", info.name, want, src.size()));
+  }
+  for (const UOp& s : src) {
+    if (!s) throw GraphError(fmt::format("{} given an empty source", info.name));
+  }
+  const uint32_t h = node_hash(op, dtype, src, arg, tag);
+  if (UOpNode* found = table().find(h, op, dtype, src, arg, tag)) return UOp(found, false);
+
+  void* mem = ::operator new(uop_node_bytes(src.size()));
+  auto* n = static_cast<UOpNode*>(mem);
+  n->refcount = 0;
+  n->nsrc = static_cast<uint32_t>(src.size());
+  n->hash = h;
+  n->op = op;
+  new (&n->dtype) DType(dtype);
+  new (&n->arg) Arg(std::move(arg));
+  new (&n->tag) Arg(std::move(tag));
+  n->next = nullptr;
+  n->derived = nullptr;
+  for (size_t i = 0; i < src.size(); ++i) new (&n->srcs()[i]) UOp(src[i]);
+  table().insert(n);
+  return UOp(n, false);
+}
+
+UOp UOp::make(Op op, DType dtype, std::initializer_list<UOp> src, Arg arg, Arg tag) {
+  return make(op, dtype, std::span<const UOp>(src.begin(), src.size()), std::move(arg),
+              std::move(tag));
+}
+
+namespace {
+// Converts a constant to the representation of `dtype` (exact dtype semantics).
+Arg const_value(DType dtype, const Arg& v) {
+  if (v.is_invalid()) return v;
+  if (!v.is_number()) {
+    throw GraphError(fmt::format("constant of {} must be a number, got {}", dtype.repr(), v.repr()));
+  }
+  const DType s = dtype.scalar_type();
+  if (s.is_bool()) return Arg::boolean(v.is_float() ? v.as_float() != 0 : v.as_int() != 0);
+  if (s.is_int()) {
+    if (v.is_float()) {
+      const double f = v.as_float();
+      if (!std::isfinite(f)) {
+        throw GraphError(fmt::format("cannot convert {} to integer {}", v.repr(), s.repr()));
+      }
+      return Arg::integer(truncate_int(s, static_cast<i128>(std::trunc(f))));
+    }
+    return Arg::integer(truncate_int(s, v.as_int()));
+  }
+  if (s.is_float()) return Arg::real(truncate_float(s, v.as_float()));
+  throw GraphError(fmt::format("cannot make a constant of {}", dtype.repr()));
+}
+}  // namespace
+
+UOp UOp::constant(DType dtype, const Arg& value) {
+  return make(Op::Const, dtype, {}, const_value(dtype, value));
+}
+
+UOp UOp::variable(std::string_view name, i128 lo, i128 hi, DType dtype) {
+  if (lo > hi) {
+    throw GraphError(fmt::format("variable {} has an empty range [{}, {}]", name, to_string(lo),
+                                 to_string(hi)));
+  }
+  return make(Op::DefineVar, dtype, {},
+              Arg::tuple({Arg::string(name), Arg::integer(lo), Arg::integer(hi)}));
+}
+
+UOp UOp::range(const UOp& end, int axis) {
+  return make(Op::Range, end.dtype(), {end}, Arg::tuple({Arg::integer(axis)}));
+}
+
+UOp UOp::sink(std::span<const UOp> srcs) { return make(Op::Sink, dtypes::void_, srcs); }
+
+UOp UOp::with_src(std::span<const UOp> src) const {
+  return make(op(), dtype(), src, arg(), tag());
+}
+UOp UOp::with_src(std::initializer_list<UOp> src) const {
+  return with_src(std::span<const UOp>(src.begin(), src.size()));
+}
+UOp UOp::with_arg(Arg a) const { return make(op(), dtype(), src(), std::move(a), tag()); }
+UOp UOp::with_dtype(DType d) const { return make(op(), d, src(), arg(), tag()); }
+UOp UOp::with_tag(Arg t) const { return make(op(), dtype(), src(), arg(), std::move(t)); }
+UOp UOp::with_op(Op o) const { return make(o, dtype(), src(), arg(), tag()); }
+
+// ---- arithmetic -------------------------------------------------------------------------------------
+
+UOp UOp::const_like(i128 v) const { return constant(dtype(), Arg::integer(v)); }
+UOp UOp::const_like(double v) const { return constant(dtype(), Arg::real(v)); }
+UOp UOp::const_like(const Arg& v) const { return constant(dtype(), v); }
+
+namespace {
+DType alu_dtype(Op op, const UOp& self, std::span<const UOp> others) {
+  if (groups::comparison().contains(op)) return dtypes::bool_.vec(self.dtype().count());
+  if (op == Op::Where) return others[0].dtype();
+  DType out = self.dtype();
+  for (const UOp& o : others) {
+    if (o.dtype() == out) continue;
+    if (op == Op::Shl || op == Op::Shr) continue;  // the shift count does not promote
+    out = least_upper_dtype(out.scalar_type(), o.dtype().scalar_type()).vec(out.count());
+  }
+  return out;
+}
+}  // namespace
+
+UOp UOp::alu(Op op, std::span<const UOp> others) const {
+  std::vector<UOp> src;
+  src.reserve(others.size() + 1);
+  src.push_back(*this);
+  src.insert(src.end(), others.begin(), others.end());
+  return make(op, alu_dtype(op, *this, others), src);
+}
+UOp UOp::alu(Op op, std::initializer_list<UOp> others) const {
+  return alu(op, std::span<const UOp>(others.begin(), others.size()));
+}
+
+UOp UOp::operator-() const {
+  if (dtype().is_bool()) return logical_not();
+  return dtype().is_float() ? *this * const_like(-1.0) : *this * const_like(static_cast<i128>(-1));
+}
+UOp UOp::floordiv(const UOp& o) const { return alu(Op::FloorDiv, {o}); }
+UOp UOp::floormod(const UOp& o) const { return alu(Op::FloorMod, {o}); }
+UOp UOp::cdiv(const UOp& o) const { return alu(Op::CDiv, {o}); }
+UOp UOp::cmod(const UOp& o) const { return alu(Op::CMod, {o}); }
+UOp UOp::maximum(const UOp& o) const { return alu(Op::Max, {o}); }
+UOp UOp::minimum(const UOp& o) const { return -((-*this).maximum(-o)); }
+UOp UOp::lt(const UOp& o) const { return alu(Op::CmpLt, {o}); }
+UOp UOp::le(const UOp& o) const { return o.lt(*this).logical_not(); }
+UOp UOp::ge(const UOp& o) const { return lt(o).logical_not(); }
+UOp UOp::ne(const UOp& o) const { return alu(Op::CmpNe, {o}); }
+UOp UOp::eq(const UOp& o) const { return ne(o).logical_not(); }
+UOp UOp::logical_not() const { return ne(cbool(true)); }
+UOp UOp::where(const UOp& a, const UOp& b) const { return alu(Op::Where, {a, b}); }
+UOp UOp::cast(DType d) const {
+  if (d.count() == 1 && dtype().count() > 1) d = d.vec(dtype().count());
+  return d == dtype() ? *this : make(Op::Cast, d, {*this});
+}
+UOp UOp::bitcast(DType d) const { return d == dtype() ? *this : make(Op::Bitcast, d, {*this}); }
+
+UOp operator+(const UOp& a, const UOp& b) { return a.alu(Op::Add, {b}); }
+UOp operator-(const UOp& a, const UOp& b) { return a + (-b); }
+UOp operator*(const UOp& a, const UOp& b) { return a.alu(Op::Mul, {b}); }
+UOp operator&(const UOp& a, const UOp& b) { return a.alu(Op::And, {b}); }
+UOp operator|(const UOp& a, const UOp& b) { return a.alu(Op::Or, {b}); }
+UOp operator^(const UOp& a, const UOp& b) { return a.alu(Op::Xor, {b}); }
+UOp operator<<(const UOp& a, const UOp& b) { return a.alu(Op::Shl, {b}); }
+UOp operator>>(const UOp& a, const UOp& b) { return a.alu(Op::Shr, {b}); }
+
+// ---- printing ---------------------------------------------------------------------------------------
+
+std::string UOp::repr(int depth) const {
+  if (!n_) return "UOp(null)";
+  std::string s = fmt::format("UOp(Ops.{}, {}, arg={}", op_info(op()).py_name, dtype().repr(),
+                              arg().repr());
+  if (!tag().is_none()) s += ", tag=" + tag().repr();
+  s += ", src=(";
+  for (size_t i = 0; i < nsrc(); ++i) {
+    if (i) s += ", ";
+    s += depth > 0 ? src(i).repr(depth - 1) : "...";
+  }
+  return s + (nsrc() == 1 ? ",))" : "))");
+}
+
+// ---- Num and SInt -----------------------------------------------------------------------------------
+
+double Num::as_double() const {
+  if (is_float) return f;
+  if (i >= kInfinity) return INFINITY;
+  if (i <= -kInfinity) return -INFINITY;
+  return static_cast<double>(i);
+}
+bool Num::is_infinite() const { return is_float ? std::isinf(f) : tinyrw::is_infinite(i); }
+std::partial_ordering Num::operator<=>(const Num& o) const {
+  if (!is_float && !o.is_float) return i <=> o.i;
+  return as_double() <=> o.as_double();
+}
+std::string Num::repr() const {
+  if (is_float) return Arg::real(f).repr();
+  if (i >= kInfinity) return "inf";
+  if (i <= -kInfinity) return "-inf";
+  return to_string(i);
+}
+
+SInt::SInt(UOp u) {
+  if (u.is_const() && u.arg().is_int()) {
+    v_ = static_cast<int64_t>(u.arg().as_int());
+  } else {
+    u_ = std::move(u);
+  }
+}
+int64_t SInt::value() const {
+  if (u_) throw GraphError("symbolic size " + u_.repr(1) + " has no concrete value");
+  return v_;
+}
+UOp SInt::as_uop() const { return u_ ? u_ : UOp::cint(v_); }
+std::string SInt::repr() const { return u_ ? u_.repr(1) : std::to_string(v_); }
+
+std::string shape_repr(const Shape& s) {
+  std::string out = "(";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + s[i].repr();
+  return out + (s.size() == 1 ? ",)" : ")");
+}
+
+UOp shape_to_uop(const Shape& s) {
+  std::vector<UOp> dims;
+  dims.reserve(s.size());
+  for (const SInt& d : s) dims.push_back(d.as_uop());
+  return UOp::make(Op::Stack, s.empty() ? dtypes::void_ : dtypes::index, dims);
+}
+
+Shape uop_to_shape(const UOp& u) {
+  if (u.op() == Op::Stack) return Shape(u.src().begin(), u.src().end());
+  if (u.op() == Op::Const) return Shape{SInt(u)};
+  throw GraphError(fmt::format("expected a shape (STACK of sizes), got {}", u.repr(1)));
+}
+
+}  // namespace tinyrw

@@ -1,0 +1,197 @@
+// UOp: the hash-consed, immutable node of every tinyrw graph.
+//
+// Structurally equal UOps are the same object, so `a == b` (pointer identity) is structural
+// equality. A UOp is reference counted and released when nothing refers to it; releasing a long
+// chain never recurses on the C++ stack. The node universe is process-wide and not thread-safe:
+// build and rewrite graphs from one thread at a time.
+#pragma once
+
+#include <compare>
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "ir/arg.h"
+#include "ir/dtype.h"
+#include "ir/int128.h"
+#include "ir/ops.h"
+
+namespace tinyrw {
+
+class UOpNode;
+class SInt;
+using Shape = std::vector<SInt>;
+
+// A bound of vmin/vmax: exact integers for int/bool/index dtypes, doubles for floats.
+struct Num {
+  bool is_float = false;
+  i128 i = 0;
+  double f = 0;
+
+  static Num of(i128 v) { return Num{false, v, 0}; }
+  static Num of_float(double v) { return Num{true, 0, v}; }
+  double as_double() const;
+  bool is_infinite() const;
+  std::partial_ordering operator<=>(const Num& o) const;
+  bool operator==(const Num& o) const { return (*this <=> o) == std::partial_ordering::equivalent; }
+  std::string repr() const;  // Python syntax; infinite ints print as "inf"/"-inf"
+};
+
+// Thrown for shape, dtype or arity errors made while building or inspecting a graph.
+class GraphError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+class UOp {
+ public:
+  UOp() = default;
+  UOp(const UOp& o);
+  UOp(UOp&& o) noexcept : n_(o.n_) { o.n_ = nullptr; }
+  UOp& operator=(const UOp& o);
+  UOp& operator=(UOp&& o) noexcept;
+  ~UOp();
+
+  // ---- construction (hash-consed: equal arguments give the identical node)
+  static UOp make(Op op, DType dtype = dtypes::void_, std::span<const UOp> src = {}, Arg arg = {},
+                  Arg tag = {});
+  static UOp make(Op op, DType dtype, std::initializer_list<UOp> src, Arg arg = {},
+                  Arg tag = {});
+  // A CONST whose value is converted to `dtype` (ints wrap, floats round; bools are 0/1).
+  static UOp constant(DType dtype, const Arg& value);
+  static UOp cint(i128 v, DType dtype = dtypes::index) { return constant(dtype, Arg::integer(v)); }
+  static UOp cfloat(double v, DType dtype = dtypes::float32) { return constant(dtype, Arg::real(v)); }
+  static UOp cbool(bool v) { return constant(dtypes::bool_, Arg::boolean(v)); }
+  // A named integer in [lo, hi] (DEFINE_VAR with arg (name, lo, hi)).
+  static UOp variable(std::string_view name, i128 lo, i128 hi, DType dtype = dtypes::index);
+  // A loop index 0..end-1 (RANGE with arg (axis,)).
+  static UOp range(const UOp& end, int axis);
+  static UOp sink(std::span<const UOp> srcs);
+
+  // ---- accessors
+  explicit operator bool() const { return n_ != nullptr; }
+  bool operator==(const UOp& o) const { return n_ == o.n_; }
+  Op op() const;
+  DType dtype() const;
+  std::span<const UOp> src() const;
+  const UOp& src(size_t i) const;
+  size_t nsrc() const;
+  const Arg& arg() const;
+  const Arg& tag() const;
+  size_t hash() const;
+  const UOpNode* node() const { return n_; }
+  bool is_const() const { return n_ && op() == Op::Const; }
+
+  // ---- variants of this node (each is hash-consed again)
+  UOp with_src(std::span<const UOp> src) const;
+  UOp with_src(std::initializer_list<UOp> src) const;
+  UOp with_arg(Arg arg) const;
+  UOp with_dtype(DType dtype) const;
+  UOp with_tag(Arg tag) const;
+  UOp with_op(Op op) const;
+
+  // ---- arithmetic; scalar operands become constants of this node's dtype
+  UOp const_like(i128 v) const;
+  UOp const_like(double v) const;
+  UOp const_like(const Arg& v) const;
+  UOp alu(Op op, std::span<const UOp> others) const;
+  UOp alu(Op op, std::initializer_list<UOp> others) const;
+  UOp operator-() const;  // x * -1 for numbers, logical not for bools
+  UOp floordiv(const UOp& o) const;
+  UOp floordiv(i128 v) const { return floordiv(const_like(v)); }
+  UOp floormod(const UOp& o) const;
+  UOp floormod(i128 v) const { return floormod(const_like(v)); }
+  UOp cdiv(const UOp& o) const;
+  UOp cmod(const UOp& o) const;
+  UOp maximum(const UOp& o) const;
+  UOp minimum(const UOp& o) const;  // -max(-a, -b), as tinygrad builds it
+  UOp lt(const UOp& o) const;
+  UOp lt(i128 v) const { return lt(const_like(v)); }
+  UOp le(const UOp& o) const;  // !(o < this)
+  UOp gt(const UOp& o) const { return o.lt(*this); }
+  UOp ge(const UOp& o) const;  // !(this < o)
+  UOp ne(const UOp& o) const;
+  UOp eq(const UOp& o) const;  // !(this != o)
+  UOp logical_not() const;
+  UOp where(const UOp& a, const UOp& b) const;  // this ? a : b
+  UOp cast(DType dtype) const;
+  UOp bitcast(DType dtype) const;
+
+  // ---- derived properties (computed once per node, iteratively, and cached)
+  Num vmin() const;
+  Num vmax() const;
+  std::optional<Shape> shape_opt() const;  // nullopt: the op has no shape
+  Shape shape() const;                     // throws GraphError when the op has no shape
+  Arg device() const;                      // a string, a tuple of strings, or None
+
+  // One-line summary: UOp(Ops.ADD, dtypes.int, arg=None, src=(...)) with at most `depth` levels.
+  std::string repr(int depth = 3) const;
+
+ private:
+  friend class UOpNode;
+  friend struct UOpAccess;
+  explicit UOp(UOpNode* n, bool adopt);
+  UOpNode* n_ = nullptr;
+};
+
+UOp operator+(const UOp& a, const UOp& b);
+UOp operator-(const UOp& a, const UOp& b);  // a + b*-1, tinygrad's canonical form
+UOp operator*(const UOp& a, const UOp& b);
+UOp operator&(const UOp& a, const UOp& b);
+UOp operator|(const UOp& a, const UOp& b);
+UOp operator^(const UOp& a, const UOp& b);
+UOp operator<<(const UOp& a, const UOp& b);
+UOp operator>>(const UOp& a, const UOp& b);
+inline UOp operator+(const UOp& a, i128 b) { return a + a.const_like(b); }
+inline UOp operator-(const UOp& a, i128 b) { return a - a.const_like(b); }
+inline UOp operator*(const UOp& a, i128 b) { return a * a.const_like(b); }
+inline UOp operator+(i128 a, const UOp& b) { return b.const_like(a) + b; }
+inline UOp operator*(i128 a, const UOp& b) { return b.const_like(a) * b; }
+inline UOp operator+(const UOp& a, int b) { return a + static_cast<i128>(b); }
+inline UOp operator-(const UOp& a, int b) { return a - static_cast<i128>(b); }
+inline UOp operator*(const UOp& a, int b) { return a * static_cast<i128>(b); }
+inline UOp operator+(int a, const UOp& b) { return static_cast<i128>(a) + b; }
+inline UOp operator*(int a, const UOp& b) { return static_cast<i128>(a) * b; }
+
+// A symbolic size: a plain integer or an index-typed UOp.
+class SInt {
+ public:
+  SInt(int64_t v) : v_(v) {}  // NOLINT: implicit on purpose, shapes are written as {2, 3}
+  SInt(int v) : v_(v) {}      // NOLINT
+  SInt(UOp u);                // folds CONSTs to plain integers
+  bool is_int() const { return !u_; }
+  int64_t value() const;      // throws GraphError for symbolic sizes
+  const UOp& uop() const { return u_; }
+  UOp as_uop() const;         // an index CONST for plain integers
+  bool operator==(const SInt& o) const { return v_ == o.v_ && u_ == o.u_; }
+  std::string repr() const;
+
+ private:
+  int64_t v_ = 0;
+  UOp u_;
+};
+
+std::string shape_repr(const Shape& s);
+// A shape as the UOp that movement ops take: a STACK of index CONSTs (or symbolic sizes).
+UOp shape_to_uop(const Shape& s);
+// Decodes a shape UOp (a STACK of sizes, or a single CONST for a 1-d shape).
+Shape uop_to_shape(const UOp& u);
+
+// Live-node statistics of the hash-consing table (for tests and benchmarks).
+struct UOpTableStats {
+  size_t live_nodes;
+  size_t buckets;
+};
+UOpTableStats uop_table_stats();
+size_t uop_node_bytes(size_t nsrc);  // bytes a node with nsrc sources occupies (without malloc overhead)
+
+}  // namespace tinyrw
+
+template <>
+struct std::hash<tinyrw::UOp> {
+  size_t operator()(const tinyrw::UOp& u) const { return u.hash(); }
+};
