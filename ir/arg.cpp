@@ -27,16 +27,26 @@ size_t mix(size_t h, size_t v) { return h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6
 
 std::string_view kind_name(Arg::Kind k) {
   switch (k) {
-    case Arg::Kind::None: return "None";
-    case Arg::Kind::Int: return "int";
-    case Arg::Kind::Float: return "float";
-    case Arg::Kind::Bool: return "bool";
-    case Arg::Kind::String: return "str";
-    case Arg::Kind::Tuple: return "tuple";
-    case Arg::Kind::DType: return "dtype";
-    case Arg::Kind::Op: return "op";
-    case Arg::Kind::Record: return "record";
-    case Arg::Kind::Invalid: return "Invalid";
+    case Arg::Kind::None:
+      return "None";
+    case Arg::Kind::Int:
+      return "int";
+    case Arg::Kind::Float:
+      return "float";
+    case Arg::Kind::Bool:
+      return "bool";
+    case Arg::Kind::String:
+      return "str";
+    case Arg::Kind::Tuple:
+      return "tuple";
+    case Arg::Kind::DType:
+      return "dtype";
+    case Arg::Kind::Op:
+      return "op";
+    case Arg::Kind::Record:
+      return "record";
+    case Arg::Kind::Invalid:
+      return "Invalid";
   }
   return "?";
 }
@@ -205,16 +215,22 @@ size_t Arg::hash() const {
   size_t h = static_cast<size_t>(kind_) * 0x100000001b3ULL;
   switch (kind_) {
     case Kind::None:
-    case Kind::Invalid: return h;
+    case Kind::Invalid:
+      return h;
     case Kind::Int: {
       const i128 v = as_int();
       return mix(mix(h, static_cast<uint64_t>(v)), static_cast<uint64_t>(v >> 64));
     }
-    case Kind::Float: return mix(h, std::bit_cast<uint64_t>(f_));
-    case Kind::Bool: return mix(h, b_);
-    case Kind::DType: return mix(h, reinterpret_cast<size_t>(d_));
-    case Kind::Op: return mix(h, static_cast<size_t>(o_));
-    case Kind::String: return mix(h, std::hash<std::string>()(p_->text));
+    case Kind::Float:
+      return mix(h, std::bit_cast<uint64_t>(f_));
+    case Kind::Bool:
+      return mix(h, b_);
+    case Kind::DType:
+      return mix(h, reinterpret_cast<size_t>(d_));
+    case Kind::Op:
+      return mix(h, static_cast<size_t>(o_));
+    case Kind::String:
+      return mix(h, std::hash<std::string>()(p_->text));
     case Kind::Tuple:
       for (const Arg& a : p_->items) h = mix(h, a.hash());
       return h;
@@ -231,15 +247,24 @@ bool Arg::operator==(const Arg& o) const {
   if (heap_ && o.heap_ && p_ == o.p_) return true;
   switch (kind_) {
     case Kind::None:
-    case Kind::Invalid: return true;
-    case Kind::Int: return as_int() == o.as_int();
-    case Kind::Float: return std::bit_cast<uint64_t>(f_) == std::bit_cast<uint64_t>(o.f_);
-    case Kind::Bool: return b_ == o.b_;
-    case Kind::DType: return d_ == o.d_;
-    case Kind::Op: return o_ == o.o_;
-    case Kind::String: return p_->text == o.p_->text;
-    case Kind::Tuple: return p_->items == o.p_->items;
-    case Kind::Record: return p_->text == o.p_->text && p_->fields == o.p_->fields;
+    case Kind::Invalid:
+      return true;
+    case Kind::Int:
+      return as_int() == o.as_int();
+    case Kind::Float:
+      return std::bit_cast<uint64_t>(f_) == std::bit_cast<uint64_t>(o.f_);
+    case Kind::Bool:
+      return b_ == o.b_;
+    case Kind::DType:
+      return d_ == o.d_;
+    case Kind::Op:
+      return o_ == o.o_;
+    case Kind::String:
+      return p_->text == o.p_->text;
+    case Kind::Tuple:
+      return p_->items == o.p_->items;
+    case Kind::Record:
+      return p_->text == o.p_->text && p_->fields == o.p_->fields;
   }
   return false;
 }
@@ -256,18 +281,28 @@ std::string float_repr(double v) {
 
 std::string Arg::repr() const {
   switch (kind_) {
-    case Kind::None: return "None";
-    case Kind::Invalid: return "Invalid";
-    case Kind::Int: return to_string(as_int());
-    case Kind::Float: return float_repr(f_);
-    case Kind::Bool: return b_ ? "True" : "False";
-    case Kind::DType: return as_dtype().repr();
-    case Kind::Op: return fmt::format("Ops.{}", op_info(o_).py_name);
+    case Kind::None:
+      return "None";
+    case Kind::Invalid:
+      return "Invalid";
+    case Kind::Int:
+      return to_string(as_int());
+    case Kind::Float:
+      return float_repr(f_);
+    case Kind::Bool:
+      return b_ ? "True" : "False";
+    case Kind::DType:
+      return as_dtype().repr();
+    case Kind::Op:
+      return fmt::format("Ops.{}", op_info(o_).py_name);
     case Kind::String: {
       std::string out = "'";
       for (char c : p_->text) {
         if (c == '\'' || c == '\\') out += '\\';
-        if (c == '\n') { out += "\\n"; continue; }
+        if (c == '\n') {
+          out += "\\n";
+          continue;
+        }
         out += c;
       }
       return out + "'";

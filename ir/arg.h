@@ -58,9 +58,9 @@ class Arg {
   bool is_invalid() const { return kind_ == Kind::Invalid; }
 
   // Accessors throw std::logic_error naming the expected and actual kinds on mismatch.
-  i128 as_int() const;        // ints and bools
-  double as_float() const;    // floats, ints and bools
-  bool as_bool() const;       // bools and ints (nonzero)
+  i128 as_int() const;      // ints and bools
+  double as_float() const;  // floats, ints and bools
+  bool as_bool() const;     // bools and ints (nonzero)
   const std::string& as_string() const;
   std::span<const Arg> items() const;  // tuples
   DType as_dtype() const;

@@ -71,7 +71,10 @@ class DTypeTable {
     std::string name;
     if (base) {
       name = base->name + ".ptr(" + std::to_string(size) +
-             (space == AddrSpace::Local ? ", local" : space == AddrSpace::Reg ? ", reg" : "") + ")";
+             (space == AddrSpace::Local ? ", local"
+              : space == AddrSpace::Reg ? ", reg"
+                                        : "") +
+             ")";
     } else {
       name = std::string(facts(k).name) + ".vec(" + std::to_string(count) + ")";
     }
@@ -107,9 +110,9 @@ std::optional<DType> DType::from_name(std::string_view name) {
     if (name == f.name || name == f.attr) return scalar(f.kind);
   }
   static const std::pair<std::string_view, ScalarKind> kAliases[] = {
-      {"int", ScalarKind::Int32},        {"float", ScalarKind::Float32},
-      {"double", ScalarKind::Float64},   {"half", ScalarKind::Float16},
-      {"long", ScalarKind::Int64},       {"weakint", ScalarKind::Index},
+      {"int", ScalarKind::Int32},      {"float", ScalarKind::Float32},
+      {"double", ScalarKind::Float64}, {"half", ScalarKind::Float16},
+      {"long", ScalarKind::Int64},     {"weakint", ScalarKind::Index},
   };
   for (const auto& [alias, kind] : kAliases) {
     if (name == alias) return scalar(kind);
@@ -119,20 +122,21 @@ std::optional<DType> DType::from_name(std::string_view name) {
 
 DType DType::vec(int n) const {
   if (n == 1 || is_void()) return *this;
-  if (count() != 1 || is_ptr() || n < 1) throw std::invalid_argument("cannot make a vector of " + std::string(name()) + " with " + std::to_string(n) + " lanes");
+  if (count() != 1 || is_ptr() || n < 1)
+    throw std::invalid_argument("cannot make a vector of " + std::string(name()) + " with " +
+                                std::to_string(n) + " lanes");
   return DType(table().get(d_->kind, n, nullptr, AddrSpace::Global, -1));
 }
 
 DType DType::ptr(AddrSpace space, int64_t size) const {
-  if (is_ptr()) throw std::invalid_argument("cannot make a pointer to pointer type " + std::string(name()));
+  if (is_ptr())
+    throw std::invalid_argument("cannot make a pointer to pointer type " + std::string(name()));
   return DType(table().get(d_->kind, 1, d_, space, size));
 }
 
 ScalarKind DType::kind() const { return d_->kind; }
 int DType::count() const { return d_->count; }
-DType DType::scalar_type() const {
-  return d_->count > 1 ? DType(table().scalar(d_->kind)) : *this;
-}
+DType DType::scalar_type() const { return d_->count > 1 ? DType(table().scalar(d_->kind)) : *this; }
 bool DType::is_ptr() const { return d_->base != nullptr; }
 DType DType::base() const { return d_->base ? DType(d_->base) : *this; }
 AddrSpace DType::addrspace() const { return d_->space; }
@@ -211,20 +215,33 @@ constexpr KindSet bit(ScalarKind k) { return 1u << static_cast<unsigned>(k); }
 KindSet parents(ScalarKind k) {
   using S = ScalarKind;
   switch (k) {
-    case S::Bool: return bit(S::Index);
-    case S::Index: return bit(S::Int8) | bit(S::UInt8);
-    case S::Int8: return bit(S::Int16);
-    case S::Int16: return bit(S::Int32);
-    case S::Int32: return bit(S::Int64);
-    case S::Int64: return bit(S::UInt64);
-    case S::UInt8: return bit(S::Int16) | bit(S::UInt16);
-    case S::UInt16: return bit(S::Int32) | bit(S::UInt32);
-    case S::UInt32: return bit(S::Int64) | bit(S::UInt64);
-    case S::UInt64: return bit(S::Float16) | bit(S::BFloat16);
+    case S::Bool:
+      return bit(S::Index);
+    case S::Index:
+      return bit(S::Int8) | bit(S::UInt8);
+    case S::Int8:
+      return bit(S::Int16);
+    case S::Int16:
+      return bit(S::Int32);
+    case S::Int32:
+      return bit(S::Int64);
+    case S::Int64:
+      return bit(S::UInt64);
+    case S::UInt8:
+      return bit(S::Int16) | bit(S::UInt16);
+    case S::UInt16:
+      return bit(S::Int32) | bit(S::UInt32);
+    case S::UInt32:
+      return bit(S::Int64) | bit(S::UInt64);
+    case S::UInt64:
+      return bit(S::Float16) | bit(S::BFloat16);
     case S::Float16:
-    case S::BFloat16: return bit(S::Float32);
-    case S::Float32: return bit(S::Float64);
-    default: return 0;
+    case S::BFloat16:
+      return bit(S::Float32);
+    case S::Float32:
+      return bit(S::Float64);
+    default:
+      return 0;
   }
 }
 
@@ -294,17 +311,30 @@ bool can_safe_cast(DType from, DType to) {
       ok = bit(S::Float16) | bit(S::BFloat16) | bit(S::UInt16) | bit(S::UInt8) | bit(S::Int16) |
            bit(S::Int8);
       break;
-    case S::Float16: ok = bit(S::UInt8) | bit(S::Int8); break;
+    case S::Float16:
+      ok = bit(S::UInt8) | bit(S::Int8);
+      break;
     case S::Int64:
       ok = bit(S::UInt32) | bit(S::UInt16) | bit(S::UInt8) | bit(S::Int32) | bit(S::Int16) |
            bit(S::Int8);
       break;
-    case S::Int32: ok = bit(S::UInt16) | bit(S::UInt8) | bit(S::Int16) | bit(S::Int8); break;
-    case S::Int16: ok = bit(S::UInt8) | bit(S::Int8); break;
-    case S::UInt64: ok = bit(S::UInt32) | bit(S::UInt16) | bit(S::UInt8); break;
-    case S::UInt32: ok = bit(S::UInt16) | bit(S::UInt8); break;
-    case S::UInt16: ok = bit(S::UInt8); break;
-    default: ok = 0;
+    case S::Int32:
+      ok = bit(S::UInt16) | bit(S::UInt8) | bit(S::Int16) | bit(S::Int8);
+      break;
+    case S::Int16:
+      ok = bit(S::UInt8) | bit(S::Int8);
+      break;
+    case S::UInt64:
+      ok = bit(S::UInt32) | bit(S::UInt16) | bit(S::UInt8);
+      break;
+    case S::UInt32:
+      ok = bit(S::UInt16) | bit(S::UInt8);
+      break;
+    case S::UInt16:
+      ok = bit(S::UInt8);
+      break;
+    default:
+      ok = 0;
   }
   return from.count() == to.count() && !from.is_ptr() && !to.is_ptr() && (ok & bit(from.kind()));
 }
@@ -337,7 +367,10 @@ float half_to_float(uint16_t h) {
     bits = sign;
   } else {  // subnormal: normalize
     int e = -1;
-    do { ++e; mant <<= 1; } while (!(mant & 0x400));
+    do {
+      ++e;
+      mant <<= 1;
+    } while (!(mant & 0x400));
     bits = sign | (static_cast<uint32_t>(112 - e) << 23) | ((mant & 0x3ff) << 13);
   }
   return std::bit_cast<float>(bits);
@@ -351,7 +384,8 @@ uint16_t float_to_half(float f) {
     return sign | 0x7c00 | (absx > 0x7f800000u ? 0x200 : 0);
   }
   if (absx >= 0x477ff000u) return sign | 0x7c00;  // rounds past 65504: overflow to inf
-  if (absx < 0x38800000u) {  // subnormal half or zero: round-to-nearest-even on the shifted mantissa
+  if (absx <
+      0x38800000u) {  // subnormal half or zero: round-to-nearest-even on the shifted mantissa
     if (absx < 0x33000000u) return sign;  // below half of the smallest subnormal
     const uint32_t e = absx >> 23;
     const uint32_t mant = (absx & 0x7fffff) | 0x800000;
@@ -379,11 +413,14 @@ uint16_t float_to_bfloat16(float f) {
 
 double truncate_float(DType t, double v) {
   switch (t.kind()) {
-    case ScalarKind::Float16: return half_to_float(float_to_half(static_cast<float>(v)));
+    case ScalarKind::Float16:
+      return half_to_float(float_to_half(static_cast<float>(v)));
     case ScalarKind::BFloat16:
       return bfloat16_to_float(float_to_bfloat16(static_cast<float>(v)));
-    case ScalarKind::Float32: return static_cast<float>(v);
-    default: return v;
+    case ScalarKind::Float32:
+      return static_cast<float>(v);
+    default:
+      return v;
   }
 }
 
@@ -392,7 +429,10 @@ std::string to_string(i128 v) {
   const bool neg = v < 0;
   u128 u = neg ? static_cast<u128>(-(v + 1)) + 1 : static_cast<u128>(v);
   std::string s;
-  while (u) { s.push_back(static_cast<char>('0' + static_cast<int>(u % 10))); u /= 10; }
+  while (u) {
+    s.push_back(static_cast<char>('0' + static_cast<int>(u % 10)));
+    u /= 10;
+  }
   if (neg) s.push_back('-');
   return {s.rbegin(), s.rend()};
 }

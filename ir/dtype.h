@@ -43,14 +43,14 @@ class DType {
   DType vec(int count) const;  // count 1 returns the scalar itself
   DType ptr(AddrSpace space = AddrSpace::Global, int64_t size = -1) const;
 
-  ScalarKind kind() const;     // of the scalar element (the base's element for pointers)
-  int count() const;           // vector width (1 for scalars and pointers)
-  DType scalar_type() const;   // element type of a vector; the type itself otherwise
+  ScalarKind kind() const;    // of the scalar element (the base's element for pointers)
+  int count() const;          // vector width (1 for scalars and pointers)
+  DType scalar_type() const;  // element type of a vector; the type itself otherwise
   bool is_vector() const { return count() > 1; }
   bool is_ptr() const;
-  DType base() const;          // pointee of a pointer
+  DType base() const;  // pointee of a pointer
   AddrSpace addrspace() const;
-  int64_t ptr_size() const;    // element count of a pointer's buffer, -1 when unknown
+  int64_t ptr_size() const;  // element count of a pointer's buffer, -1 when unknown
 
   bool is_void() const { return kind() == ScalarKind::Void && !is_ptr(); }
   bool is_bool() const;
@@ -59,9 +59,9 @@ class DType {
   bool is_float() const;
   bool is_index() const;
 
-  int itemsize() const;   // bytes of one element (vector: all lanes; pointer: 8)
-  int priority() const;   // promotion priority, as in tinygrad
-  char fmt() const;       // struct-module format character, 0 when none
+  int itemsize() const;           // bytes of one element (vector: all lanes; pointer: 8)
+  int priority() const;           // promotion priority, as in tinygrad
+  char fmt() const;               // struct-module format character, 0 when none
   std::string_view name() const;  // "float32", "int32.vec(4)", ...
   std::string repr() const;       // "dtypes.float", "dtypes.int.vec(4)", "dtypes.float.ptr(16)"
 

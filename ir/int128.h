@@ -13,8 +13,8 @@ namespace tinyrw {
 using i128 = __int128;
 using u128 = unsigned __int128;
 
-// 2^120: anything this large is treated as infinite; products of two in-range int64 values fit.
-inline constexpr i128 kInfinity = static_cast<i128>(1) << 120;
+// The largest 128-bit magnitude stands for infinity; products of two 64-bit values stay exact.
+inline constexpr i128 kInfinity = static_cast<i128>(~static_cast<unsigned __int128>(0) >> 1);
 
 inline constexpr bool is_infinite(i128 v) { return v >= kInfinity || v <= -kInfinity; }
 inline constexpr i128 saturate(i128 v) {
@@ -24,20 +24,19 @@ inline constexpr i128 saturate(i128 v) {
 inline constexpr i128 sat_add(i128 a, i128 b) {
   if (is_infinite(a)) return saturate(a);
   if (is_infinite(b)) return saturate(b);
-  return saturate(a + b);
+  i128 r = 0;
+  if (__builtin_add_overflow(a, b, &r)) return a > 0 ? kInfinity : -kInfinity;
+  return saturate(r);
 }
-inline constexpr i128 sat_neg(i128 a) { return saturate(-a); }
+inline constexpr i128 sat_neg(i128 a) { return saturate(-saturate(a)); }
 inline constexpr i128 sat_sub(i128 a, i128 b) { return sat_add(a, sat_neg(b)); }
 inline constexpr i128 sat_mul(i128 a, i128 b) {
   if (a == 0 || b == 0) return 0;
   const bool neg = (a < 0) != (b < 0);
   if (is_infinite(a) || is_infinite(b)) return neg ? -kInfinity : kInfinity;
-  // |a|,|b| < 2^120: check the product against 2^120 without overflowing 128 bits.
-  const u128 ua = a < 0 ? static_cast<u128>(-a) : static_cast<u128>(a);
-  const u128 ub = b < 0 ? static_cast<u128>(-b) : static_cast<u128>(b);
-  if (ua > static_cast<u128>(kInfinity) / ub) return neg ? -kInfinity : kInfinity;
-  const i128 p = static_cast<i128>(ua * ub);
-  return saturate(neg ? -p : p);
+  i128 r = 0;
+  if (__builtin_mul_overflow(a, b, &r)) return neg ? -kInfinity : kInfinity;
+  return saturate(r);
 }
 
 // Python semantics: floor division and a modulo with the divisor's sign. b must be nonzero.

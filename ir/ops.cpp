@@ -31,19 +31,32 @@ std::optional<Op> op_from_name(std::string_view name) {
 
 std::string_view category_name(OpCategory c) {
   switch (c) {
-    case OpCategory::Source: return "source";
-    case OpCategory::Movement: return "movement";
-    case OpCategory::Reduce: return "reduce";
-    case OpCategory::Call: return "call";
-    case OpCategory::Load: return "load";
-    case OpCategory::Store: return "store";
-    case OpCategory::Ordering: return "ordering";
-    case OpCategory::Unary: return "elementwise unary";
-    case OpCategory::Binary: return "elementwise binary";
-    case OpCategory::Ternary: return "elementwise ternary";
-    case OpCategory::Decomposed: return "decomposed elementwise";
-    case OpCategory::Marker: return "marker";
-    case OpCategory::Codegen: return "codegen";
+    case OpCategory::Source:
+      return "source";
+    case OpCategory::Movement:
+      return "movement";
+    case OpCategory::Reduce:
+      return "reduce";
+    case OpCategory::Call:
+      return "call";
+    case OpCategory::Load:
+      return "load";
+    case OpCategory::Store:
+      return "store";
+    case OpCategory::Ordering:
+      return "ordering";
+    case OpCategory::Unary:
+      return "elementwise unary";
+    case OpCategory::Binary:
+      return "elementwise binary";
+    case OpCategory::Ternary:
+      return "elementwise ternary";
+    case OpCategory::Decomposed:
+      return "decomposed elementwise";
+    case OpCategory::Marker:
+      return "marker";
+    case OpCategory::Codegen:
+      return "codegen";
   }
   return "?";
 }
@@ -62,10 +75,10 @@ OpSet OpSet::with_groups(uint32_t any_of_bits) {
 }
 
 namespace groups {
-#define TINYRW_GROUP(fn, bits) \
-  const OpSet& fn() {          \
+#define TINYRW_GROUP(fn, bits)                       \
+  const OpSet& fn() {                                \
     static const OpSet s = OpSet::with_groups(bits); \
-    return s;                  \
+    return s;                                        \
   }
 TINYRW_GROUP(unary, G_UNARY)
 TINYRW_GROUP(binary, G_BINARY)

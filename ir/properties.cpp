@@ -33,7 +33,8 @@ void compute_bottom_up(UOpNode* root, Has has, Compute compute) {
   }
 }
 
-// ---- vmin / vmax ------------------------------------------------------------------------------------
+// ---- vmin / vmax
+// ------------------------------------------------------------------------------------
 
 struct Bounds {
   Num lo, hi;
@@ -100,10 +101,14 @@ std::optional<Bounds> int_alu_bounds(const UOp& u) {
   auto [b, B] = src_int(1);
   const bool rhs_const = b == B && !is_infinite(b);
   switch (op) {
-    case Op::Add: return int_bounds(sat_add(a, b), sat_add(A, B));
-    case Op::Sub: return int_bounds(sat_sub(a, B), sat_sub(A, b));
-    case Op::Mul: return corners(a, A, b, B, [](i128 x, i128 y) { return sat_mul(x, y); });
-    case Op::Max: return int_bounds(std::max(a, b), std::max(A, B));
+    case Op::Add:
+      return int_bounds(sat_add(a, b), sat_add(A, B));
+    case Op::Sub:
+      return int_bounds(sat_sub(a, B), sat_sub(A, b));
+    case Op::Mul:
+      return corners(a, A, b, B, [](i128 x, i128 y) { return sat_mul(x, y); });
+    case Op::Max:
+      return int_bounds(std::max(a, b), std::max(A, B));
     case Op::And:
       if (dt.is_bool()) return int_bounds(a && b, A && B);
       if (rhs_const && b >= 0) return a < 0 ? int_bounds(0, b) : int_bounds(0, std::min(A, b));
@@ -112,7 +117,8 @@ std::optional<Bounds> int_alu_bounds(const UOp& u) {
       if (dt.is_bool()) return int_bounds(a || b, A || B);
       return std::nullopt;
     case Op::Xor:
-      if (rhs_const && b == -1 && dt.is_int()) return int_bounds(sat_sub(sat_neg(A), 1), sat_sub(sat_neg(a), 1));
+      if (rhs_const && b == -1 && dt.is_int())
+        return int_bounds(sat_sub(sat_neg(A), 1), sat_sub(sat_neg(a), 1));
       return std::nullopt;
     case Op::Shl:
       if (rhs_const && b >= 0 && b < 120) {
@@ -126,9 +132,12 @@ std::optional<Bounds> int_alu_bounds(const UOp& u) {
         return int_bounds(corner_div(a, m, true), corner_div(A, m, true));
       }
       return std::nullopt;
-    case Op::CmpLt: return int_bounds(A < b, a < B);
-    case Op::CmpNe: return int_bounds(A < b || B < a, !(a == A && A == b && b == B));
-    case Op::CmpEq: return int_bounds(a == A && A == b && b == B, !(A < b || B < a));
+    case Op::CmpLt:
+      return int_bounds(A < b, a < B);
+    case Op::CmpNe:
+      return int_bounds(A < b || B < a, !(a == A && A == b && b == B));
+    case Op::CmpEq:
+      return int_bounds(a == A && A == b && b == B, !(A < b || B < a));
     case Op::CDiv:
     case Op::FloorDiv: {
       const bool floor = op == Op::FloorDiv;
@@ -164,7 +173,8 @@ std::optional<Bounds> int_alu_bounds(const UOp& u) {
       if (b > 0) return int_bounds(0, sat_sub(B, 1));
       if (B < 0) return int_bounds(sat_add(b, 1), 0);
       return std::nullopt;
-    default: return std::nullopt;
+    default:
+      return std::nullopt;
   }
 }
 
@@ -197,7 +207,8 @@ Bounds compute_bounds(const UOp& u) {
     case Op::Permute:
     case Op::Expand:
     case Op::Shrink:
-    case Op::Flip: return bounds_of(u.src(0));
+    case Op::Flip:
+      return bounds_of(u.src(0));
     case Op::Index:
       if (!u.src(0).dtype().is_ptr()) return bounds_of(u.src(0));
       return dtype_bounds(dt);
@@ -224,7 +235,8 @@ Bounds compute_bounds(const UOp& u) {
       }
       return int_bounds(std::max(dt.int_min(), a), std::min(A, dt.int_max()));
     }
-    default: break;
+    default:
+      break;
   }
   if (!dt.is_float() && (dt.is_int() || dt.is_bool())) {
     if (auto b = int_alu_bounds(u)) return *b;
@@ -244,7 +256,8 @@ void ensure_bounds(const UOp& u) {
       });
 }
 
-// ---- shape ------------------------------------------------------------------------------------------
+// ---- shape
+// ------------------------------------------------------------------------------------------
 
 [[noreturn]] void shape_error(const UOp& u, const std::string& why) {
   throw GraphError(fmt::format("{}: {}", op_info(u.op()).py_name, why));
@@ -315,7 +328,8 @@ std::optional<Shape> compute_shape(const UOp& u) {
     case Op::Program:
     case Op::Source:
     case Op::CustomFunction:
-    case Op::Call: return std::nullopt;
+    case Op::Call:
+      return std::nullopt;
     case Op::Ins:
     case Op::Custom:
     case Op::CustomI:
@@ -329,8 +343,10 @@ std::optional<Shape> compute_shape(const UOp& u) {
     case Op::Bind:
     case Op::Range:
     case Op::Special:
-    case Op::DefineVar: return Shape{};
-    case Op::Binary: return Shape{static_cast<int64_t>(u.arg().as_string().size())};
+    case Op::DefineVar:
+      return Shape{};
+    case Op::Binary:
+      return Shape{static_cast<int64_t>(u.arg().as_string().size())};
     case Op::Buffer:
     case Op::Param:
     case Op::Returned: {
@@ -349,7 +365,8 @@ std::optional<Shape> compute_shape(const UOp& u) {
     case Op::Copy:
     case Op::AllReduce:
     case Op::Store:
-    case Op::End: return cached_shape(u.src(0));
+    case Op::End:
+      return cached_shape(u.src(0));
     case Op::Index: {
       const Shape& base = src_shape(u, 0);
       Shape out;
@@ -382,7 +399,8 @@ std::optional<Shape> compute_shape(const UOp& u) {
       out.insert(out.end(), s0.begin(), s0.end());
       return out;
     }
-    case Op::Wmma: return cached_shape(u.src(2));
+    case Op::Wmma:
+      return cached_shape(u.src(2));
     case Op::Bitcast: {
       Shape s = src_shape(u, 0);
       const int in = u.src(0).dtype().itemsize(), out = u.dtype().itemsize();
@@ -393,7 +411,8 @@ std::optional<Shape> compute_shape(const UOp& u) {
       }
       return s;
     }
-    case Op::Cast: return src_shape(u, 0);
+    case Op::Cast:
+      return src_shape(u, 0);
     case Op::Reshape: {
       const Shape& ps = src_shape(u, 0);
       Shape ns = movement_arg(u, 1);
@@ -409,8 +428,8 @@ std::optional<Shape> compute_shape(const UOp& u) {
       const Shape& ps = src_shape(u, 0);
       Shape ns = movement_arg(u, 1);
       if (ns.size() != ps.size()) {
-        shape_error(u, fmt::format("cannot expand {} to {}: ranks differ", shape_repr(ps),
-                                   shape_repr(ns)));
+        shape_error(
+            u, fmt::format("cannot expand {} to {}: ranks differ", shape_repr(ps), shape_repr(ns)));
       }
       for (size_t k = 0; k < ps.size(); ++k) {
         if (!is_one(ps[k]) && !same_size(ps[k], ns[k])) {
@@ -444,8 +463,11 @@ std::optional<Shape> compute_shape(const UOp& u) {
       for (size_t k = 0; k < ps.size(); ++k) {
         if (!off[k].is_int() || !ns[k].is_int() || !ps[k].is_int()) continue;  // symbolic: trust
         const int64_t o = off[k].value(), s = ns[k].value(), p = ps[k].value();
-        const bool ok = op == Op::Pad ? (s >= 0 && o >= 0 && o + p <= s) : (s >= 0 && o >= 0 && o + s <= p);
-        if (!ok) shape_error(u, fmt::format("{} of {} with offsets {} and sizes {}", what, shape_repr(ps), shape_repr(off), shape_repr(ns)));
+        const bool ok =
+            op == Op::Pad ? (s >= 0 && o >= 0 && o + p <= s) : (s >= 0 && o >= 0 && o + s <= p);
+        if (!ok)
+          shape_error(u, fmt::format("{} of {} with offsets {} and sizes {}", what, shape_repr(ps),
+                                     shape_repr(off), shape_repr(ns)));
       }
       return ns;
     }
@@ -460,7 +482,8 @@ std::optional<Shape> compute_shape(const UOp& u) {
       Shape s = src_shape(u, 0);
       const Arg dev = u.src(0).device();
       const int64_t n = dev.is_tuple() ? static_cast<int64_t>(dev.items().size()) : 1;
-      for (const Arg& ax : u.arg().is_tuple() ? u.arg().items() : std::span<const Arg>(&u.arg(), 1)) {
+      for (const Arg& ax :
+           u.arg().is_tuple() ? u.arg().items() : std::span<const Arg>(&u.arg(), 1)) {
         const i128 k = ax.as_int();
         if (k < 0 || k >= static_cast<i128>(s.size())) shape_error(u, "shard axis out of range");
         s[static_cast<size_t>(k)] = SInt(s[static_cast<size_t>(k)].value() * n);
@@ -470,12 +493,14 @@ std::optional<Shape> compute_shape(const UOp& u) {
     case Op::Reduce: {
       const Shape& ps = src_shape(u, 0);
       auto a = u.arg().items();
-      if (a.size() != 2 || !a[1].is_int() || a[1].as_int() < 0 || a[1].as_int() > static_cast<i128>(ps.size())) {
+      if (a.size() != 2 || !a[1].is_int() || a[1].as_int() < 0 ||
+          a[1].as_int() > static_cast<i128>(ps.size())) {
         shape_error(u, "invalid type for axis");
       }
       return Shape(ps.begin() + static_cast<long>(a[1].as_int()), ps.end());
     }
-    default: break;
+    default:
+      break;
   }
   if (groups::unary().contains(op)) return src_shape(u, 0);
   if (groups::binary().contains(op) || groups::ternary().contains(op)) return broadcast_shapes(u);
@@ -500,7 +525,8 @@ void ensure_shape(const UOp& u) {
       });
 }
 
-// ---- device -----------------------------------------------------------------------------------------
+// ---- device
+// -----------------------------------------------------------------------------------------
 
 Arg compute_device(const UOp& u) {
   auto src_dev = [&](size_t i) { return UOpAccess::node(u.src(i))->derived->device; };
@@ -512,12 +538,14 @@ Arg compute_device(const UOp& u) {
       const Arg* d = u.arg().is_record() ? u.arg().find_field("device") : nullptr;
       return d ? *d : Arg();
     }
-    case Op::After: return src_dev(0);
+    case Op::After:
+      return src_dev(0);
     case Op::MSelect: {
       const Arg d = src_dev(0);
       if (!d.is_tuple()) throw GraphError("MSELECT needs a multi-device source");
       const i128 k = u.arg().as_int();
-      if (k < 0 || k >= static_cast<i128>(d.items().size())) throw GraphError("MSELECT index out of range");
+      if (k < 0 || k >= static_cast<i128>(d.items().size()))
+        throw GraphError("MSELECT index out of range");
       return d.items()[static_cast<size_t>(k)];
     }
     case Op::MStack: {
@@ -525,8 +553,10 @@ Arg compute_device(const UOp& u) {
       for (size_t i = 0; i < u.nsrc(); ++i) devs.push_back(src_dev(i));
       return Arg::tuple(std::move(devs));
     }
-    case Op::Copy: return u.arg();
-    case Op::AllReduce: return u.arg().items()[1];
+    case Op::Copy:
+      return u.arg();
+    case Op::AllReduce:
+      return u.arg().items()[1];
     default:
       for (size_t i = 0; i < u.nsrc(); ++i) {
         if (!src_dev(i).is_none()) return src_dev(i);
@@ -551,7 +581,9 @@ std::optional<Shape> UOp::shape_opt() const {
 }
 Shape UOp::shape() const {
   std::optional<Shape> s = shape_opt();
-  if (!s) throw GraphError(fmt::format("shape requested, but {} doesn't have a shape", op_info(op()).py_name));
+  if (!s)
+    throw GraphError(
+        fmt::format("shape requested, but {} doesn't have a shape", op_info(op()).py_name));
   return *s;
 }
 Arg UOp::device() const {

@@ -23,11 +23,6 @@ enum Prec : int {
   kAtom = 20,
 };
 
-struct Text {
-  std::string s;
-  int prec;
-};
-
 struct BinarySyntax {
   const char* sym;
   int prec;
@@ -35,82 +30,194 @@ struct BinarySyntax {
 
 std::optional<BinarySyntax> binary_syntax(Op op) {
   switch (op) {
-    case Op::Add: return BinarySyntax{"+", kAdditive};
-    case Op::Sub: return BinarySyntax{"-", kAdditive};
-    case Op::Mul: return BinarySyntax{"*", kMultiplicative};
-    case Op::FloorDiv: return BinarySyntax{"//", kMultiplicative};
-    case Op::FloorMod: return BinarySyntax{"%", kMultiplicative};
-    case Op::CmpLt: return BinarySyntax{"<", kCompare};
-    case Op::CmpNe: return BinarySyntax{"!=", kCompare};
-    case Op::CmpEq: return BinarySyntax{"==", kCompare};
-    case Op::And: return BinarySyntax{"&", kBitAnd};
-    case Op::Or: return BinarySyntax{"|", kBitOr};
-    case Op::Xor: return BinarySyntax{"^", kBitXor};
-    case Op::Shl: return BinarySyntax{"<<", kShift};
-    case Op::Shr: return BinarySyntax{">>", kShift};
-    default: return std::nullopt;
-  }
-}
-
-std::string paren(const Text& t, bool need) { return need ? "(" + t.s + ")" : t.s; }
-
-Text render_const(const UOp& u) {
-  const Arg& v = u.arg();
-  if (v.is_bool()) return {v.as_bool() ? "True" : "False", kAtom};
-  if (v.is_int()) return {to_string(v.as_int()), v.as_int() < 0 ? kUnary : kAtom};
-  if (v.is_float()) {
-    const std::string s = v.repr();
-    if (s == "inf" || s == "-inf" || s == "nan") return {fmt::format("float('{}')", s), kAtom};
-    return {s, s[0] == '-' ? kUnary : kAtom};
-  }
-  throw GraphError("cannot render constant " + v.repr() + " in Python syntax");
-}
-
-Text render_node(const UOp& u, const std::unordered_map<const UOpNode*, Text>& done) {
-  auto sub = [&](size_t i) -> const Text& { return done.at(u.src(i).node()); };
-  const Op op = u.op();
-  if (auto b = binary_syntax(op)) {
-    const Text& l = sub(0);
-    const Text& r = sub(1);
-    // Left-associative: an equal-precedence left operand needs no parentheses; comparisons chain
-    // in Python, so a comparison operand of a comparison always gets them.
-    const bool lp = l.prec < b->prec || (b->prec == kCompare && l.prec == kCompare);
-    const bool rp = r.prec <= b->prec;
-    return {paren(l, lp) + b->sym + paren(r, rp), b->prec};
-  }
-  switch (op) {
-    case Op::Const: return render_const(u);
-    case Op::DefineVar:
-    case Op::Special: {
-      const Arg& a = u.arg();
-      return {a.is_tuple() ? a.items()[0].as_string() : a.as_string(), kAtom};
-    }
-    case Op::Range: return {"ridx" + to_string(u.arg().items()[0].as_int()), kAtom};
-    case Op::Bind: return sub(0);
-    case Op::Neg: return {"-" + paren(sub(0), sub(0).prec < kUnary), kUnary};
-    case Op::Max: return {fmt::format("max({}, {})", sub(0).s, sub(1).s), kAtom};
-    case Op::CDiv: return {fmt::format("cdiv({}, {})", sub(0).s, sub(1).s), kAtom};
-    case Op::CMod: return {fmt::format("cmod({}, {})", sub(0).s, sub(1).s), kAtom};
-    case Op::Where:
-      return {fmt::format("({} if {} else {})", sub(1).s, sub(0).s, sub(2).s), kAtom};
-    case Op::Cast: {
-      const DType d = u.dtype();
-      const char* fn = d.is_bool() ? "bool" : d.is_float() ? "float" : "int";
-      return {fmt::format("{}({})", fn, sub(0).s), kAtom};
-    }
+    case Op::Add:
+      return BinarySyntax{"+", kAdditive};
+    case Op::Sub:
+      return BinarySyntax{"-", kAdditive};
+    case Op::Mul:
+      return BinarySyntax{"*", kMultiplicative};
+    case Op::FloorDiv:
+      return BinarySyntax{"//", kMultiplicative};
+    case Op::FloorMod:
+      return BinarySyntax{"%", kMultiplicative};
+    case Op::CmpLt:
+      return BinarySyntax{"<", kCompare};
+    case Op::CmpNe:
+      return BinarySyntax{"!=", kCompare};
+    case Op::CmpEq:
+      return BinarySyntax{"==", kCompare};
+    case Op::And:
+      return BinarySyntax{"&", kBitAnd};
+    case Op::Or:
+      return BinarySyntax{"|", kBitOr};
+    case Op::Xor:
+      return BinarySyntax{"^", kBitXor};
+    case Op::Shl:
+      return BinarySyntax{"<<", kShift};
+    case Op::Shr:
+      return BinarySyntax{">>", kShift};
     default:
-      throw GraphError(fmt::format("cannot render {} in Python syntax", op_info(op).py_name));
+      return std::nullopt;
   }
 }
+
+// One piece of output: literal text, or a node's rendering (optionally parenthesized).
+struct Piece {
+  std::string_view text;
+  const UOpNode* node = nullptr;
+  bool paren = false;
+};
+
+// Renders in two passes so deep expressions cost linear time: first every node's precedence
+// (and the text of leaves), then one iterative emission into a single string.
+class PyRenderer {
+ public:
+  std::string run(const UOp& root) {
+    for (const UOp& u : toposort(root)) {
+      nodes_.emplace(u.node(), u);
+      prec_[u.node()] = precedence(u);
+    }
+    std::string out;
+    std::vector<Piece> stack{{{}, root.node(), top_paren(root)}};
+    std::vector<Piece> parts;
+    while (!stack.empty()) {
+      const Piece p = stack.back();
+      stack.pop_back();
+      if (!p.node) {
+        out += p.text;
+        continue;
+      }
+      if (p.paren) {
+        stack.push_back({")"});
+        stack.push_back({{}, p.node, false});
+        stack.push_back({"("});
+        continue;
+      }
+      parts.clear();
+      expand(nodes_.at(p.node), parts);
+      stack.insert(stack.end(), parts.rbegin(), parts.rend());
+    }
+    return out;
+  }
+
+ private:
+  // Like tinygrad, a binary expression at the top is wrapped once: ((x*2+1)%5).
+  bool top_paren(const UOp& root) const { return binary_syntax(root.op()).has_value(); }
+
+  int precedence(const UOp& u) {
+    if (auto b = binary_syntax(u.op())) return b->prec;
+    switch (u.op()) {
+      case Op::Const: {
+        std::string t = const_text(u);
+        const int p = t[0] == '-' ? kUnary : kAtom;
+        leaf_[u.node()] = std::move(t);
+        return p;
+      }
+      case Op::DefineVar:
+      case Op::Special: {
+        const Arg& a = u.arg();
+        leaf_[u.node()] = a.is_tuple() ? a.items()[0].as_string() : a.as_string();
+        return kAtom;
+      }
+      case Op::Range:
+        leaf_[u.node()] = "ridx" + to_string(u.arg().items()[0].as_int());
+        return kAtom;
+      case Op::Bind:
+        return prec_.at(u.src(0).node());
+      case Op::Neg:
+        return kUnary;
+      case Op::Max:
+      case Op::CDiv:
+      case Op::CMod:
+      case Op::Where:
+      case Op::Cast:
+        return kAtom;
+      default:
+        throw GraphError(fmt::format("cannot render {} in Python syntax", op_info(u.op()).py_name));
+    }
+  }
+
+  static std::string const_text(const UOp& u) {
+    const Arg& v = u.arg();
+    if (v.is_bool()) return v.as_bool() ? "True" : "False";
+    if (v.is_int()) return to_string(v.as_int());
+    if (v.is_float()) {
+      const std::string s = v.repr();
+      if (s == "inf" || s == "-inf" || s == "nan") return fmt::format("float('{}')", s);
+      return s;
+    }
+    throw GraphError("cannot render constant " + v.repr() + " in Python syntax");
+  }
+
+  Piece child(const UOp& u, size_t i, bool paren) const { return {{}, u.src(i).node(), paren}; }
+  int prec_of(const UOp& u, size_t i) const { return prec_.at(u.src(i).node()); }
+
+  void expand(const UOp& u, std::vector<Piece>& out) const {
+    if (auto b = binary_syntax(u.op())) {
+      const int l = prec_of(u, 0), r = prec_of(u, 1);
+      // Left-associative: an equal-precedence left operand needs no parentheses; comparisons
+      // chain in Python, so a comparison operand of a comparison always gets them.
+      const bool lp = l < b->prec || (b->prec == kCompare && l == kCompare);
+      out.push_back(child(u, 0, lp));
+      out.push_back({b->sym});
+      out.push_back(child(u, 1, r <= b->prec));
+      return;
+    }
+    auto call = [&](std::string_view fn, std::initializer_list<size_t> args) {
+      out.push_back({fn});
+      bool first = true;
+      for (size_t i : args) {
+        if (!first) out.push_back({", "});
+        first = false;
+        out.push_back(child(u, i, false));
+      }
+      out.push_back({")"});
+    };
+    switch (u.op()) {
+      case Op::Const:
+      case Op::DefineVar:
+      case Op::Special:
+      case Op::Range:
+        out.push_back({leaf_.at(u.node())});
+        return;
+      case Op::Bind:
+        out.push_back(child(u, 0, false));
+        return;
+      case Op::Neg:
+        out.push_back({"-"});
+        out.push_back(child(u, 0, prec_of(u, 0) < kUnary));
+        return;
+      case Op::Max:
+        return call("max(", {0, 1});
+      case Op::CDiv:
+        return call("cdiv(", {0, 1});
+      case Op::CMod:
+        return call("cmod(", {0, 1});
+      case Op::Cast: {
+        const DType d = u.dtype();
+        return call(d.is_bool() ? "bool(" : d.is_float() ? "float(" : "int(", {0});
+      }
+      case Op::Where:
+        out.push_back({"("});
+        out.push_back(child(u, 1, false));
+        out.push_back({" if "});
+        out.push_back(child(u, 0, false));
+        out.push_back({" else "});
+        out.push_back(child(u, 2, false));
+        out.push_back({")"});
+        return;
+      default:
+        throw GraphError(fmt::format("cannot render {}", op_info(u.op()).py_name));
+    }
+  }
+
+  std::unordered_map<const UOpNode*, UOp> nodes_;
+  std::unordered_map<const UOpNode*, int> prec_;
+  std::unordered_map<const UOpNode*, std::string> leaf_;
+};
 
 }  // namespace
 
-std::string render(const UOp& expr) {
-  std::unordered_map<const UOpNode*, Text> done;
-  for (const UOp& u : toposort(expr)) done.emplace(u.node(), render_node(u, done));
-  const Text& t = done.at(expr.node());
-  // Like tinygrad, a binary expression at the top is wrapped once: ((x*2+1)%5).
-  return t.prec < kUnary && binary_syntax(expr.op()) ? "(" + t.s + ")" : t.s;
-}
+std::string render(const UOp& expr) { return PyRenderer().run(expr); }
 
 }  // namespace tinyrw

@@ -12,7 +12,8 @@
 
 namespace tinyrw {
 
-// ---- LambdaMatcher / ChainMatcher -------------------------------------------------------------------
+// ---- LambdaMatcher / ChainMatcher
+// -------------------------------------------------------------------
 
 LambdaMatcher& LambdaMatcher::add(OpSet ops, Fn fn, std::string label, std::source_location loc) {
   RuleInfo info{label.empty() ? fmt::format("{}#{}", name_, rules_.size()) : std::move(label),
@@ -28,7 +29,8 @@ UOp LambdaMatcher::rewrite(const UOp& node, RewriteContext& ctx, const RuleInfo*
   const bool stats = match_stats::enabled();
   for (size_t idx : by_op_[static_cast<size_t>(node.op())]) {
     const Rule& r = rules_[idx];
-    const auto t0 = stats ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    const auto t0 =
+        stats ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     UOp out = r.fn(ctx, node);
     const bool matched = out && !(out == node);
     if (stats) match_stats::record(r.info, matched, std::chrono::steady_clock::now() - t0);
@@ -50,7 +52,8 @@ UOp ChainMatcher::rewrite(const UOp& node, RewriteContext& ctx, const RuleInfo**
   return UOp();
 }
 
-// ---- graph_rewrite ----------------------------------------------------------------------------------
+// ---- graph_rewrite
+// ----------------------------------------------------------------------------------
 
 namespace {
 
@@ -76,9 +79,9 @@ class Rewriter {
  private:
   enum class Stage : uint8_t { Enter, Sources, Link };
   struct Frame {
-    UOp n;      // the node whose result this frame computes
-    UOp cur;    // n after the pre-order rewrites
-    UOp link;   // Link: the rewritten form whose result becomes n's
+    UOp n;     // the node whose result this frame computes
+    UOp cur;   // n after the pre-order rewrites
+    UOp link;  // Link: the rewritten form whose result becomes n's
     uint32_t next_src = 0;
     uint32_t chain = 0;
     Stage stage = Stage::Enter;
@@ -109,18 +112,20 @@ class Rewriter {
     stack_.pop_back();
   }
   [[noreturn]] void cycle(const UOp& at) {
-    throw RewriteError(fmt::format(
-        "infinite loop in graph_rewrite '{}': the rewrite of {} depends on itself", opts_.name,
-        at.repr(1)));
+    throw RewriteError(
+        fmt::format("infinite loop in graph_rewrite '{}': the rewrite of {} depends on itself",
+                    opts_.name, at.repr(1)));
   }
 
   UOp apply(const Matcher* m, const UOp& x) {
     const RuleInfo* fired = nullptr;
     const bool tracing = viz_call_ >= 0;
-    const auto t0 = tracing ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    const auto t0 =
+        tracing ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     UOp r = m->rewrite(x, ctx_, &fired);
     if (r == x) return UOp();
-    if (r && tracing) viz::record_match(viz_call_, x, r, fired, std::chrono::steady_clock::now() - t0);
+    if (r && tracing)
+      viz::record_match(viz_call_, x, r, fired, std::chrono::steady_clock::now() - t0);
     return r;
   }
 
@@ -140,8 +145,10 @@ class Rewriter {
   void step() {
     const size_t top = stack_.size() - 1;
     switch (stack_[top].stage) {
-      case Stage::Enter: return enter(top);
-      case Stage::Sources: return sources(top);
+      case Stage::Enter:
+        return enter(top);
+      case Stage::Sources:
+        return sources(top);
       case Stage::Link: {
         const Entry* e = entry(stack_[top].link);
         finish(stack_[top].n, e->result);
@@ -248,7 +255,9 @@ UOp graph_rewrite(const UOp& root, const Matcher* pm, const RewriteOptions& opts
   }
   const int call =
       viz::enabled()
-          ? viz::begin_rewrite(opts.name.empty() ? (pm ? pm->name() : bpm ? bpm->name() : "")
+          ? viz::begin_rewrite(opts.name.empty() ? (pm    ? pm->name()
+                                                    : bpm ? bpm->name()
+                                                          : "")
                                                  : std::string_view(opts.name),
                                caller, root, g_rewrite_depth, mode_name(pm, bpm, opts.walk))
           : -1;

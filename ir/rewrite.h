@@ -14,8 +14,8 @@ namespace tinyrw {
 
 // Where a rule comes from: a .rw file and line for rules, a C++ location for test matchers.
 struct RuleInfo {
-  std::string name;    // e.g. "symbolic#12" or a user-given label
-  std::string file;    // "rules/symbolic.rw"
+  std::string name;  // e.g. "symbolic#12" or a user-given label
+  std::string file;  // "rules/symbolic.rw"
   int line = 0;
   std::string source;  // the rule's text, for VIZ and statistics
   std::string location() const { return file + ":" + std::to_string(line); }

@@ -1,5 +1,7 @@
 #include "ir/uop.h"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -24,7 +26,9 @@ class NodeTable {
   UOpNode* find(uint32_t h, Op op, DType dtype, std::span<const UOp> src, const Arg& arg,
                 const Arg& tag) const {
     for (UOpNode* n = buckets_[h & (buckets_.size() - 1)]; n; n = n->next) {
-      if (n->refcount == 0 || n->hash != h || n->op != op || n->dtype != dtype || n->nsrc != src.size()) continue;
+      if (n->refcount == 0 || n->hash != h || n->op != op || n->dtype != dtype ||
+          n->nsrc != src.size())
+        continue;
       bool same = true;
       for (size_t i = 0; i < src.size() && same; ++i) same = n->srcs()[i] == src[i];
       if (same && n->arg == arg && n->tag == tag) return n;
@@ -74,16 +78,20 @@ NodeTable& table() {
   return *t;
 }
 
+// Mixes the sources' addresses, not their hashes: a hash built only from the sources' hashes
+// repeats along long chains (x = x + x), which would make buckets grow with the graph.
 uint32_t node_hash(Op op, DType dtype, std::span<const UOp> src, const Arg& arg, const Arg& tag) {
   uint64_t h = 0xcbf29ce484222325ULL ^ static_cast<uint64_t>(op);
   auto mix = [&h](uint64_t v) {
     h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
     h *= 0x100000001b3ULL;
   };
-  mix(std::hash<std::string_view>()(dtype.name()));
+  mix(dtype.hash());
   mix(arg.hash());
-  mix(tag.hash());
-  for (const UOp& s : src) mix(s.hash());
+  if (!tag.is_none()) mix(tag.hash());
+  for (const UOp& s : src) mix(reinterpret_cast<uintptr_t>(s.node()) >> 4);
+  h ^= h >> 29;
+  h *= 0xbf58476d1ce4e5b9ULL;
   return static_cast<uint32_t>(h ^ (h >> 32));
 }
 
@@ -117,7 +125,8 @@ void release_node(UOpNode* n) {
 UOpTableStats uop_table_stats() { return {table().size(), table().bucket_count()}; }
 size_t uop_node_bytes(size_t nsrc) { return sizeof(UOpNode) + nsrc * sizeof(UOp); }
 
-// ---- handle ---------------------------------------------------------------------------------------
+// ---- handle
+// ---------------------------------------------------------------------------------------
 
 UOp::UOp(UOpNode* n, bool adopt) : n_(n) {
   if (n_ && !adopt) ++n_->refcount;
@@ -150,8 +159,8 @@ DType UOp::dtype() const { return n_->dtype; }
 std::span<const UOp> UOp::src() const { return {n_->srcs(), n_->nsrc}; }
 const UOp& UOp::src(size_t i) const {
   if (i >= n_->nsrc) {
-    throw GraphError(fmt::format("{} has {} sources, source {} requested", op_name(n_->op),
-                                 n_->nsrc, i));
+    throw GraphError(
+        fmt::format("{} has {} sources, source {} requested", op_name(n_->op), n_->nsrc, i));
   }
   return n_->srcs()[i];
 }
@@ -163,10 +172,10 @@ size_t UOp::hash() const { return n_ ? n_->hash : 0; }
 UOp UOp::make(Op op, DType dtype, std::span<const UOp> src, Arg arg, Arg tag) {
   const OpInfo& info = op_info(op);
   if (!info.accepts_arity(static_cast<int>(src.size()))) {
-    const std::string want =
-        info.max_src < 0 ? fmt::format("at least {}", info.min_src)
-        : info.min_src == info.max_src ? fmt::format("{}", info.min_src)
-                                        : fmt::format("{} to {}", info.min_src, info.max_src);
+    const std::string want = info.max_src < 0 ? fmt::format("at least {}", info.min_src)
+                             : info.min_src == info.max_src
+                                 ? fmt::format("{}", info.min_src)
+                                 : fmt::format("{} to {}", info.min_src, info.max_src);
     throw GraphError(fmt::format("{} takes {} sources, got {}", info.name, want, src.size()));
   }
   for (const UOp& s : src) {
@@ -201,7 +210,8 @@ namespace {
 Arg const_value(DType dtype, const Arg& v) {
   if (v.is_invalid()) return v;
   if (!v.is_number()) {
-    throw GraphError(fmt::format("constant of {} must be a number, got {}", dtype.repr(), v.repr()));
+    throw GraphError(
+        fmt::format("constant of {} must be a number, got {}", dtype.repr(), v.repr()));
   }
   const DType s = dtype.scalar_type();
   if (s.is_bool()) return Arg::boolean(v.is_float() ? v.as_float() != 0 : v.as_int() != 0);
@@ -226,8 +236,8 @@ UOp UOp::constant(DType dtype, const Arg& value) {
 
 UOp UOp::variable(std::string_view name, i128 lo, i128 hi, DType dtype) {
   if (lo > hi) {
-    throw GraphError(fmt::format("variable {} has an empty range [{}, {}]", name, to_string(lo),
-                                 to_string(hi)));
+    throw GraphError(
+        fmt::format("variable {} has an empty range [{}, {}]", name, to_string(lo), to_string(hi)));
   }
   return make(Op::DefineVar, dtype, {},
               Arg::tuple({Arg::string(name), Arg::integer(lo), Arg::integer(hi)}));
@@ -239,9 +249,7 @@ UOp UOp::range(const UOp& end, int axis) {
 
 UOp UOp::sink(std::span<const UOp> srcs) { return make(Op::Sink, dtypes::void_, srcs); }
 
-UOp UOp::with_src(std::span<const UOp> src) const {
-  return make(op(), dtype(), src, arg(), tag());
-}
+UOp UOp::with_src(std::span<const UOp> src) const { return make(op(), dtype(), src, arg(), tag()); }
 UOp UOp::with_src(std::initializer_list<UOp> src) const {
   return with_src(std::span<const UOp>(src.begin(), src.size()));
 }
@@ -250,7 +258,8 @@ UOp UOp::with_dtype(DType d) const { return make(op(), d, src(), arg(), tag()); 
 UOp UOp::with_tag(Arg t) const { return make(op(), dtype(), src(), arg(), std::move(t)); }
 UOp UOp::with_op(Op o) const { return make(o, dtype(), src(), arg(), tag()); }
 
-// ---- arithmetic -------------------------------------------------------------------------------------
+// ---- arithmetic
+// -------------------------------------------------------------------------------------
 
 UOp UOp::const_like(i128 v) const { return constant(dtype(), Arg::integer(v)); }
 UOp UOp::const_like(double v) const { return constant(dtype(), Arg::real(v)); }
@@ -271,11 +280,13 @@ DType alu_dtype(Op op, const UOp& self, std::span<const UOp> others) {
 }  // namespace
 
 UOp UOp::alu(Op op, std::span<const UOp> others) const {
-  std::vector<UOp> src;
-  src.reserve(others.size() + 1);
-  src.push_back(*this);
-  src.insert(src.end(), others.begin(), others.end());
-  return make(op, alu_dtype(op, *this, others), src);
+  if (others.size() > 2)
+    throw GraphError(
+        fmt::format("{} is not an ALU op of {} sources", op_name(op), others.size() + 1));
+  std::array<UOp, 3> src{*this};
+  std::copy(others.begin(), others.end(), src.begin() + 1);
+  return make(op, alu_dtype(op, *this, others),
+              std::span<const UOp>(src.data(), others.size() + 1));
 }
 UOp UOp::alu(Op op, std::initializer_list<UOp> others) const {
   return alu(op, std::span<const UOp>(others.begin(), others.size()));
@@ -313,12 +324,13 @@ UOp operator^(const UOp& a, const UOp& b) { return a.alu(Op::Xor, {b}); }
 UOp operator<<(const UOp& a, const UOp& b) { return a.alu(Op::Shl, {b}); }
 UOp operator>>(const UOp& a, const UOp& b) { return a.alu(Op::Shr, {b}); }
 
-// ---- printing ---------------------------------------------------------------------------------------
+// ---- printing
+// ---------------------------------------------------------------------------------------
 
 std::string UOp::repr(int depth) const {
   if (!n_) return "UOp(null)";
-  std::string s = fmt::format("UOp(Ops.{}, {}, arg={}", op_info(op()).py_name, dtype().repr(),
-                              arg().repr());
+  std::string s =
+      fmt::format("UOp(Ops.{}, {}, arg={}", op_info(op()).py_name, dtype().repr(), arg().repr());
   if (!tag().is_none()) s += ", tag=" + tag().repr();
   s += ", src=(";
   for (size_t i = 0; i < nsrc(); ++i) {
@@ -328,7 +340,8 @@ std::string UOp::repr(int depth) const {
   return s + (nsrc() == 1 ? ",))" : "))");
 }
 
-// ---- Num and SInt -----------------------------------------------------------------------------------
+// ---- Num and SInt
+// -----------------------------------------------------------------------------------
 
 double Num::as_double() const {
   if (is_float) return f;

@@ -59,12 +59,13 @@ class UOp {
   // ---- construction (hash-consed: equal arguments give the identical node)
   static UOp make(Op op, DType dtype = dtypes::void_, std::span<const UOp> src = {}, Arg arg = {},
                   Arg tag = {});
-  static UOp make(Op op, DType dtype, std::initializer_list<UOp> src, Arg arg = {},
-                  Arg tag = {});
+  static UOp make(Op op, DType dtype, std::initializer_list<UOp> src, Arg arg = {}, Arg tag = {});
   // A CONST whose value is converted to `dtype` (ints wrap, floats round; bools are 0/1).
   static UOp constant(DType dtype, const Arg& value);
   static UOp cint(i128 v, DType dtype = dtypes::index) { return constant(dtype, Arg::integer(v)); }
-  static UOp cfloat(double v, DType dtype = dtypes::float32) { return constant(dtype, Arg::real(v)); }
+  static UOp cfloat(double v, DType dtype = dtypes::float32) {
+    return constant(dtype, Arg::real(v));
+  }
   static UOp cbool(bool v) { return constant(dtypes::bool_, Arg::boolean(v)); }
   // A named integer in [lo, hi] (DEFINE_VAR with arg (name, lo, hi)).
   static UOp variable(std::string_view name, i128 lo, i128 hi, DType dtype = dtypes::index);
@@ -164,9 +165,9 @@ class SInt {
   SInt(int v) : v_(v) {}      // NOLINT
   SInt(UOp u);                // folds CONSTs to plain integers
   bool is_int() const { return !u_; }
-  int64_t value() const;      // throws GraphError for symbolic sizes
+  int64_t value() const;  // throws GraphError for symbolic sizes
   const UOp& uop() const { return u_; }
-  UOp as_uop() const;         // an index CONST for plain integers
+  UOp as_uop() const;  // an index CONST for plain integers
   bool operator==(const SInt& o) const { return v_ == o.v_ && u_ == o.u_; }
   std::string repr() const;
 
@@ -187,7 +188,8 @@ struct UOpTableStats {
   size_t buckets;
 };
 UOpTableStats uop_table_stats();
-size_t uop_node_bytes(size_t nsrc);  // bytes a node with nsrc sources occupies (without malloc overhead)
+size_t uop_node_bytes(
+    size_t nsrc);  // bytes a node with nsrc sources occupies (without malloc overhead)
 
 }  // namespace tinyrw
 

@@ -106,10 +106,13 @@ Group::Group(std::string_view name) : active_(enabled()) {
   if (!active_) return;
   Trace& t = trace();
   t.groups.push_back({std::string(name), t.open_groups.empty() ? -1 : t.open_groups.back()});
-  t.open_groups.push_back(static_cast<int>(t.groups.size()) - 1);
+  index_ = static_cast<int>(t.groups.size()) - 1;
+  t.open_groups.push_back(index_);
 }
 Group::~Group() {
-  if (active_ && !trace().open_groups.empty()) trace().open_groups.pop_back();
+  // clear() may have dropped the group meanwhile; only pop what this object pushed.
+  auto& open = trace().open_groups;
+  if (active_ && !open.empty() && open.back() == index_) open.pop_back();
 }
 
 int begin_rewrite(std::string_view name, const std::source_location& caller, const UOp& root,
@@ -156,9 +159,10 @@ std::string to_json() {
   }
   json groups = json::array();
   for (size_t i = 0; i < t.groups.size(); ++i) {
-    groups.push_back({{"id", i},
-                      {"name", t.groups[i].name},
-                      {"parent", t.groups[i].parent < 0 ? json(nullptr) : json(t.groups[i].parent)}});
+    groups.push_back(
+        {{"id", i},
+         {"name", t.groups[i].name},
+         {"parent", t.groups[i].parent < 0 ? json(nullptr) : json(t.groups[i].parent)}});
   }
   json calls = json::array();
   for (size_t i = 0; i < t.calls.size(); ++i) {
@@ -167,10 +171,11 @@ std::string to_json() {
     for (const Match& m : c.matches) {
       matches.push_back({{"before", m.before},
                          {"after", m.after},
-                         {"rule", {{"name", m.rule.name},
-                                   {"file", m.rule.file},
-                                   {"line", m.rule.line},
-                                   {"source", m.rule.source}}},
+                         {"rule",
+                          {{"name", m.rule.name},
+                           {"file", m.rule.file},
+                           {"line", m.rule.line},
+                           {"source", m.rule.source}}},
                          {"ns", m.ns}});
     }
     calls.push_back({{"id", i},

@@ -31,6 +31,7 @@ class Group {
 
  private:
   bool active_;
+  int index_ = -1;
 };
 
 // Called by graph_rewrite.

@@ -58,10 +58,10 @@ int ops() {
   fmt::print("{:<20} {:<24} {:>7}  {}\n", "op", "category", "sources", "groups");
   for (int i = 0; i < kNumOps; ++i) {
     const OpInfo& info = op_info(static_cast<Op>(i));
-    const std::string srcs =
-        info.max_src < 0 ? fmt::format("{}+", info.min_src)
-        : info.min_src == info.max_src ? fmt::format("{}", info.min_src)
-                                        : fmt::format("{}-{}", info.min_src, info.max_src);
+    const std::string srcs = info.max_src < 0 ? fmt::format("{}+", info.min_src)
+                             : info.min_src == info.max_src
+                                 ? fmt::format("{}", info.min_src)
+                                 : fmt::format("{}-{}", info.min_src, info.max_src);
     std::string g;
     auto flag = [&](uint32_t bit, const char* name) {
       if (info.groups & bit) g += (g.empty() ? "" : ",") + std::string(name);

@@ -1,0 +1,126 @@
+#include <gtest/gtest.h>
+#include <malloc.h>
+
+#include <cmath>
+
+#include "ir/ops.h"
+#include "ir/uop.h"
+
+using namespace tinyrw;
+
+namespace {
+size_t heap_in_use() { return mallinfo2().uordblks; }
+}  // namespace
+
+TEST(OpTable, CoversTinyspecOps) {
+  for (const char* name :
+       {"ADD",     "MUL",    "FLOORDIV", "FLOORMOD",   "CDIV",    "CMOD",   "CMPEQ",    "CMPLT",
+        "CMPNE",   "INDEX",  "RANGE",    "END",        "SPECIAL", "STAGE",  "RETURNED", "CALL",
+        "PARAM",   "BUFFER", "AFTER",    "STORE",      "LOAD",    "REDUCE", "RESHAPE",  "EXPAND",
+        "PERMUTE", "PAD",    "SHRINK",   "FLIP",       "WHERE",   "CAST",   "BITCAST",  "SINK",
+        "GROUP",   "STACK",  "UNSHARD",  "CONTIGUOUS", "DETACH",  "COPY"}) {
+    EXPECT_TRUE(op_from_name(name).has_value()) << name;
+  }
+  EXPECT_EQ(op_from_name("Add"), Op::Add);
+  EXPECT_FALSE(op_from_name("Frobnicate").has_value());
+  EXPECT_TRUE(op_info(Op::Add).is_commutative());
+  EXPECT_FALSE(op_info(Op::FloorDiv).is_commutative());
+  EXPECT_EQ(op_info(Op::Where).min_src, 3);
+  EXPECT_EQ(op_info(Op::Sink).max_src, -1);
+  EXPECT_EQ(op_info(Op::Reshape).category, OpCategory::Movement);
+  EXPECT_EQ(op_info(Op::Sub).category, OpCategory::Decomposed);
+  EXPECT_TRUE(groups::comparison().contains(Op::CmpEq));
+  EXPECT_TRUE(groups::alu().contains(Op::Where));
+  EXPECT_FALSE(groups::alu().contains(Op::Cast));
+  EXPECT_TRUE(groups::elementwise().contains(Op::Cast));
+  EXPECT_EQ(groups::movement().size(), 6u);
+  EXPECT_EQ(groups::commutative().size(), 8u);
+}
+
+TEST(UOp, HashConsingGivesIdenticalNodes) {
+  const UOp x = UOp::variable("x", 0, 10);
+  const UOp a = x * 2 + 1;
+  const UOp b = x * 2 + 1;
+  EXPECT_TRUE(a == b);
+  EXPECT_EQ(a.node(), b.node());
+  EXPECT_FALSE(a == x * 2 + 2);
+  EXPECT_FALSE(UOp::cint(1) == UOp::cint(1, dtypes::int32));  // dtype is part of identity
+  EXPECT_FALSE(UOp::cfloat(0.0) == UOp::cfloat(-0.0));        // -0.0 is not 0.0
+  EXPECT_TRUE(UOp::cfloat(NAN) == UOp::cfloat(NAN));          // nan is one constant
+  EXPECT_FALSE(a == a.with_tag(Arg::integer(1)));             // tags are part of identity
+  EXPECT_TRUE(a.with_tag(Arg::integer(1)).with_tag(Arg()) == a);
+}
+
+TEST(UOp, ReleasedWhenUnreferenced) {
+  const size_t before = uop_table_stats().live_nodes;
+  {
+    const UOp x = UOp::variable("released_x", 0, 10);
+    const UOp e = (x + 3) * (x + 4);
+    EXPECT_EQ(uop_table_stats().live_nodes, before + 6);
+  }
+  EXPECT_EQ(uop_table_stats().live_nodes, before);
+}
+
+TEST(UOp, TenMillionNodesLeaveMemoryFlat) {
+  const size_t live0 = uop_table_stats().live_nodes;
+  size_t after_first_round = 0;
+  for (int round = 0; round < 10; ++round) {
+    {
+      UOp x = UOp::variable("flat", 0, 1000);
+      for (int i = 0; i < 1000000; ++i) x = x + UOp::cint(i & 7);  // 1M new ADD nodes per round
+    }
+    EXPECT_EQ(uop_table_stats().live_nodes, live0) << "round " << round;
+    if (round == 0) after_first_round = heap_in_use();
+  }
+  // Everything built was freed: the heap is where it was after the first round (small slack).
+  EXPECT_LE(heap_in_use(), after_first_round + (1u << 20));
+}
+
+TEST(UOp, DroppingAMillionDeepChainDoesNotRecurse) {
+  UOp x = UOp::variable("deep", 0, 1);
+  for (int i = 0; i < 1000000; ++i) x = x.alu(Op::Sqrt, std::span<const UOp>());
+  EXPECT_EQ(x.op(), Op::Sqrt);
+  x = UOp();  // releases 1M nodes through the worklist
+  SUCCEED();
+}
+
+TEST(UOp, ArityIsCheckedAgainstTheOpTable) {
+  const UOp x = UOp::variable("x", 0, 10);
+  EXPECT_THROW(UOp::make(Op::Add, dtypes::index, {x}), GraphError);
+  EXPECT_THROW(UOp::make(Op::Where, dtypes::index, {x, x}), GraphError);
+  EXPECT_THROW(UOp::make(Op::Const, dtypes::index, {x}, Arg::integer(1)), GraphError);
+  EXPECT_NO_THROW(UOp::make(Op::Sink, dtypes::void_, {x, x, x}));
+  try {
+    UOp::make(Op::Add, dtypes::index, {x, x, x});
+    FAIL();
+  } catch (const GraphError& e) {
+    EXPECT_STREQ(e.what(), "Add takes 2 sources, got 3");
+  }
+  EXPECT_THROW(UOp::variable("bad", 5, 1), GraphError);
+}
+
+TEST(UOp, ConstantsFollowDtypeSemantics) {
+  EXPECT_EQ(UOp::cint(300, dtypes::uint8).arg().as_int(), 44);
+  EXPECT_EQ(UOp::cint(-1, dtypes::uint32).arg().as_int(), 4294967295);
+  EXPECT_EQ(UOp::constant(dtypes::int32, Arg::real(-2.7)).arg().as_int(), -2);
+  EXPECT_EQ(UOp::constant(dtypes::bool_, Arg::integer(5)).arg(), Arg::boolean(true));
+  EXPECT_EQ(UOp::cfloat(0.1, dtypes::float16).arg().as_float(), 0.0999755859375);
+  EXPECT_THROW(UOp::constant(dtypes::int32, Arg::real(INFINITY)), GraphError);
+  EXPECT_THROW(UOp::constant(dtypes::int32, Arg::string("x")), GraphError);
+}
+
+TEST(UOp, BuildersMatchTinygradForms) {
+  const UOp x = UOp::variable("x", 0, 10);
+  const UOp y = UOp::variable("y", 0, 10);
+  EXPECT_TRUE((x - y) == x + y * -1);
+  EXPECT_TRUE(-x == x * -1);
+  EXPECT_EQ(x.lt(y).dtype(), dtypes::bool_);
+  EXPECT_TRUE(x.ge(y) == x.lt(y).ne(UOp::cbool(true)));
+  EXPECT_TRUE(x.minimum(y) == -((-x).maximum(-y)));
+  EXPECT_EQ((x + UOp::cint(1, dtypes::int8)).dtype(), dtypes::int8);  // index promotes to int8
+  EXPECT_TRUE(x.cast(dtypes::index) == x);
+  EXPECT_EQ(x.cast(dtypes::int32).op(), Op::Cast);
+  EXPECT_TRUE(x.with_src({}) == x);
+  EXPECT_EQ((x + y).with_op(Op::Mul).op(), Op::Mul);
+  EXPECT_EQ(x.repr(), "UOp(Ops.DEFINE_VAR, dtypes.index, arg=('x', 0, 10), src=())");
+}
