@@ -1,6 +1,6 @@
 #include "ir/graph.h"
 
-#include <unordered_set>
+#include "ir/ptr_map.h"
 
 namespace tinyrw {
 
@@ -8,21 +8,22 @@ std::vector<UOp> toposort(const UOp& root, const std::function<bool(const UOp&)>
                           bool enter_calls) {
   std::vector<UOp> out;
   if (!root) return out;
-  std::unordered_set<const UOpNode*> visited;
-  std::vector<std::pair<UOp, size_t>> stack;
-  visited.insert(root.node());
-  stack.emplace_back(root, enter && !enter(root) ? root.nsrc() : 0);
+  PtrMap<uint8_t> visited;
+  // Raw pointers are safe: root keeps every node below it alive for the whole walk.
+  std::vector<std::pair<const UOp*, size_t>> stack;
+  auto visit = [&](const UOp* u) { stack.emplace_back(u, enter && !enter(*u) ? u->nsrc() : 0); };
+  visited.try_emplace(root.node());
+  visit(&root);
   while (!stack.empty()) {
     auto& [node, next] = stack.back();
-    if (next < node.nsrc()) {
+    if (next < node->nsrc()) {
       const size_t i = next++;
-      if (!enter_calls && i == 0 && node.op() == Op::Call) continue;
-      const UOp child = node.src(i);
-      if (!visited.insert(child.node()).second) continue;
-      stack.emplace_back(child, enter && !enter(child) ? child.nsrc() : 0);
+      if (!enter_calls && i == 0 && node->op() == Op::Call) continue;
+      const UOp* child = &node->src()[i];
+      if (visited.try_emplace(child->node()).second) visit(child);
       continue;
     }
-    out.push_back(std::move(node));
+    out.push_back(*node);
     stack.pop_back();
   }
   return out;

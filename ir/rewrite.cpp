@@ -1,11 +1,10 @@
 #include "ir/rewrite.h"
 
 #include <chrono>
-#include <unordered_map>
 
 #include <fmt/format.h>
 
-#include "ir/render.h"
+#include "ir/ptr_map.h"
 #include "ir/stats.h"
 #include "ir/uop_node.h"
 #include "ir/viz.h"
@@ -92,21 +91,18 @@ class Rewriter {
     bool done = false;
   };
 
-  Entry* entry(const UOp& u) {
-    auto it = memo_.find(u.node());
-    return it == memo_.end() ? nullptr : &it->second;
-  }
+  Entry* entry(const UOp& u) { return memo_.find(u.node()); }
   void push(const UOp& n, uint32_t chain) {
     if (chain > kMaxRewriteChain) {
       throw RewriteError(fmt::format(
           "infinite loop in graph_rewrite '{}': more than {} successive rewrites, last {}",
           opts_.name, kMaxRewriteChain, n.repr(1)));
     }
-    memo_.emplace(n.node(), Entry{n, UOp(), false});
+    *memo_.try_emplace(n.node()).first = Entry{n, UOp(), false};
     stack_.push_back(Frame{n, UOp(), UOp(), 0, chain, Stage::Enter});
   }
   void finish(const UOp& n, const UOp& result) {
-    Entry& e = memo_[n.node()];
+    Entry& e = *memo_.find(n.node());
     e.result = result;
     e.done = true;
     stack_.pop_back();
@@ -206,15 +202,15 @@ class Rewriter {
       push(c, 0);  // invalidates f; resumes here once c is done
       return;
     }
-    std::vector<UOp> new_src;
-    new_src.reserve(n);
-    bool changed = false;
-    for (size_t i = 0; i < n; ++i) {
-      const UOp& c = cur.src(i);
-      new_src.push_back(skipped_source(cur, i) ? c : entry(c)->result);
-      changed |= !(new_src.back() == c);
+    size_t first_changed = n;
+    for (size_t i = 0; i < n && first_changed == n; ++i) {
+      if (!skipped_source(cur, i) && !(entry(cur.src(i))->result == cur.src(i))) first_changed = i;
     }
-    if (changed) {
+    if (first_changed < n) {
+      std::vector<UOp> new_src(cur.src().begin(), cur.src().end());
+      for (size_t i = first_changed; i < n; ++i) {
+        if (!skipped_source(cur, i)) new_src[i] = entry(cur.src(i))->result;
+      }
       UOp rebuilt = cur.with_src(new_src);
       if (opts_.walk) {
         UOp r = pm_ ? apply(pm_, rebuilt) : UOp();
@@ -234,7 +230,7 @@ class Rewriter {
   int viz_call_;
   RewriteContext ctx_;
   std::vector<Frame> stack_;
-  std::unordered_map<const UOpNode*, Entry> memo_;
+  PtrMap<Entry> memo_;
 };
 
 std::string mode_name(const Matcher* pm, const Matcher* bpm, bool walk) {
