@@ -1,0 +1,182 @@
+#include "dsl/interp.h"
+
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "ir/stats.h"
+
+namespace tinyrw::rw {
+
+namespace {
+
+struct Slots {
+  std::vector<Value> values;
+  std::vector<bool> bound;
+  explicit Slots(size_t n) : values(n), bound(n, false) {}
+};
+
+bool match_arg(const ArgMatch& m, const Arg& a, Slots& s) {
+  switch (m.kind) {
+    case ArgMatch::Kind::Any: return true;
+    case ArgMatch::Kind::Literal: return arg_literal_matches(m.literal, a);
+    case ArgMatch::Kind::Bind: {
+      const size_t slot = static_cast<size_t>(m.slot);
+      Value v = Value::from_arg(a);
+      if (s.bound[slot]) return s.values[slot] == v;
+      s.values[slot] = std::move(v);
+      s.bound[slot] = true;
+      return true;
+    }
+    case ArgMatch::Kind::Tuple: {
+      if (!a.is_tuple() || a.items().size() != m.items.size()) return false;
+      for (size_t i = 0; i < m.items.size(); ++i)
+        if (!match_arg(m.items[i], a.items()[i], s)) return false;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool match(const MatchNode& m, const UOp& u, Slots& s) {
+  if (!m.any_op && !m.ops.contains(u.op())) return false;
+  using S = MatchNode::Sources;
+  switch (m.sources) {
+    case S::Any: break;
+    case S::Exact:
+      if (u.nsrc() != m.srcs.size()) return false;
+      break;
+    case S::Prefix:
+      if (u.nsrc() < m.srcs.size()) return false;
+      break;
+    case S::Repeat: break;
+  }
+  if (!m.dtype.accepts(u.dtype())) return false;
+  if (!match_arg(m.arg, u.arg(), s)) return false;
+  for (int slot : m.slots) {
+    const size_t k = static_cast<size_t>(slot);
+    if (s.bound[k]) {
+      if (!(s.values[k].is_uop() && s.values[k].as_uop() == u)) return false;
+    } else {
+      s.values[k] = Value::uop(u);
+      s.bound[k] = true;
+    }
+  }
+  if (m.sources == S::Repeat) {
+    if (u.nsrc() == 0 && !m.srcs[0].slots.empty()) return false;  // nothing to bind
+    for (const UOp& c : u.src())
+      if (!match(m.srcs[0], c, s)) return false;
+    return true;
+  }
+  for (size_t i = 0; i < m.srcs.size(); ++i)
+    if (!match(m.srcs[i], u.src(i), s)) return false;
+  return true;
+}
+
+Value eval(const RExpr& e, Slots& s, RewriteContext& ctx);
+
+std::vector<Value> eval_kids(const RExpr& e, Slots& s, RewriteContext& ctx, size_t from = 0) {
+  std::vector<Value> out;
+  out.reserve(e.kids.size());
+  for (size_t i = from; i < e.kids.size(); ++i) out.push_back(eval(e.kids[i], s, ctx));
+  return out;
+}
+
+Value eval(const RExpr& e, Slots& s, RewriteContext& ctx) {
+  switch (e.k) {
+    case RExpr::K::Const: return e.value;
+    case RExpr::K::Slot: return s.values[static_cast<size_t>(e.slot)];
+    case RExpr::K::Binary: return binary(e.bop, eval(e.kids[0], s, ctx), eval(e.kids[1], s, ctx));
+    case RExpr::K::And: return Value::boolean(eval(e.kids[0], s, ctx).as_bool() && eval(e.kids[1], s, ctx).as_bool());
+    case RExpr::K::Or: return Value::boolean(eval(e.kids[0], s, ctx).as_bool() || eval(e.kids[1], s, ctx).as_bool());
+    case RExpr::K::Not: return Value::boolean(!eval(e.kids[0], s, ctx).as_bool());
+    case RExpr::K::Neg: return negate(eval(e.kids[0], s, ctx));
+    case RExpr::K::Invert: return invert(eval(e.kids[0], s, ctx));
+    case RExpr::K::Member: return member(eval(e.kids[0], s, ctx), e.name);
+    case RExpr::K::Method: {
+      const Value recv = eval(e.kids[0], s, ctx);
+      const std::vector<Value> args = eval_kids(e, s, ctx, 1);
+      return method(recv, e.name, args, std::span<const std::string>(e.arg_names).subspan(1));
+    }
+    case RExpr::K::Index: return index(eval(e.kids[0], s, ctx), eval(e.kids[1], s, ctx));
+    case RExpr::K::Builtin: {
+      const std::vector<Value> args = eval_kids(e, s, ctx);
+      return call_builtin(e.name, args, e.arg_names);
+    }
+    case RExpr::K::Construct: {
+      const std::vector<Value> args = eval_kids(e, s, ctx);
+      return construct(e.op, args);
+    }
+    case RExpr::K::Helper: {
+      const std::vector<Value> args = eval_kids(e, s, ctx);
+      return e.helper->fn(ctx, args);
+    }
+    case RExpr::K::Tuple: return Value::tuple(eval_kids(e, s, ctx));
+  }
+  return Value();
+}
+
+}  // namespace
+
+InterpretedMatcher::InterpretedMatcher(std::shared_ptr<const ResolvedProgram> program, const ResolvedSet& set)
+    : program_(std::move(program)), set_(set), by_op_(kNumOps) {
+  for (const ResolvedRule& r : set_.rules) {
+    for (int o = 0; o < kNumOps; ++o)
+      if (r.root.any_op || r.root.ops.contains(static_cast<Op>(o))) by_op_[static_cast<size_t>(o)].push_back(&r);
+  }
+}
+
+std::optional<Value> InterpretedMatcher::apply(const UOp& node, RewriteContext& ctx, const RuleInfo** fired,
+                                               const UOp* gradient) const {
+  const bool stats = match_stats::enabled();
+  for (const ResolvedRule* r : by_op_[static_cast<size_t>(node.op())]) {
+    const auto t0 = stats ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    Slots slots(r->slot_names.size());
+    std::optional<Value> out;
+    try {
+      if (r->gradient_slot >= 0 && gradient) {
+        slots.values[static_cast<size_t>(r->gradient_slot)] = Value::uop(*gradient);
+        slots.bound[static_cast<size_t>(r->gradient_slot)] = true;
+      }
+      if (match(r->root, node, slots)) {
+        bool pass = true;
+        for (const Step& st : r->steps) {
+          Value v = eval(st.expr, slots, ctx);
+          if (st.is_let) {
+            slots.values[static_cast<size_t>(st.slot)] = std::move(v);
+          } else if (!v.as_bool()) {
+            pass = false;
+            break;
+          }
+        }
+        if (pass) {
+          Value v = eval(r->result, slots, ctx);
+          const bool no_match = v.is_none() || (v.is_uop() && v.as_uop() == node);
+          if (!no_match) out = std::move(v);
+        }
+      }
+    } catch (const EvalError& e) {
+      throw RwError(fmt::format("{}: error in rule {}: {}", r->info.location(), r->info.name, e.what()));
+    }
+    if (stats) match_stats::record(r->info, out.has_value(), std::chrono::steady_clock::now() - t0);
+    if (out) {
+      if (fired) *fired = &r->info;
+      return out;
+    }
+  }
+  return std::nullopt;
+}
+
+std::unique_ptr<InterpretedMatcher> interpret(const std::string& path, const std::string& set,
+                                              Diagnostics& diags) {
+  std::shared_ptr<const ResolvedProgram> prog = load_rules(path, diags);
+  if (!prog) return nullptr;
+  const ResolvedSet* s = prog->find(set);
+  if (!s) {
+    diags.error(Loc{}, fmt::format("{} has no rule set '{}'", path, set));
+    return nullptr;
+  }
+  return std::make_unique<InterpretedMatcher>(prog, *s);
+}
+
+}  // namespace tinyrw::rw

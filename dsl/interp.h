@@ -1,0 +1,32 @@
+// The rule interpreter: runs a resolved rule set directly, with no generated code. It gives the
+// same results as the generated matcher of the same set (checked by the differential mode).
+#pragma once
+
+#include <memory>
+#include <optional>
+
+#include "dsl/resolve.h"
+#include "dsl/ruleset.h"
+
+namespace tinyrw::rw {
+
+class InterpretedMatcher : public RuleSetMatcher {
+ public:
+  // `program` must outlive the matcher (shared ownership keeps it alive).
+  InterpretedMatcher(std::shared_ptr<const ResolvedProgram> program, const ResolvedSet& set);
+  std::string_view name() const override { return set_.name; }
+  std::optional<Value> apply(const UOp& node, RewriteContext& ctx, const RuleInfo** fired,
+                             const UOp* gradient = nullptr) const override;
+  const ResolvedSet& set() const { return set_; }
+
+ private:
+  std::shared_ptr<const ResolvedProgram> program_;
+  const ResolvedSet& set_;
+  std::vector<std::vector<const ResolvedRule*>> by_op_;  // rules to try per root op, in order
+};
+
+// Loads a .rw file and returns an interpreted matcher for one of its rule sets.
+std::unique_ptr<InterpretedMatcher> interpret(const std::string& path, const std::string& set,
+                                              Diagnostics& diags);
+
+}  // namespace tinyrw::rw

@@ -1,0 +1,964 @@
+#include "dsl/resolve.h"
+
+#include <algorithm>
+#include <cctype>
+#include <functional>
+#include <set>
+
+#include <fmt/format.h>
+
+namespace tinyrw::rw {
+
+// ---- dtype filters, arg matches, equality ---------------------------------------------------------------
+
+bool DTypeFilter::accepts(DType d) const {
+  switch (kind) {
+    case Kind::Any: return true;
+    case Kind::Exact: return d == exact;
+    case Kind::Int: return d.is_int();
+    case Kind::UInt: return d.is_unsigned();
+    case Kind::SInt: return d.is_int() && !d.is_unsigned() && !d.is_index();
+    case Kind::Float: return d.is_float();
+    case Kind::Bool: return d.is_bool();
+    case Kind::Index: return d.is_index();
+    case Kind::Void: return d.is_void();
+    case Kind::Ptr: return d.is_ptr();
+  }
+  return false;
+}
+
+bool DTypeFilter::subset_of(const DTypeFilter& o) const {
+  if (o.kind == Kind::Any || *this == o) return true;
+  if (kind == Kind::Exact) return o.accepts(exact);
+  if (o.kind == Kind::Int) return kind == Kind::UInt || kind == Kind::SInt || kind == Kind::Index;
+  return false;
+}
+
+std::string DTypeFilter::str() const {
+  switch (kind) {
+    case Kind::Any: return "any";
+    case Kind::Exact: return std::string(exact.name());
+    case Kind::Int: return "int";
+    case Kind::UInt: return "uint";
+    case Kind::SInt: return "sint";
+    case Kind::Float: return "float";
+    case Kind::Bool: return "bool";
+    case Kind::Index: return "index";
+    case Kind::Void: return "void";
+    case Kind::Ptr: return "ptr";
+  }
+  return "?";
+}
+
+std::optional<DTypeFilter> dtype_filter_from_name(std::string_view name) {
+  using K = DTypeFilter::Kind;
+  static const std::pair<std::string_view, K> kGroups[] = {
+      {"int", K::Int},     {"uint", K::UInt}, {"sint", K::SInt}, {"float", K::Float},
+      {"bool", K::Bool},   {"index", K::Index}, {"void", K::Void}, {"ptr", K::Ptr}};
+  for (const auto& [n, k] : kGroups)
+    if (n == name) return DTypeFilter{k, DType()};
+  if (auto d = DType::from_name(name)) return DTypeFilter{K::Exact, *d};
+  return std::nullopt;
+}
+
+bool arg_literal_matches(const Arg& literal, const Arg& actual) {
+  if (literal.is_number() && actual.is_number()) {
+    if (literal.is_float() || actual.is_float()) return literal.as_float() == actual.as_float();
+    return literal.as_int() == actual.as_int();
+  }
+  return literal == actual;
+}
+
+bool ArgMatch::operator==(const ArgMatch& o) const {
+  return kind == o.kind && literal == o.literal && slot == o.slot && items == o.items;
+}
+
+bool MatchNode::operator==(const MatchNode& o) const {
+  return slots == o.slots && any_op == o.any_op && ops == o.ops && dtype == o.dtype && arg == o.arg &&
+         sources == o.sources && srcs == o.srcs;
+}
+
+const ResolvedSet* ResolvedProgram::find(std::string_view name) const {
+  auto it = sets.find(std::string(name));
+  return it == sets.end() ? nullptr : &it->second;
+}
+
+namespace {
+
+// Builtin op groups (tinygrad's GroupOp); user opgroups of the same name take precedence.
+std::optional<OpSet> builtin_group(std::string_view name) {
+  static const std::pair<std::string_view, const OpSet& (*)()> kGroups[] = {
+      {"UnaryOps", groups::unary},       {"BinaryOps", groups::binary},
+      {"TernaryOps", groups::ternary},   {"ALU", groups::alu},
+      {"Elementwise", groups::elementwise}, {"Commutative", groups::commutative},
+      {"Associative", groups::associative}, {"Idempotent", groups::idempotent},
+      {"Comparison", groups::comparison}, {"ReduceOps", groups::reduce_ops},
+      {"Movement", groups::movement},    {"Irreducible", groups::irreducible},
+      {"Defines", groups::defines}};
+  for (const auto& [n, fn] : kGroups)
+    if (n == name) return fn();
+  if (name == "All") return OpSet::all();
+  return std::nullopt;
+}
+
+constexpr size_t kMaxVariants = 64;
+
+struct SlotInfo {
+  std::string name;
+  Type type = Type::UOp;
+  bool from_pattern = true;
+  int pattern_uses = 0;  // occurrences in the pattern
+  int expr_uses = 0;
+  Loc loc;
+};
+
+// Per-rule state: slots by name and their uses.
+struct RuleCtx {
+  std::vector<SlotInfo> slots;
+  std::map<std::string, std::string> for_env;  // loop variable -> op or group name
+  SetKind kind = SetKind::Rules;
+  int slot_of(const std::string& name) const {
+    for (size_t i = 0; i < slots.size(); ++i)
+      if (slots[i].name == name) return static_cast<int>(i);
+    return -1;
+  }
+  int bind(const std::string& name, Type type, bool from_pattern, const Loc& loc) {
+    int s = slot_of(name);
+    if (s < 0) {
+      slots.push_back({name, type, from_pattern, 0, 0, loc});
+      s = static_cast<int>(slots.size()) - 1;
+    }
+    return s;
+  }
+};
+
+class Resolver {
+ public:
+  Resolver(ResolvedProgram& out, Diagnostics& diags) : out_(out), diags_(diags) {}
+
+  void run() {
+    for (const auto& ast : out_.program.asts) {
+      for (const Decl& d : ast->decls) {
+        if (d.kind == Decl::Kind::OpGroup) declare_group(d);
+        if (d.kind == Decl::Kind::RuleSet || d.kind == Decl::Kind::Compose) declare_set(d);
+      }
+    }
+    for (const auto& [name, decl] : set_decls_) resolve_set(name, decl->loc);
+  }
+
+ private:
+  // ---- declarations
+  void declare_group(const Decl& d) {
+    if (auto it = groups_.find(d.name); it != groups_.end()) {
+      error_with_note(d.loc, fmt::format("opgroup '{}' is defined twice", d.name), it->second.second,
+                      "first defined here");
+      return;
+    }
+    if (op_from_name(d.name)) {
+      diags_.error(d.loc, fmt::format("opgroup '{}' has the name of an op", d.name));
+      return;
+    }
+    OpSet set;
+    for (const auto& [n, loc] : d.names) {
+      if (auto o = op_from_name(n)) {
+        set.add(*o);
+      } else if (auto g = group(n)) {
+        set = set | *g;
+      } else {
+        diags_.error(loc, unknown_op_message(n));
+      }
+    }
+    groups_.emplace(d.name, std::make_pair(set, d.loc));
+  }
+
+  void declare_set(const Decl& d) {
+    if (auto it = set_decls_.find(d.name); it != set_decls_.end()) {
+      error_with_note(d.loc, fmt::format("rule set '{}' is defined twice", d.name), it->second->loc,
+                      "first defined here");
+      return;
+    }
+    set_decls_.emplace(d.name, &d);
+  }
+
+  void error_with_note(const Loc& at, std::string msg, const Loc& other, std::string note) {
+    diags_.error_with_notes(at, std::move(msg), {{other, std::move(note)}});
+  }
+
+  std::optional<OpSet> group(const std::string& name) const {
+    if (auto it = groups_.find(name); it != groups_.end()) return it->second.first;
+    return builtin_group(name);
+  }
+
+  static std::string unknown_op_message(const std::string& n) {
+    std::string msg = fmt::format("unknown op or op group '{}'", n);
+    // Suggest the op whose name matches ignoring case.
+    std::string lower = n;
+    std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
+    for (int i = 0; i < kNumOps; ++i) {
+      std::string cand(op_name(static_cast<Op>(i)));
+      std::string cl = cand;
+      std::transform(cl.begin(), cl.end(), cl.begin(), ::tolower);
+      if (cl == lower) return msg + fmt::format(" (did you mean '{}'?)", cand);
+    }
+    return msg;
+  }
+
+  // ---- rule sets
+  const ResolvedSet* resolve_set(const std::string& name, const Loc& use) {
+    auto it = set_decls_.find(name);
+    if (it == set_decls_.end()) {
+      diags_.error(use, fmt::format("unknown rule set '{}'", name));
+      return nullptr;
+    }
+    const Decl& d = *it->second;
+    int& st = state_[name];
+    if (st == 2) return out_.find(name);
+    if (st == 1) {
+      diags_.error(use, fmt::format("rule set '{}' includes itself", name));
+      return nullptr;
+    }
+    st = 1;
+    ResolvedSet set;
+    set.name = name;
+    set.loc = d.loc;
+    set.kind = d.set_kind;
+    if (d.kind == Decl::Kind::Compose) {
+      for (const auto& [part, loc] : d.names) append_set(set, part, loc);
+    } else {
+      std::map<std::string, std::string> env;
+      resolve_members(d.members, env, set);
+    }
+    st = 2;
+    if (set.kind == SetKind::Rules) analyze(set);
+    return &out_.sets.emplace(name, std::move(set)).first->second;
+  }
+
+  void append_set(ResolvedSet& into, const std::string& part, const Loc& loc) {
+    const ResolvedSet* s = resolve_set(part, loc);
+    if (!s) return;
+    if (s->kind != into.kind) {
+      diags_.error(loc, fmt::format("cannot combine rule set '{}' with '{}': different kinds", part, into.name));
+      return;
+    }
+    const int base = into.rules.empty() ? 0 : into.rules.back().rule_index + 1;
+    for (ResolvedRule r : s->rules) {
+      r.rule_index += base;
+      into.rules.push_back(std::move(r));
+    }
+  }
+
+  void resolve_members(const std::vector<Member>& members, const std::map<std::string, std::string>& env,
+                       ResolvedSet& set) {
+    for (const Member& m : members) {
+      switch (m.kind) {
+        case Member::Kind::Rule: resolve_rule(m, env, set); break;
+        case Member::Kind::Use: append_set(set, m.use, m.loc); break;
+        case Member::Kind::For: {
+          for (const auto& [value, loc] : m.for_values) {
+            if (!op_from_name(value) && !group(value)) {
+              diags_.error(loc, unknown_op_message(value));
+              continue;
+            }
+            auto inner = env;
+            inner[m.for_var] = value;
+            resolve_members(m.body, inner, set);
+          }
+          break;
+        }
+      }
+    }
+  }
+
+  // ---- one rule
+  void resolve_rule(const Member& m, const std::map<std::string, std::string>& env, ResolvedSet& set) {
+    const int errors_before = diags_.error_count();
+    RuleCtx rc;
+    rc.for_env = env;
+    rc.kind = set.kind;
+    std::vector<MatchNode> variants = pattern(*m.pattern, rc);
+    if (variants.size() > kMaxVariants) {
+      diags_.error(m.loc, fmt::format("rule expands to {} variants (more than {})", variants.size(), kMaxVariants));
+      return;
+    }
+    const int pattern_slots = static_cast<int>(rc.slots.size());
+    const int g_slot = set.kind == SetKind::Gradient ? rc.bind("g", Type::UOp, false, m.loc) : -1;
+    std::vector<Step> steps;
+    for (const Clause& c : m.clauses) {
+      Step s;
+      s.expr = expr(*c.expr, rc);
+      if (c.kind == Clause::Kind::Let) {
+        if (rc.slot_of(c.name) >= 0) {
+          diags_.error(c.loc, fmt::format("'{}' is already bound", c.name));
+        }
+        s.is_let = true;
+        s.slot = rc.bind(c.name, s.expr.type, false, c.loc);
+      } else if (!guard_type_ok(s.expr.type)) {
+        diags_.error(c.expr->loc, fmt::format("a guard must be a bool, got {}", type_name(s.expr.type)));
+      }
+      steps.push_back(std::move(s));
+    }
+    RExpr result = expr(*m.result, rc);
+    check_result(result, set.kind, m.result->loc);
+
+    // Every capture the clauses or the result use must be bound by every variant.
+    for (int slot = 0; slot < pattern_slots; ++slot) {
+      const SlotInfo& info = rc.slots[static_cast<size_t>(slot)];
+      if (info.expr_uses == 0) continue;
+      for (const MatchNode& v : variants) {
+        if (!binds(v, slot)) {
+          diags_.error(info.loc, fmt::format("capture '{}' is used but not bound in every alternative", info.name));
+          break;
+        }
+      }
+    }
+    for (int slot = 0; slot < pattern_slots; ++slot) {
+      const SlotInfo& info = rc.slots[static_cast<size_t>(slot)];
+      if (info.expr_uses == 0 && info.pattern_uses == 1 && info.name[0] != '_') {
+        diags_.warning(info.loc, fmt::format("capture '{}' is never used (write '_' or drop the name)", info.name));
+      }
+    }
+    if (diags_.error_count() > errors_before) return;
+
+    const int index = set.rules.empty() ? 0 : set.rules.back().rule_index + 1;
+    std::vector<MatchNode> unique;
+    for (MatchNode& v : variants)
+      if (std::find(unique.begin(), unique.end(), v) == unique.end()) unique.push_back(std::move(v));
+    for (size_t i = 0; i < unique.size(); ++i) {
+      ResolvedRule r;
+      r.loc = m.loc;
+      std::string bindings;
+      for (const auto& [var, value] : env) bindings += (bindings.empty() ? "" : ",") + var + "=" + value;
+      r.info = RuleInfo{fmt::format("{}#{}{}", set.name, index, bindings.empty() ? "" : "[" + bindings + "]"),
+                        m.loc.file ? m.loc.file->path : "", m.loc.line, m.text};
+      r.rule_index = index;
+      r.variant = static_cast<int>(i);
+      r.root = std::move(unique[i]);
+      for (const SlotInfo& s : rc.slots) r.slot_names.push_back(s.name);
+      r.steps = steps;
+      r.result = result;
+      r.has_identity = has_identity(r.root, static_cast<int>(rc.slots.size()));
+      r.gradient_slot = g_slot;
+      set.rules.push_back(std::move(r));
+    }
+  }
+
+  static bool guard_type_ok(Type t) { return t == Type::Bool || t == Type::Int || t == Type::Any; }
+
+  void check_result(const RExpr& r, SetKind kind, const Loc& at) {
+    const Type t = r.type;
+    switch (kind) {
+      case SetKind::Rules:
+        if (t != Type::UOp && t != Type::Any && t != Type::None) {
+          diags_.error(at, fmt::format("a rule must produce a UOp, got {}", type_name(t)));
+        }
+        break;
+      case SetKind::Verifier:
+        if (t != Type::Status && t != Type::Bool && t != Type::Any) {
+          diags_.error(at, fmt::format("a verifier rule must produce ok, fail(\"...\") or a bool, got {}", type_name(t)));
+        }
+        break;
+      case SetKind::Gradient:
+        if (t != Type::Tuple && t != Type::UOp && t != Type::Any && t != Type::None) {
+          diags_.error(at, fmt::format("a gradient rule must produce one gradient per source, got {}", type_name(t)));
+        }
+        break;
+    }
+  }
+
+  static bool binds_anything(const MatchNode& n) {
+    if (!n.slots.empty() || n.arg.kind == ArgMatch::Kind::Bind || n.arg.kind == ArgMatch::Kind::Tuple) return true;
+    for (const MatchNode& s : n.srcs)
+      if (binds_anything(s)) return true;
+    return false;
+  }
+  static bool binds(const MatchNode& n, int slot) {
+    if (std::find(n.slots.begin(), n.slots.end(), slot) != n.slots.end()) return true;
+    if (arg_binds(n.arg, slot)) return true;
+    for (const MatchNode& s : n.srcs)
+      if (binds(s, slot)) return true;
+    return false;
+  }
+  static bool arg_binds(const ArgMatch& a, int slot) {
+    if (a.kind == ArgMatch::Kind::Bind && a.slot == slot) return true;
+    for (const ArgMatch& i : a.items)
+      if (arg_binds(i, slot)) return true;
+    return false;
+  }
+  static void count_slots(const MatchNode& n, std::vector<int>& counts) {
+    for (int s : n.slots) ++counts[static_cast<size_t>(s)];
+    for (const MatchNode& c : n.srcs) count_slots(c, counts);
+  }
+  static bool has_identity(const MatchNode& n, int nslots) {
+    std::vector<int> counts(static_cast<size_t>(nslots), 0);
+    count_slots(n, counts);
+    if (n.sources == MatchNode::Sources::Repeat && !n.srcs.empty() && !n.srcs[0].slots.empty()) return true;
+    return std::any_of(counts.begin(), counts.end(), [](int c) { return c > 1; });
+  }
+
+  // ---- patterns
+  std::vector<MatchNode> pattern(const Pattern& p, RuleCtx& rc) {
+    std::vector<MatchNode> out;
+    for (const auto& chain : p.alternatives) {
+      for (MatchNode& v : chain_variants(chain, rc)) out.push_back(std::move(v));
+    }
+    return out;
+  }
+
+  enum class NameKind { Op, Group, ForVar, DType, Capture, Unknown };
+  NameKind classify(const std::string& n, const RuleCtx& rc) const {
+    if (rc.for_env.count(n)) return NameKind::ForVar;
+    if (op_from_name(n) && std::isupper(static_cast<unsigned char>(n[0]))) return NameKind::Op;
+    if (group(n)) return NameKind::Group;
+    if (dtype_filter_from_name(n)) return NameKind::DType;
+    if (std::islower(static_cast<unsigned char>(n[0])) || n[0] == '_') return NameKind::Capture;
+    return NameKind::Unknown;
+  }
+
+  std::optional<OpSet> ops_of(const std::string& n, const RuleCtx& rc) const {
+    std::string name = n;
+    if (auto it = rc.for_env.find(n); it != rc.for_env.end()) name = it->second;
+    if (auto o = op_from_name(name)) return OpSet{*o};
+    return group(name);
+  }
+
+  std::vector<MatchNode> chain_variants(const std::vector<Constraint>& chain, RuleCtx& rc) {
+    std::vector<MatchNode> acc(1);
+    size_t first = 0;
+    const Constraint& head = chain[0];
+    if (head.kind == Constraint::Kind::Op && head.names.size() == 1 && !head.has_sources && !head.arg &&
+        !head.optional && classify(head.names[0], rc) == NameKind::Capture) {
+      const int s = rc.bind(head.names[0], Type::UOp, true, head.loc);
+      ++rc.slots[static_cast<size_t>(s)].pattern_uses;
+      acc[0].slots.push_back(s);
+      first = 1;
+    }
+    for (size_t i = first; i < chain.size(); ++i) {
+      std::vector<MatchNode> next;
+      for (const MatchNode& part : constraint_variants(chain[i], rc, i > 0)) {
+        for (const MatchNode& a : acc) {
+          if (auto m = intersect(a, part, chain[i].loc)) next.push_back(std::move(*m));
+        }
+      }
+      acc = std::move(next);
+      if (acc.size() > kMaxVariants * 4) break;
+    }
+    return acc;
+  }
+
+  std::optional<MatchNode> intersect(const MatchNode& a, const MatchNode& b, const Loc& at) {
+    MatchNode out = a;
+    out.slots.insert(out.slots.end(), b.slots.begin(), b.slots.end());
+    if (!b.any_op) {
+      if (out.any_op) {
+        out.any_op = false;
+        out.ops = b.ops;
+      } else {
+        out.ops = out.ops & b.ops;
+        if (out.ops.empty()) {
+          diags_.error(at, "op constraints of this node never overlap");
+          return std::nullopt;
+        }
+      }
+    }
+    if (b.dtype.kind != DTypeFilter::Kind::Any) {
+      if (out.dtype.kind != DTypeFilter::Kind::Any && !(out.dtype == b.dtype)) {
+        diags_.error(at, fmt::format("conflicting dtype constraints {} and {}", out.dtype.str(), b.dtype.str()));
+        return std::nullopt;
+      }
+      out.dtype = b.dtype;
+    }
+    if (b.arg.kind != ArgMatch::Kind::Any) {
+      if (out.arg.kind != ArgMatch::Kind::Any) {
+        diags_.error(at, "the arg of this node is matched twice");
+        return std::nullopt;
+      }
+      out.arg = b.arg;
+    }
+    if (b.sources != MatchNode::Sources::Any) {
+      if (out.sources != MatchNode::Sources::Any) {
+        diags_.error(at, "the sources of this node are matched twice");
+        return std::nullopt;
+      }
+      out.sources = b.sources;
+      out.srcs = b.srcs;
+    }
+    return out;
+  }
+
+  std::vector<MatchNode> constraint_variants(const Constraint& c, RuleCtx& rc, bool in_chain_tail) {
+    MatchNode n;
+    switch (c.kind) {
+      case Constraint::Kind::Wildcard: return {n};
+      case Constraint::Kind::Literal:
+        n.any_op = false;
+        n.ops = OpSet{Op::Const};
+        n.arg.kind = ArgMatch::Kind::Literal;
+        n.arg.literal = c.literal;
+        return {n};
+      case Constraint::Kind::Group: return pattern(*c.group, rc);
+      case Constraint::Kind::Op: break;
+    }
+    // A lone dtype name: a dtype constraint.
+    if (c.names.size() == 1 && !c.has_sources && !c.arg && !c.optional &&
+        classify(c.names[0], rc) == NameKind::DType) {
+      n.dtype = *dtype_filter_from_name(c.names[0]);
+      return {n};
+    }
+    n.any_op = false;
+    for (const std::string& name : c.names) {
+      const NameKind k = classify(name, rc);
+      if (k == NameKind::Capture && c.names.size() == 1 && !c.has_sources && !c.optional) {
+        diags_.error(c.loc, in_chain_tail ? fmt::format("'{}' is not an op, op group or dtype", name)
+                                          : fmt::format("'{}' cannot be a capture here", name));
+        return {};
+      }
+      auto set = ops_of(name, rc);
+      if (!set) {
+        diags_.error(c.loc, k == NameKind::DType ? fmt::format("dtype '{}' cannot be combined with ops", name)
+                                                 : unknown_op_message(name));
+        return {};
+      }
+      n.ops = n.ops | *set;
+    }
+    if (c.arg) n.arg = arg_match(*c.arg, rc);
+    if (!c.has_sources) return {n};
+
+    // Sources: positional, '...' tail, repeated, or commutative (every order).
+    std::vector<const Constraint::Source*> pos;
+    bool rest = false, repeat = false;
+    for (size_t i = 0; i < c.sources.size(); ++i) {
+      const auto& s = c.sources[i];
+      if (!s.pattern) {
+        if (i + 1 != c.sources.size()) {
+          diags_.error(s.loc, "'...' must be the last source");
+          return {};
+        }
+        rest = true;
+        continue;
+      }
+      if (s.repeat) {
+        if (c.sources.size() != 1) {
+          diags_.error(s.loc, "a repeated source 'p*' must be the only source");
+          return {};
+        }
+        repeat = true;
+      }
+      pos.push_back(&s);
+    }
+    if (c.commutative && (rest || repeat || pos.size() < 2 || pos.size() > 3)) {
+      diags_.error(c.loc, "commutative sources [..] take two or three patterns");
+      return {};
+    }
+    if (!repeat) {
+      // Arity: at least one op of the set must accept this many sources.
+      const int n_src = static_cast<int>(pos.size());
+      bool any_ok = false;
+      n.ops.for_each([&](Op o) {
+        const OpInfo& info = op_info(o);
+        any_ok |= rest ? (info.max_src < 0 || info.max_src >= n_src) : info.accepts_arity(n_src);
+      });
+      if (!any_ok) {
+        std::string names;
+        n.ops.for_each([&](Op o) { names += (names.empty() ? "" : "|") + std::string(op_name(o)); });
+        const OpInfo& info = op_info([&] { Op f = Op::Noop; n.ops.for_each([&](Op o) { if (f == Op::Noop) f = o; }); return f; }());
+        const std::string want = info.max_src < 0 ? fmt::format("at least {}", info.min_src)
+                                 : info.min_src == info.max_src ? fmt::format("{}", info.min_src)
+                                                                : fmt::format("{} to {}", info.min_src, info.max_src);
+        diags_.error(c.loc, fmt::format("wrong arity: {} takes {} sources, the pattern has {}", names, want, n_src));
+        return {};
+      }
+    }
+    std::vector<std::vector<MatchNode>> per_source;
+    for (const auto* s : pos) per_source.push_back(pattern(*s->pattern, rc));
+    if (repeat) {
+      for (const MatchNode& v : per_source[0]) {
+        for (const MatchNode& child : v.srcs) {
+          if (binds_anything(child)) {
+            diags_.error(pos[0]->loc, "captures inside a repeated source may only name the repeated node");
+            return {};
+          }
+        }
+        if (v.arg.kind != ArgMatch::Kind::Any && v.arg.kind != ArgMatch::Kind::Literal) {
+          diags_.error(pos[0]->loc, "a repeated source cannot bind its arg");
+          return {};
+        }
+      }
+    }
+    std::vector<std::vector<size_t>> orders;
+    std::vector<size_t> order(pos.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    do {
+      orders.push_back(order);
+    } while (c.commutative && std::next_permutation(order.begin(), order.end()));
+
+    std::vector<MatchNode> out;
+    for (const auto& ord : orders) {
+      std::vector<MatchNode> partial(1, n);
+      for (auto& p : partial) {
+        p.sources = repeat ? MatchNode::Sources::Repeat : rest ? MatchNode::Sources::Prefix : MatchNode::Sources::Exact;
+      }
+      for (size_t k : ord) {
+        std::vector<MatchNode> grown;
+        for (const MatchNode& p : partial) {
+          for (const MatchNode& sv : per_source[k]) {
+            MatchNode q = p;
+            q.srcs.push_back(sv);
+            grown.push_back(std::move(q));
+          }
+        }
+        partial = std::move(grown);
+        if (partial.size() > kMaxVariants * 4) break;
+      }
+      for (MatchNode& p : partial) out.push_back(std::move(p));
+    }
+    if (c.optional) {
+      if (pos.size() != 1 || rest || repeat) {
+        diags_.error(c.loc, "an optional wrapper 'Op?(p)' takes exactly one source");
+        return {};
+      }
+      for (MatchNode& v : pattern(*pos[0]->pattern, rc)) out.push_back(std::move(v));
+    }
+    return out;
+  }
+
+  ArgMatch arg_match(const ArgPat& a, RuleCtx& rc) {
+    ArgMatch m;
+    switch (a.kind) {
+      case ArgPat::Kind::Any: return m;
+      case ArgPat::Kind::Literal:
+        m.kind = ArgMatch::Kind::Literal;
+        m.literal = a.literal;
+        return m;
+      case ArgPat::Kind::Name: {
+        if (auto o = op_from_name(a.name); o && std::isupper(static_cast<unsigned char>(a.name[0]))) {
+          m.kind = ArgMatch::Kind::Literal;
+          m.literal = Arg::op(*o);
+          return m;
+        }
+        if (auto it = rc.for_env.find(a.name); it != rc.for_env.end() && op_from_name(it->second)) {
+          m.kind = ArgMatch::Kind::Literal;
+          m.literal = Arg::op(*op_from_name(it->second));
+          return m;
+        }
+        m.kind = ArgMatch::Kind::Bind;
+        m.slot = rc.bind(a.name, Type::Any, true, a.loc);
+        ++rc.slots[static_cast<size_t>(m.slot)].pattern_uses;
+        rc.slots[static_cast<size_t>(m.slot)].type = Type::Any;
+        return m;
+      }
+      case ArgPat::Kind::Tuple:
+        m.kind = ArgMatch::Kind::Tuple;
+        for (const ArgPat& i : a.items) m.items.push_back(arg_match(i, rc));
+        return m;
+    }
+    return m;
+  }
+
+  // ---- expressions
+  RExpr expr(const Expr& e, RuleCtx& rc) {
+    RExpr r;
+    r.loc = e.loc;
+    switch (e.kind) {
+      case ExprKind::Literal:
+        r.k = RExpr::K::Const;
+        r.value = Value::from_arg(e.literal);
+        r.type = literal_type(e.literal);
+        return r;
+      case ExprKind::Name: return name(e, rc);
+      case ExprKind::Call: return call(e, rc);
+      case ExprKind::Member: {
+        r.k = e.is_call ? RExpr::K::Method : RExpr::K::Member;
+        r.name = e.name;
+        for (const auto& k : e.kids) r.kids.push_back(expr(*k, rc));
+        r.arg_names = e.arg_names;
+        const Type recv = r.kids[0].type;
+        auto t = member_type(recv, e.name, e.is_call);
+        if (!t) {
+          diags_.error(e.loc, fmt::format("{} has no {} '{}'", type_name(recv), e.is_call ? "method" : "property", e.name));
+        }
+        r.type = t.value_or(Type::Any);
+        return r;
+      }
+      case ExprKind::Index:
+        r.k = RExpr::K::Index;
+        for (const auto& k : e.kids) r.kids.push_back(expr(*k, rc));
+        if (r.kids[0].type != Type::Tuple && r.kids[0].type != Type::Any) {
+          diags_.error(e.loc, fmt::format("cannot index a {}", type_name(r.kids[0].type)));
+        }
+        r.type = Type::Any;
+        return r;
+      case ExprKind::Unary: {
+        r.kids.push_back(expr(*e.kids[0], rc));
+        const Type t = r.kids[0].type;
+        if (e.op == "!") {
+          r.k = RExpr::K::Not;
+          r.type = Type::Bool;
+          if (!guard_type_ok(t)) diags_.error(e.loc, fmt::format("'!' needs a bool, got {}", type_name(t)));
+        } else {
+          r.k = e.op == "-" ? RExpr::K::Neg : RExpr::K::Invert;
+          r.type = t;
+          if (t != Type::UOp && t != Type::Int && t != Type::Float && t != Type::Any && t != Type::Bool) {
+            diags_.error(e.loc, fmt::format("'{}' needs a number or a UOp, got {}", e.op, type_name(t)));
+          }
+        }
+        return r;
+      }
+      case ExprKind::Binary: return binary_expr(e, rc);
+      case ExprKind::Tuple:
+        r.k = RExpr::K::Tuple;
+        r.type = Type::Tuple;
+        for (const auto& k : e.kids) r.kids.push_back(expr(*k, rc));
+        return r;
+    }
+    return r;
+  }
+
+  static Type literal_type(const Arg& a) {
+    if (a.is_bool()) return Type::Bool;
+    if (a.is_int()) return Type::Int;
+    if (a.is_float()) return Type::Float;
+    if (a.is_string()) return Type::String;
+    return Type::None;
+  }
+
+  RExpr name(const Expr& e, RuleCtx& rc) {
+    RExpr r;
+    r.loc = e.loc;
+    r.k = RExpr::K::Const;
+    if (int s = rc.slot_of(e.name); s >= 0) {
+      r.k = RExpr::K::Slot;
+      r.slot = s;
+      r.type = rc.slots[static_cast<size_t>(s)].type;
+      ++rc.slots[static_cast<size_t>(s)].expr_uses;
+      return r;
+    }
+    if (auto it = rc.for_env.find(e.name); it != rc.for_env.end()) {
+      if (auto o = op_from_name(it->second)) {
+        r.value = Value::op(*o);
+        r.type = Type::Op;
+        return r;
+      }
+    }
+    if (e.name == "ok") {
+      if (rc.kind != SetKind::Verifier) diags_.error(e.loc, "'ok' is only a result of verifier rules");
+      r.value = Value::ok();
+      r.type = Type::Status;
+      return r;
+    }
+    if (auto d = DType::from_name(e.name)) {
+      r.value = Value::dtype(*d);
+      r.type = Type::DType;
+      return r;
+    }
+    if (auto o = op_from_name(e.name)) {
+      r.value = Value::op(*o);
+      r.type = Type::Op;
+      return r;
+    }
+    diags_.error(e.loc, fmt::format("'{}' is not bound (not a capture, let, dtype or op)", e.name));
+    return r;
+  }
+
+  RExpr call(const Expr& e, RuleCtx& rc) {
+    RExpr r;
+    r.loc = e.loc;
+    r.name = e.name;
+    r.arg_names = e.arg_names;
+    for (const auto& k : e.kids) r.kids.push_back(expr(*k, rc));
+    const bool any_uop = std::any_of(r.kids.begin(), r.kids.end(), [](const RExpr& k) { return k.type == Type::UOp; });
+    std::string op_text = e.name;
+    if (auto it = rc.for_env.find(e.name); it != rc.for_env.end()) op_text = it->second;
+    if (auto o = op_from_name(op_text); o && std::isupper(static_cast<unsigned char>(op_text[0]))) {
+      r.k = RExpr::K::Construct;
+      r.op = *o;
+      r.type = Type::UOp;
+      const OpInfo& info = op_info(*o);
+      if (!info.is_alu()) {
+        diags_.error(e.loc, fmt::format("{}(...) builds ALU ops only; use uop({}, dtype, src: (...))", info.name, info.name));
+      } else if (!info.accepts_arity(static_cast<int>(r.kids.size()))) {
+        diags_.error(e.loc, fmt::format("wrong arity: {} takes {} sources, got {}", info.name, info.min_src, r.kids.size()));
+      }
+      return r;
+    }
+    if (auto t = builtin_type(e.name)) {
+      r.k = RExpr::K::Builtin;
+      r.type = *t;
+      if ((e.name == "max" || e.name == "min" || e.name == "select") && any_uop) r.type = Type::UOp;
+      if (e.name == "fail" && rc.kind != SetKind::Verifier) diags_.error(e.loc, "'fail' is only a result of verifier rules");
+      return r;
+    }
+    if (const Helper* h = find_helper(e.name)) {
+      r.k = RExpr::K::Helper;
+      r.helper = h;
+      r.type = h->result;
+      const int n = static_cast<int>(r.kids.size());
+      if (n < h->min_args || n > h->max_args) {
+        diags_.error(e.loc, fmt::format("helper '{}' takes {} argument(s), got {}", e.name,
+                                        h->min_args == h->max_args ? std::to_string(h->min_args)
+                                                                   : fmt::format("{} to {}", h->min_args, h->max_args),
+                                        n));
+      }
+      return r;
+    }
+    diags_.error(e.loc, fmt::format("unknown function or helper '{}'", e.name));
+    return r;
+  }
+
+  RExpr binary_expr(const Expr& e, RuleCtx& rc) {
+    RExpr r;
+    r.loc = e.loc;
+    r.kids.push_back(expr(*e.kids[0], rc));
+    r.kids.push_back(expr(*e.kids[1], rc));
+    const Type a = r.kids[0].type, b = r.kids[1].type;
+    if (e.op == "&&" || e.op == "||") {
+      r.k = e.op == "&&" ? RExpr::K::And : RExpr::K::Or;
+      r.type = Type::Bool;
+      for (const RExpr& k : r.kids)
+        if (!guard_type_ok(k.type)) diags_.error(k.loc, fmt::format("'{}' needs bools, got {}", e.op, type_name(k.type)));
+      return r;
+    }
+    r.k = RExpr::K::Binary;
+    r.bop = *binop_from(e.op);
+    const bool cmp = r.bop == BinOp::Lt || r.bop == BinOp::Le || r.bop == BinOp::Gt || r.bop == BinOp::Ge;
+    if (r.bop == BinOp::Eq || r.bop == BinOp::Ne) {
+      r.type = Type::Bool;
+      return r;
+    }
+    auto numeric = [](Type t) { return t == Type::Int || t == Type::Float || t == Type::Bool || t == Type::Any; };
+    if (cmp) {
+      if (a == Type::UOp || b == Type::UOp) {
+        diags_.error(e.loc, fmt::format("'{}' compares numbers, not UOps; build a comparison with .lt/.le/.gt/.ge", e.op));
+      } else if (!numeric(a) || !numeric(b)) {
+        diags_.error(e.loc, fmt::format("'{}' compares numbers, got {} and {}", e.op, type_name(a), type_name(b)));
+      }
+      r.type = Type::Bool;
+      return r;
+    }
+    if (a == Type::UOp || b == Type::UOp) {
+      if ((a != Type::UOp && !numeric(a)) || (b != Type::UOp && !numeric(b))) {
+        diags_.error(e.loc, fmt::format("'{}' needs UOps or numbers, got {} and {}", e.op, type_name(a), type_name(b)));
+      }
+      r.type = Type::UOp;
+      return r;
+    }
+    if (!numeric(a) || !numeric(b)) {
+      diags_.error(e.loc, fmt::format("'{}' needs numbers or UOps, got {} and {}", e.op, type_name(a), type_name(b)));
+    }
+    r.type = (a == Type::Any || b == Type::Any) ? Type::Any
+             : (a == Type::Float || b == Type::Float || r.bop == BinOp::Div) ? Type::Float
+             : (a == Type::Bool && b == Type::Bool && (r.bop == BinOp::And || r.bop == BinOp::Or || r.bop == BinOp::Xor)) ? Type::Bool
+                                                                                                          : Type::Int;
+    return r;
+  }
+
+  // ---- static analysis: rules that can never fire, duplicates
+  static bool arg_subsumes(const ArgMatch& a, const ArgMatch& b) {
+    if (a.kind == ArgMatch::Kind::Any || a.kind == ArgMatch::Kind::Bind) return true;
+    return a == b;
+  }
+  static bool subsumes(const MatchNode& a, const MatchNode& b) {
+    if (!a.any_op && (b.any_op || !((b.ops & a.ops) == b.ops))) return false;
+    if (!b.dtype.subset_of(a.dtype)) return false;
+    if (!arg_subsumes(a.arg, b.arg)) return false;
+    using S = MatchNode::Sources;
+    switch (a.sources) {
+      case S::Any: return true;
+      case S::Exact:
+        if (b.sources != S::Exact || b.srcs.size() != a.srcs.size()) return false;
+        for (size_t i = 0; i < a.srcs.size(); ++i)
+          if (!subsumes(a.srcs[i], b.srcs[i])) return false;
+        return true;
+      case S::Prefix:
+        if ((b.sources != S::Exact && b.sources != S::Prefix) || b.srcs.size() < a.srcs.size()) return false;
+        for (size_t i = 0; i < a.srcs.size(); ++i)
+          if (!subsumes(a.srcs[i], b.srcs[i])) return false;
+        return true;
+      case S::Repeat:
+        if (b.sources == S::Repeat) return subsumes(a.srcs[0], b.srcs[0]);
+        if (b.sources != S::Exact) return false;
+        for (const MatchNode& s : b.srcs)
+          if (!subsumes(a.srcs[0], s)) return false;
+        return true;
+    }
+    return false;
+  }
+  // A rule that always produces a rewrite when its pattern matches.
+  static bool unconditional(const ResolvedRule& r) {
+    return r.steps.empty() && !r.has_identity && r.result.type == Type::UOp &&
+           (r.result.k == RExpr::K::Construct || r.result.k == RExpr::K::Const ||
+            (r.result.k == RExpr::K::Binary) || (r.result.k == RExpr::K::Builtin && r.result.name == "const_like"));
+  }
+
+  void analyze(const ResolvedSet& set) {
+    // Only rules written in this set are reported (composed sets were analyzed on their own).
+    std::map<int, std::vector<const ResolvedRule*>> by_rule;
+    for (const ResolvedRule& r : set.rules) by_rule[r.rule_index].push_back(&r);
+    std::vector<const ResolvedRule*> earlier;
+    std::map<std::string, const ResolvedRule*> texts;
+    for (const auto& [idx, variants] : by_rule) {
+      const ResolvedRule& first = *variants[0];
+      // For-loop bindings are part of a rule's identity: `op(x)` for Add and for Mul differ.
+      const size_t bracket = first.info.name.find('[');
+      std::string norm = bracket == std::string::npos ? "" : first.info.name.substr(bracket);
+      for (char ch : first.info.source)
+        if (!std::isspace(static_cast<unsigned char>(ch))) norm += ch;
+      const bool own = first.info.name.rfind(set.name + "#", 0) == 0;
+      if (own && !norm.empty()) {
+        if (auto it = texts.find(norm); it != texts.end() && it->second->loc.file) {
+          diags_.warning(first.loc, "duplicate rule", {{it->second->loc, "the same rule is here"}});
+        } else {
+          texts.emplace(norm, &first);
+        }
+      }
+      const ResolvedRule* shadow = nullptr;
+      bool all_shadowed = own;
+      for (const ResolvedRule* v : variants) {
+        const ResolvedRule* by = nullptr;
+        for (const ResolvedRule* e : earlier)
+          if (unconditional(*e) && subsumes(e->root, v->root)) {
+            by = e;
+            break;
+          }
+        if (!by) all_shadowed = false;
+        else shadow = by;
+      }
+      if (all_shadowed && shadow && !(texts.count(norm) && texts[norm] != &first)) {
+        diags_.warning(first.loc, "rule can never fire: an earlier rule always matches first",
+                       {{shadow->loc, "this rule matches first"}});
+      }
+      for (const ResolvedRule* v : variants) earlier.push_back(v);
+    }
+  }
+
+  ResolvedProgram& out_;
+  Diagnostics& diags_;
+  std::map<std::string, std::pair<OpSet, Loc>> groups_;
+  std::map<std::string, const Decl*> set_decls_;
+  std::map<std::string, int> state_;
+};
+
+}  // namespace
+
+std::unique_ptr<ResolvedProgram> resolve(Program program, Diagnostics& diags) {
+  auto out = std::make_unique<ResolvedProgram>();
+  out->program = std::move(program);
+  const int before = diags.error_count();
+  Resolver(*out, diags).run();
+  if (diags.error_count() > before) return nullptr;
+  return out;
+}
+
+std::unique_ptr<ResolvedProgram> load_rules(const std::string& path, Diagnostics& diags) {
+  Program p;
+  if (!load_program(path, p, diags)) return nullptr;
+  return resolve(std::move(p), diags);
+}
+
+std::unique_ptr<ResolvedProgram> load_rules_text(const std::string& path, std::string text,
+                                                 Diagnostics& diags) {
+  Program p;
+  if (!load_program_text(path, std::move(text), p, diags)) return nullptr;
+  return resolve(std::move(p), diags);
+}
+
+}  // namespace tinyrw::rw

@@ -1,0 +1,111 @@
+// The checked, resolved form of a .rw program that both executors run.
+//
+// Resolution checks every name against the op table, the dtypes, the helpers and the captures,
+// infers expression types, and expands what the matchers never see: `for` loops, alternatives
+// (`||`), commutative sources (`[a, b]`), optional wrappers (`Cast?(x)`) and rule-set
+// composition. Each expansion ("variant") keeps its rule's source location.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dsl/ast.h"
+#include "dsl/parse.h"
+#include "dsl/value.h"
+
+namespace tinyrw::rw {
+
+// A dtype constraint: a group (int, uint, sint, float, bool, index, ...) or one exact dtype.
+struct DTypeFilter {
+  enum class Kind : uint8_t { Any, Exact, Int, UInt, SInt, Float, Bool, Index, Void, Ptr } kind = Kind::Any;
+  DType exact;
+  bool accepts(DType d) const;
+  bool subset_of(const DTypeFilter& o) const;  // conservative
+  std::string str() const;
+  bool operator==(const DTypeFilter& o) const { return kind == o.kind && exact == o.exact; }
+};
+std::optional<DTypeFilter> dtype_filter_from_name(std::string_view name);
+
+// A resolved arg pattern: a literal, a binding (slot), anything, or a tuple of these.
+struct ArgMatch {
+  enum class Kind : uint8_t { Any, Literal, Bind, Tuple } kind = Kind::Any;
+  Arg literal;
+  int slot = -1;
+  std::vector<ArgMatch> items;
+  bool operator==(const ArgMatch& o) const;
+};
+bool arg_literal_matches(const Arg& literal, const Arg& actual);  // numbers compare by value
+
+// One node of a resolved pattern variant.
+struct MatchNode {
+  enum class Sources : uint8_t { Any, Exact, Prefix, Repeat };
+  std::vector<int> slots;  // captures of this node (bound on first sight, compared after)
+  bool any_op = true;
+  OpSet ops;
+  DTypeFilter dtype;
+  ArgMatch arg;
+  Sources sources = Sources::Any;
+  std::vector<MatchNode> srcs;  // Exact/Prefix: one per position; Repeat: exactly one
+  bool operator==(const MatchNode& o) const;
+};
+
+// A resolved expression: names are slots or constants, calls are bound to their targets.
+struct RExpr {
+  enum class K : uint8_t { Const, Slot, Binary, And, Or, Not, Neg, Invert, Member, Method, Index,
+                           Builtin, Construct, Helper, Tuple };
+  K k = K::Const;
+  Loc loc;
+  Type type = Type::Any;
+  Value value;       // Const
+  int slot = -1;     // Slot
+  BinOp bop = BinOp::Add;
+  std::string name;  // Member, Method, Builtin, Helper
+  Op op = Op::Noop;  // Construct
+  const Helper* helper = nullptr;
+  std::vector<RExpr> kids;  // Method: receiver first
+  std::vector<std::string> arg_names;
+};
+
+struct Step {
+  bool is_let = false;  // let slot = expr; otherwise a guard
+  int slot = -1;
+  RExpr expr;
+};
+
+struct ResolvedRule {
+  RuleInfo info;      // name "<set>#<rule>", the .rw file and line, the rule's text
+  Loc loc;
+  int rule_index = 0;  // position of the rule in its set (variants share it)
+  int variant = 0;
+  MatchNode root;
+  std::vector<std::string> slot_names;
+  std::vector<Step> steps;
+  RExpr result;
+  bool has_identity = false;  // a capture appears twice: the pattern compares nodes
+  int gradient_slot = -1;     // gradient rules: the slot of `g`, the incoming gradient
+};
+
+struct ResolvedSet {
+  std::string name;
+  SetKind kind = SetKind::Rules;
+  Loc loc;
+  std::vector<ResolvedRule> rules;
+};
+
+struct ResolvedProgram {
+  Program program;  // owns the sources and trees the rules point into
+  std::map<std::string, ResolvedSet> sets;
+  const ResolvedSet* find(std::string_view name) const;
+};
+
+// Resolves and checks a loaded program; errors and warnings (unused captures, rules that can
+// never fire, duplicates) go to diags. Returns null when there are errors.
+std::unique_ptr<ResolvedProgram> resolve(Program program, Diagnostics& diags);
+// Loads, parses and resolves a file and its includes.
+std::unique_ptr<ResolvedProgram> load_rules(const std::string& path, Diagnostics& diags);
+std::unique_ptr<ResolvedProgram> load_rules_text(const std::string& path, std::string text,
+                                                 Diagnostics& diags);
+
+}  // namespace tinyrw::rw

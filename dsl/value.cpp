@@ -1,0 +1,625 @@
+#include "dsl/value.h"
+
+#include <cmath>
+#include <map>
+
+#include <fmt/format.h>
+
+namespace tinyrw::rw {
+
+std::string_view type_name(Type t) {
+  switch (t) {
+    case Type::Any: return "any";
+    case Type::None: return "none";
+    case Type::Bool: return "bool";
+    case Type::Int: return "int";
+    case Type::Float: return "float";
+    case Type::String: return "string";
+    case Type::UOp: return "UOp";
+    case Type::DType: return "dtype";
+    case Type::Op: return "op";
+    case Type::Tuple: return "tuple";
+    case Type::Status: return "verifier status";
+  }
+  return "?";
+}
+
+// ---- Value ------------------------------------------------------------------------------------------
+
+Value Value::boolean(bool b) {
+  Value v;
+  v.kind_ = Kind::Bool;
+  v.b_ = b;
+  return v;
+}
+Value Value::integer(i128 i) {
+  Value v;
+  v.kind_ = Kind::Int;
+  v.i_ = i;
+  return v;
+}
+Value Value::real(double f) {
+  Value v;
+  v.kind_ = Kind::Float;
+  v.f_ = f;
+  return v;
+}
+Value Value::string(std::string s) {
+  Value v;
+  v.kind_ = Kind::String;
+  v.s_ = std::make_shared<const std::string>(std::move(s));
+  return v;
+}
+Value Value::uop(UOp u) {
+  if (!u) return Value();
+  Value v;
+  v.kind_ = Kind::UOp;
+  v.u_ = std::move(u);
+  return v;
+}
+Value Value::dtype(DType d) {
+  Value v;
+  v.kind_ = Kind::DType;
+  v.d_ = d;
+  return v;
+}
+Value Value::op(Op o) {
+  Value v;
+  v.kind_ = Kind::Op;
+  v.o_ = o;
+  return v;
+}
+Value Value::tuple(std::vector<Value> items) {
+  Value v;
+  v.kind_ = Kind::Tuple;
+  v.items_ = std::make_shared<const std::vector<Value>>(std::move(items));
+  return v;
+}
+Value Value::ok() {
+  Value v;
+  v.kind_ = Kind::Status;
+  v.b_ = true;
+  return v;
+}
+Value Value::fail(std::string message) {
+  Value v;
+  v.kind_ = Kind::Status;
+  v.b_ = false;
+  v.s_ = std::make_shared<const std::string>(std::move(message));
+  return v;
+}
+Value Value::from_arg(const Arg& a) {
+  switch (a.kind()) {
+    case Arg::Kind::None:
+    case Arg::Kind::Invalid: return Value();
+    case Arg::Kind::Int: return integer(a.as_int());
+    case Arg::Kind::Float: return real(a.as_float());
+    case Arg::Kind::Bool: return boolean(a.as_bool());
+    case Arg::Kind::String: return string(a.as_string());
+    case Arg::Kind::DType: return dtype(a.as_dtype());
+    case Arg::Kind::Op: return op(a.as_op());
+    case Arg::Kind::Tuple: {
+      std::vector<Value> items;
+      for (const Arg& x : a.items()) items.push_back(from_arg(x));
+      return tuple(std::move(items));
+    }
+    case Arg::Kind::Record: return string(a.repr());
+  }
+  return Value();
+}
+Value Value::from_num(const Num& n) { return n.is_float ? real(n.f) : integer(n.i); }
+
+namespace {
+[[noreturn]] void type_error(std::string_view want, const Value& got) {
+  throw EvalError(fmt::format("expected {}, got {}", want, got.repr()));
+}
+}  // namespace
+
+bool Value::as_bool() const {
+  switch (kind_) {
+    case Kind::Bool: return b_;
+    case Kind::Int: return i_ != 0;
+    case Kind::Float: return f_ != 0;
+    case Kind::Status: return b_;
+    default: type_error("a bool", *this);
+  }
+}
+i128 Value::as_int() const {
+  if (kind_ == Kind::Int) return i_;
+  if (kind_ == Kind::Bool) return b_;
+  type_error("an int", *this);
+}
+double Value::as_float() const {
+  if (kind_ == Kind::Float) return f_;
+  if (kind_ == Kind::Int) return static_cast<double>(i_);
+  if (kind_ == Kind::Bool) return b_;
+  type_error("a number", *this);
+}
+const std::string& Value::as_string() const {
+  if (kind_ != Kind::String && !(kind_ == Kind::Status && s_)) type_error("a string", *this);
+  return *s_;
+}
+const UOp& Value::as_uop() const {
+  if (kind_ != Kind::UOp) type_error("a UOp", *this);
+  return u_;
+}
+DType Value::as_dtype() const {
+  if (kind_ != Kind::DType) type_error("a dtype", *this);
+  return d_;
+}
+Op Value::as_op() const {
+  if (kind_ != Kind::Op) type_error("an op", *this);
+  return o_;
+}
+const std::vector<Value>& Value::items() const {
+  if (kind_ != Kind::Tuple) type_error("a tuple", *this);
+  return *items_;
+}
+bool Value::status_ok() const {
+  if (kind_ == Kind::Status) return b_;
+  return as_bool();
+}
+
+Arg Value::to_arg() const {
+  switch (kind_) {
+    case Kind::None: return Arg();
+    case Kind::Bool: return Arg::boolean(b_);
+    case Kind::Int: return Arg::integer(i_);
+    case Kind::Float: return Arg::real(f_);
+    case Kind::String: return Arg::string(*s_);
+    case Kind::DType: return Arg::dtype(d_);
+    case Kind::Op: return Arg::op(o_);
+    case Kind::Tuple: {
+      std::vector<Arg> items;
+      for (const Value& v : *items_) items.push_back(v.to_arg());
+      return Arg::tuple(std::move(items));
+    }
+    default: type_error("a value usable as an arg", *this);
+  }
+}
+
+std::string Value::repr() const {
+  switch (kind_) {
+    case Kind::None: return "none";
+    case Kind::Bool: return b_ ? "True" : "False";
+    case Kind::Int: return to_string(i_);
+    case Kind::Float: return Arg::real(f_).repr();
+    case Kind::String: return Arg::string(*s_).repr();
+    case Kind::UOp: return u_.repr(1);
+    case Kind::DType: return d_.repr();
+    case Kind::Op: return std::string(op_name(o_));
+    case Kind::Tuple: {
+      std::string out = "(";
+      for (size_t i = 0; i < items_->size(); ++i) out += (i ? ", " : "") + (*items_)[i].repr();
+      return out + (items_->size() == 1 ? ",)" : ")");
+    }
+    case Kind::Status: return b_ ? "ok" : "fail(" + (s_ ? *s_ : "") + ")";
+  }
+  return "?";
+}
+
+bool Value::operator==(const Value& o) const {
+  if (is_number() && o.is_number()) {
+    if (kind_ == Kind::Float || o.kind_ == Kind::Float) return as_float() == o.as_float();
+    return as_int() == o.as_int();
+  }
+  if (kind_ != o.kind_) return false;
+  switch (kind_) {
+    case Kind::None: return true;
+    case Kind::String: return *s_ == *o.s_;
+    case Kind::UOp: return u_ == o.u_;
+    case Kind::DType: return d_ == o.d_;
+    case Kind::Op: return o_ == o.o_;
+    case Kind::Tuple: return *items_ == *o.items_;
+    case Kind::Status: return b_ == o.b_;
+    default: return false;
+  }
+}
+
+// ---- operators ----------------------------------------------------------------------------------------
+
+std::optional<BinOp> binop_from(std::string_view t) {
+  static const std::pair<std::string_view, BinOp> kOps[] = {
+      {"+", BinOp::Add},  {"-", BinOp::Sub},  {"*", BinOp::Mul},  {"//", BinOp::FloorDiv},
+      {"%", BinOp::Mod},  {"/", BinOp::Div},  {"&", BinOp::And},  {"|", BinOp::Or},
+      {"^", BinOp::Xor},  {"<<", BinOp::Shl}, {">>", BinOp::Shr}, {"==", BinOp::Eq},
+      {"!=", BinOp::Ne},  {"<", BinOp::Lt},   {"<=", BinOp::Le},  {">", BinOp::Gt},
+      {">=", BinOp::Ge}};
+  for (const auto& [text, op] : kOps)
+    if (text == t) return op;
+  return std::nullopt;
+}
+
+std::string_view binop_text(BinOp op) {
+  static const char* kText[] = {"+", "-", "*", "//", "%", "/", "&", "|", "^",
+                                "<<", ">>", "==", "!=", "<", "<=", ">", ">="};
+  return kText[static_cast<size_t>(op)];
+}
+
+namespace {
+
+UOp as_operand(const Value& v, const UOp& like) {
+  if (v.is_uop()) return v.as_uop();
+  if (v.kind() == Value::Kind::Float) return like.const_like(v.as_float());
+  if (v.is_number()) return like.const_like(v.as_int());
+  type_error("a UOp or a number", v);
+}
+
+Value uop_binary(BinOp op, const Value& a, const Value& b) {
+  const UOp& like = a.is_uop() ? a.as_uop() : b.as_uop();
+  const UOp x = as_operand(a, like), y = as_operand(b, like);
+  switch (op) {
+    case BinOp::Add: return Value::uop(x + y);
+    case BinOp::Sub: return Value::uop(x - y);
+    case BinOp::Mul: return Value::uop(x * y);
+    case BinOp::FloorDiv: return Value::uop(x.floordiv(y));
+    case BinOp::Mod: return Value::uop(x.floormod(y));
+    case BinOp::Div: return Value::uop(x.alu(Op::FDiv, {y}));
+    case BinOp::And: return Value::uop(x & y);
+    case BinOp::Or: return Value::uop(x | y);
+    case BinOp::Xor: return Value::uop(x ^ y);
+    case BinOp::Shl: return Value::uop(x << y);
+    case BinOp::Shr: return Value::uop(x >> y);
+    default:
+      throw EvalError(fmt::format("'{}' does not apply to UOps; use .lt/.le/.gt/.ge/.ne/.eq",
+                                  binop_text(op)));
+  }
+}
+
+}  // namespace
+
+Value binary(BinOp op, const Value& a, const Value& b) {
+  if (op == BinOp::Eq) return Value::boolean(a == b);
+  if (op == BinOp::Ne) return Value::boolean(!(a == b));
+  if (a.is_uop() || b.is_uop()) return uop_binary(op, a, b);
+  if (!a.is_number() || !b.is_number()) {
+    throw EvalError(fmt::format("'{}' needs numbers, got {} and {}", binop_text(op), a.repr(), b.repr()));
+  }
+  const bool is_float = a.kind() == Value::Kind::Float || b.kind() == Value::Kind::Float;
+  if (is_float) {
+    const double x = a.as_float(), y = b.as_float();
+    switch (op) {
+      case BinOp::Add: return Value::real(x + y);
+      case BinOp::Sub: return Value::real(x - y);
+      case BinOp::Mul: return Value::real(x * y);
+      case BinOp::Div: return Value::real(x / y);
+      case BinOp::FloorDiv: return Value::real(std::floor(x / y));
+      case BinOp::Mod: return Value::real(x - std::floor(x / y) * y);
+      case BinOp::Lt: return Value::boolean(x < y);
+      case BinOp::Le: return Value::boolean(x <= y);
+      case BinOp::Gt: return Value::boolean(x > y);
+      case BinOp::Ge: return Value::boolean(x >= y);
+      default: throw EvalError(fmt::format("'{}' needs integers", binop_text(op)));
+    }
+  }
+  const i128 x = a.as_int(), y = b.as_int();
+  const bool both_bool = a.kind() == Value::Kind::Bool && b.kind() == Value::Kind::Bool;
+  switch (op) {
+    case BinOp::Add: return Value::integer(sat_add(x, y));
+    case BinOp::Sub: return Value::integer(sat_sub(x, y));
+    case BinOp::Mul: return Value::integer(sat_mul(x, y));
+    case BinOp::FloorDiv:
+    case BinOp::Mod:
+      if (y == 0) throw EvalError("integer division by zero");
+      return Value::integer(op == BinOp::FloorDiv ? floor_div(x, y) : floor_mod(x, y));
+    case BinOp::Div:
+      if (y == 0) throw EvalError("division by zero");
+      return Value::real(static_cast<double>(x) / static_cast<double>(y));
+    case BinOp::And: return both_bool ? Value::boolean(x & y) : Value::integer(x & y);
+    case BinOp::Or: return both_bool ? Value::boolean(x | y) : Value::integer(x | y);
+    case BinOp::Xor: return both_bool ? Value::boolean(x ^ y) : Value::integer(x ^ y);
+    case BinOp::Shl:
+      if (y < 0 || y > 120) throw EvalError("shift count out of range");
+      return Value::integer(sat_mul(x, static_cast<i128>(1) << static_cast<int>(y)));
+    case BinOp::Shr:
+      if (y < 0 || y > 120) throw EvalError("shift count out of range");
+      return Value::integer(floor_div(x, static_cast<i128>(1) << static_cast<int>(y)));
+    case BinOp::Lt: return Value::boolean(x < y);
+    case BinOp::Le: return Value::boolean(x <= y);
+    case BinOp::Gt: return Value::boolean(x > y);
+    case BinOp::Ge: return Value::boolean(x >= y);
+    default: break;
+  }
+  throw EvalError("bad operator");
+}
+
+Value negate(const Value& a) {
+  if (a.is_uop()) return Value::uop(-a.as_uop());
+  if (a.kind() == Value::Kind::Float) return Value::real(-a.as_float());
+  return Value::integer(sat_neg(a.as_int()));
+}
+
+Value invert(const Value& a) {
+  if (a.is_uop()) return Value::uop(a.as_uop() ^ a.as_uop().const_like(static_cast<i128>(-1)));
+  return Value::integer(-a.as_int() - 1);
+}
+
+// ---- members and methods -------------------------------------------------------------------------------
+
+namespace {
+
+Value shape_value(const UOp& u) {
+  std::vector<Value> dims;
+  for (const SInt& d : u.shape()) dims.push_back(d.is_int() ? Value::integer(d.value()) : Value::uop(d.uop()));
+  return Value::tuple(std::move(dims));
+}
+
+Value uop_member(const UOp& u, std::string_view name) {
+  if (name == "op") return Value::op(u.op());
+  if (name == "dtype") return Value::dtype(u.dtype());
+  if (name == "arg") return Value::from_arg(u.arg());
+  if (name == "tag") return Value::from_arg(u.tag());
+  if (name == "nsrc") return Value::integer(static_cast<i128>(u.nsrc()));
+  if (name == "vmin") return Value::from_num(u.vmin());
+  if (name == "vmax") return Value::from_num(u.vmax());
+  if (name == "shape") return shape_value(u);
+  if (name == "src") {
+    std::vector<Value> s;
+    for (const UOp& x : u.src()) s.push_back(Value::uop(x));
+    return Value::tuple(std::move(s));
+  }
+  if (name == "is_const") return Value::boolean(u.op() == Op::Const);
+  throw EvalError(fmt::format("UOp has no property '{}'", name));
+}
+
+Value dtype_member(DType d, std::string_view name) {
+  if (name == "is_int") return Value::boolean(d.is_int());
+  if (name == "is_float") return Value::boolean(d.is_float());
+  if (name == "is_unsigned") return Value::boolean(d.is_unsigned());
+  if (name == "is_bool") return Value::boolean(d.is_bool());
+  if (name == "is_index") return Value::boolean(d.is_index());
+  if (name == "is_ptr") return Value::boolean(d.is_ptr());
+  if (name == "count") return Value::integer(d.count());
+  if (name == "itemsize") return Value::integer(d.itemsize());
+  if (name == "scalar") return Value::dtype(d.scalar_type());
+  if (name == "base") return Value::dtype(d.base());
+  if (name == "min") return d.is_float() ? Value::real(d.float_min()) : Value::integer(d.int_min());
+  if (name == "max") return d.is_float() ? Value::real(d.float_max()) : Value::integer(d.int_max());
+  throw EvalError(fmt::format("dtype has no property '{}'", name));
+}
+
+const Value* named(std::span<const Value> args, std::span<const std::string> names, std::string_view key) {
+  for (size_t i = 0; i < args.size(); ++i)
+    if (i < names.size() && names[i] == key) return &args[i];
+  return nullptr;
+}
+
+void expect_args(std::string_view fn, std::span<const Value> args, size_t lo, size_t hi) {
+  if (args.size() < lo || args.size() > hi) {
+    throw EvalError(fmt::format("{} takes {} argument{}, got {}", fn,
+                                lo == hi ? std::to_string(lo) : fmt::format("{} to {}", lo, hi),
+                                hi == 1 ? "" : "s", args.size()));
+  }
+}
+
+std::vector<UOp> uop_list(const Value& v) {
+  std::vector<UOp> out;
+  for (const Value& x : v.items()) out.push_back(x.as_uop());
+  return out;
+}
+
+}  // namespace
+
+Value member(const Value& recv, std::string_view name) {
+  if (recv.is_uop()) return uop_member(recv.as_uop(), name);
+  if (recv.kind() == Value::Kind::DType) return dtype_member(recv.as_dtype(), name);
+  if (recv.kind() == Value::Kind::Tuple && name == "len") return Value::integer(static_cast<i128>(recv.items().size()));
+  if (recv.kind() == Value::Kind::Op && name == "name") return Value::string(std::string(op_name(recv.as_op())));
+  throw EvalError(fmt::format("{} has no property '{}'", recv.repr(), name));
+}
+
+Value method(const Value& recv, std::string_view name, std::span<const Value> args,
+             std::span<const std::string> names) {
+  if (recv.kind() == Value::Kind::DType && name == "vec") {
+    expect_args("vec", args, 1, 1);
+    return Value::dtype(recv.as_dtype().vec(static_cast<int>(args[0].as_int())));
+  }
+  const UOp& u = recv.as_uop();
+  if (name == "replace") {
+    UOp out = u;
+    for (size_t i = 0; i < args.size(); ++i) {
+      const std::string& key = i < names.size() ? names[i] : "";
+      if (key == "src") out = out.with_src(uop_list(args[i]));
+      else if (key == "arg") out = out.with_arg(args[i].to_arg());
+      else if (key == "dtype") out = out.with_dtype(args[i].as_dtype());
+      else if (key == "op") out = out.with_op(args[i].as_op());
+      else if (key == "tag") out = out.with_tag(args[i].to_arg());
+      else throw EvalError(fmt::format("replace takes src:, arg:, dtype:, op: or tag:, got '{}'", key));
+    }
+    return Value::uop(out);
+  }
+  auto operand = [&](size_t i) { return as_operand(args[i], u); };
+  if (name == "cast" || name == "bitcast") {
+    expect_args(name, args, 1, 1);
+    return Value::uop(name == "cast" ? u.cast(args[0].as_dtype()) : u.bitcast(args[0].as_dtype()));
+  }
+  if (name == "const_like") {
+    expect_args(name, args, 1, 1);
+    return Value::uop(u.const_like(args[0].to_arg()));
+  }
+  if (name == "logical_not") return Value::uop(u.logical_not());
+  if (name == "where") {
+    expect_args(name, args, 2, 2);
+    const UOp& like = args[0].is_uop() ? args[0].as_uop() : args[1].as_uop();
+    return Value::uop(u.where(as_operand(args[0], like), as_operand(args[1], like)));
+  }
+  static const std::map<std::string_view, UOp (UOp::*)(const UOp&) const> kBinary = {
+      {"lt", &UOp::lt},           {"le", &UOp::le},           {"gt", &UOp::gt},
+      {"ge", &UOp::ge},           {"ne", &UOp::ne},           {"eq", &UOp::eq},
+      {"maximum", &UOp::maximum}, {"minimum", &UOp::minimum}, {"floordiv", &UOp::floordiv},
+      {"floormod", &UOp::floormod}, {"cdiv", &UOp::cdiv},     {"cmod", &UOp::cmod}};
+  if (auto it = kBinary.find(name); it != kBinary.end()) {
+    expect_args(name, args, 1, 1);
+    return Value::uop((u.*(it->second))(operand(0)));
+  }
+  (void)named;
+  throw EvalError(fmt::format("UOp has no method '{}'", name));
+}
+
+Value index(const Value& recv, const Value& idx) {
+  const auto& items = recv.items();
+  i128 i = idx.as_int();
+  if (i < 0) i += static_cast<i128>(items.size());
+  if (i < 0 || i >= static_cast<i128>(items.size())) {
+    throw EvalError(fmt::format("index {} out of range for {}", to_string(idx.as_int()), recv.repr()));
+  }
+  return items[static_cast<size_t>(i)];
+}
+
+Value construct(Op op, std::span<const Value> args) {
+  const OpInfo& info = op_info(op);
+  if (!info.is_alu()) {
+    throw EvalError(fmt::format("{}(...) builds ALU ops only; use uop({}, dtype, src: ...)", info.name, info.name));
+  }
+  if (!info.accepts_arity(static_cast<int>(args.size()))) {
+    throw EvalError(fmt::format("{} takes {} sources, got {}", info.name, info.min_src, args.size()));
+  }
+  const Value* like = nullptr;
+  for (const Value& a : args)
+    if (a.is_uop() && !like) like = &a;
+  if (!like) throw EvalError(fmt::format("{}(...) needs at least one UOp source", info.name));
+  std::vector<UOp> src;
+  for (const Value& a : args) src.push_back(as_operand(a, like->as_uop()));
+  return Value::uop(src[0].alu(op, std::span<const UOp>(src).subspan(1)));
+}
+
+Value call_builtin(std::string_view name, std::span<const Value> args,
+                   std::span<const std::string> names) {
+  if (name == "const_like") {
+    expect_args(name, args, 2, 2);
+    return Value::uop(args[0].as_uop().const_like(args[1].to_arg()));
+  }
+  if (name == "max" || name == "min") {
+    expect_args(name, args, 2, 2);
+    if (args[0].is_uop() || args[1].is_uop()) {
+      const UOp& like = args[0].is_uop() ? args[0].as_uop() : args[1].as_uop();
+      const UOp a = as_operand(args[0], like), b = as_operand(args[1], like);
+      return Value::uop(name == "max" ? a.maximum(b) : a.minimum(b));
+    }
+    const bool lt = binary(BinOp::Lt, args[0], args[1]).as_bool();
+    return name == "max" ? (lt ? args[1] : args[0]) : (lt ? args[0] : args[1]);
+  }
+  if (name == "abs") {
+    expect_args(name, args, 1, 1);
+    if (args[0].kind() == Value::Kind::Float) return Value::real(std::fabs(args[0].as_float()));
+    const i128 v = args[0].as_int();
+    return Value::integer(v < 0 ? sat_neg(v) : v);
+  }
+  if (name == "len") {
+    expect_args(name, args, 1, 1);
+    return Value::integer(static_cast<i128>(args[0].items().size()));
+  }
+  if (name == "int") {
+    expect_args(name, args, 1, 1);
+    if (args[0].kind() == Value::Kind::Float) {
+      const double f = args[0].as_float();
+      if (!std::isfinite(f)) throw EvalError("int() of a non-finite float");
+      return Value::integer(static_cast<i128>(std::trunc(f)));
+    }
+    return Value::integer(args[0].as_int());
+  }
+  if (name == "float") {
+    expect_args(name, args, 1, 1);
+    return Value::real(args[0].as_float());
+  }
+  if (name == "select") {  // select(cond, a, b): a value choice, or WHERE for a UOp condition
+    expect_args(name, args, 3, 3);
+    if (args[0].is_uop()) {
+      const UOp& like = args[1].is_uop() ? args[1].as_uop() : args[2].as_uop();
+      return Value::uop(args[0].as_uop().where(as_operand(args[1], like), as_operand(args[2], like)));
+    }
+    return args[0].as_bool() ? args[1] : args[2];
+  }
+  if (name == "fail") {
+    expect_args(name, args, 0, 1);
+    return Value::fail(args.empty() ? "" : args[0].as_string());
+  }
+  if (name == "uop") {  // uop(Op, dtype, src: (..), arg: v)
+    if (args.size() < 2) throw EvalError("uop takes an op and a dtype, then src: and arg:");
+    std::vector<UOp> src;
+    Arg arg;
+    for (size_t i = 2; i < args.size(); ++i) {
+      const std::string& key = i < names.size() ? names[i] : "";
+      if (key == "src") src = uop_list(args[i]);
+      else if (key == "arg") arg = args[i].to_arg();
+      else throw EvalError("uop takes src: and arg: after the op and dtype");
+    }
+    return Value::uop(UOp::make(args[0].as_op(), args[1].as_dtype(), src, std::move(arg)));
+  }
+  throw EvalError(fmt::format("unknown function '{}'", name));
+}
+
+std::optional<Type> builtin_type(std::string_view name) {
+  static const std::map<std::string_view, Type> kTypes = {
+      {"const_like", Type::UOp}, {"max", Type::Any},   {"min", Type::Any},   {"abs", Type::Any},
+      {"len", Type::Int},        {"int", Type::Int},   {"float", Type::Float}, {"select", Type::Any},
+      {"fail", Type::Status},    {"uop", Type::UOp}};
+  auto it = kTypes.find(name);
+  if (it == kTypes.end()) return std::nullopt;
+  return it->second;
+}
+bool is_builtin(std::string_view name) { return builtin_type(name).has_value(); }
+
+std::optional<Type> member_type(Type recv, std::string_view name, bool is_call) {
+  static const std::map<std::string_view, Type> kUOpProps = {
+      {"op", Type::Op},     {"dtype", Type::DType}, {"arg", Type::Any},  {"tag", Type::Any},
+      {"nsrc", Type::Int},  {"vmin", Type::Any},    {"vmax", Type::Any}, {"shape", Type::Tuple},
+      {"src", Type::Tuple}, {"is_const", Type::Bool}};
+  static const std::map<std::string_view, Type> kUOpMethods = {
+      {"replace", Type::UOp}, {"cast", Type::UOp},    {"bitcast", Type::UOp},  {"const_like", Type::UOp},
+      {"logical_not", Type::UOp}, {"where", Type::UOp}, {"lt", Type::UOp},     {"le", Type::UOp},
+      {"gt", Type::UOp},      {"ge", Type::UOp},      {"ne", Type::UOp},       {"eq", Type::UOp},
+      {"maximum", Type::UOp}, {"minimum", Type::UOp}, {"floordiv", Type::UOp}, {"floormod", Type::UOp},
+      {"cdiv", Type::UOp},    {"cmod", Type::UOp}};
+  static const std::map<std::string_view, Type> kDTypeProps = {
+      {"is_int", Type::Bool}, {"is_float", Type::Bool}, {"is_unsigned", Type::Bool}, {"is_bool", Type::Bool},
+      {"is_index", Type::Bool}, {"is_ptr", Type::Bool}, {"count", Type::Int},       {"itemsize", Type::Int},
+      {"scalar", Type::DType}, {"base", Type::DType},   {"min", Type::Any},          {"max", Type::Any}};
+  auto lookup = [&](const std::map<std::string_view, Type>& m) -> std::optional<Type> {
+    auto it = m.find(name);
+    return it == m.end() ? std::nullopt : std::optional<Type>(it->second);
+  };
+  switch (recv) {
+    case Type::UOp: return is_call ? lookup(kUOpMethods) : lookup(kUOpProps);
+    case Type::DType:
+      if (is_call) return name == "vec" ? std::optional<Type>(Type::DType) : std::nullopt;
+      return lookup(kDTypeProps);
+    case Type::Tuple: return !is_call && name == "len" ? std::optional<Type>(Type::Int) : std::nullopt;
+    case Type::Op: return !is_call && name == "name" ? std::optional<Type>(Type::String) : std::nullopt;
+    case Type::Any: {
+      if (auto t = is_call ? lookup(kUOpMethods) : lookup(kUOpProps)) return Type::Any;
+      if (auto t = lookup(kDTypeProps); t && !is_call) return Type::Any;
+      if (name == "len" || name == "name" || name == "vec") return Type::Any;
+      return std::nullopt;
+    }
+    default: return std::nullopt;
+  }
+}
+
+// ---- helper registry ------------------------------------------------------------------------------------
+
+namespace {
+std::map<std::string, Helper, std::less<>>& helpers() {
+  static auto* m = new std::map<std::string, Helper, std::less<>>();
+  return *m;
+}
+}  // namespace
+
+void register_helper(Helper helper) {
+  auto& m = helpers();
+  if (m.count(helper.name)) throw std::logic_error("helper '" + helper.name + "' registered twice");
+  std::string name = helper.name;
+  m.emplace(std::move(name), std::move(helper));
+}
+const Helper* find_helper(std::string_view name) {
+  auto& m = helpers();
+  auto it = m.find(name);
+  return it == m.end() ? nullptr : &it->second;
+}
+std::vector<const Helper*> all_helpers() {
+  std::vector<const Helper*> out;
+  for (const auto& [name, h] : helpers()) out.push_back(&h);
+  return out;
+}
+
+}  // namespace tinyrw::rw

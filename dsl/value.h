@@ -1,0 +1,121 @@
+// Values of .rw guards, lets and results, and the operations on them. Both executors use this
+// one library: the interpreter through the resolved expression tree, generated matchers by
+// calling these functions, so the two agree by construction on every operation.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ir/rewrite.h"
+#include "ir/uop.h"
+
+namespace tinyrw::rw {
+
+// Static types the checker infers for expressions.
+enum class Type : uint8_t { Any, None, Bool, Int, Float, String, UOp, DType, Op, Tuple, Status };
+std::string_view type_name(Type t);
+
+class Value {
+ public:
+  enum class Kind : uint8_t { None, Bool, Int, Float, String, UOp, DType, Op, Tuple, Status };
+
+  Value() = default;
+  static Value boolean(bool b);
+  static Value integer(i128 v);
+  static Value real(double v);
+  static Value string(std::string s);
+  static Value uop(UOp u);
+  static Value dtype(DType d);
+  static Value op(Op o);
+  static Value tuple(std::vector<Value> items);
+  static Value ok();
+  static Value fail(std::string message);
+  static Value from_arg(const Arg& a);  // tuples become tuples of values
+  static Value from_num(const Num& n);
+
+  Kind kind() const { return kind_; }
+  bool is_none() const { return kind_ == Kind::None; }
+  bool is_uop() const { return kind_ == Kind::UOp; }
+  bool is_number() const { return kind_ == Kind::Int || kind_ == Kind::Float || kind_ == Kind::Bool; }
+  bool as_bool() const;  // truthiness of bools and numbers; errors for the rest
+  i128 as_int() const;
+  double as_float() const;
+  const std::string& as_string() const;
+  const UOp& as_uop() const;
+  DType as_dtype() const;
+  Op as_op() const;
+  const std::vector<Value>& items() const;
+  bool status_ok() const;
+  Arg to_arg() const;  // for constants and args built by results
+  std::string repr() const;
+  bool operator==(const Value& o) const;  // UOps by identity, numbers by value
+
+ private:
+  Kind kind_ = Kind::None;
+  bool b_ = false;
+  i128 i_ = 0;
+  double f_ = 0;
+  UOp u_;
+  DType d_;
+  Op o_ = Op::Noop;
+  std::shared_ptr<const std::vector<Value>> items_;
+  std::shared_ptr<const std::string> s_;
+};
+
+// Errors while evaluating a rule (a type error the checker could not see, a bad helper result).
+class EvalError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// ---- operations ---------------------------------------------------------------------------------------
+
+enum class BinOp : uint8_t { Add, Sub, Mul, FloorDiv, Mod, Div, And, Or, Xor, Shl, Shr, Eq, Ne, Lt, Le, Gt, Ge };
+std::optional<BinOp> binop_from(std::string_view text);
+std::string_view binop_text(BinOp op);
+
+// Numbers follow Python (floor // and %); UOp operands build nodes (numbers become constants of
+// the UOp operand's dtype); == and != on UOps compare identity.
+Value binary(BinOp op, const Value& a, const Value& b);
+Value negate(const Value& a);
+Value invert(const Value& a);  // ~x
+// Properties and methods: x.vmin, x.src, x.replace(src: ...), d.is_int, ...
+Value member(const Value& recv, std::string_view name);
+Value method(const Value& recv, std::string_view name, std::span<const Value> args,
+             std::span<const std::string> arg_names);
+Value index(const Value& recv, const Value& idx);
+// Builtin functions (const_like, max, min, abs, uop, fail, ...), and op constructors (Add(a, b)).
+Value call_builtin(std::string_view name, std::span<const Value> args,
+                   std::span<const std::string> arg_names);
+Value construct(Op op, std::span<const Value> args);
+
+// The static type of a member/method/builtin, for the checker; nullopt when the name is unknown.
+std::optional<Type> member_type(Type recv, std::string_view name, bool is_call);
+std::optional<Type> builtin_type(std::string_view name);
+bool is_builtin(std::string_view name);
+
+// ---- C++ helpers callable from rules ------------------------------------------------------------------
+
+using HelperFn = std::function<Value(RewriteContext&, std::span<const Value>)>;
+struct Helper {
+  std::string name;
+  int min_args = 0;
+  int max_args = 0;
+  Type result = Type::Any;  // UOp helpers may return None for "no rewrite"
+  HelperFn fn;
+  std::string doc;
+};
+// Registers a helper once (at static initialization); a second registration of a name throws.
+void register_helper(Helper helper);
+const Helper* find_helper(std::string_view name);
+std::vector<const Helper*> all_helpers();
+
+struct HelperRegistrar {
+  explicit HelperRegistrar(Helper h) { register_helper(std::move(h)); }
+};
+
+}  // namespace tinyrw::rw

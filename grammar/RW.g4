@@ -1,0 +1,99 @@
+// The .rw rule language. The parser is generated at build time by Debian's antlr4 tool.
+// Rule names avoid the C++ runtime's own names (no `rule`). Nesting is bounded before parsing
+// (dsl/parse.cpp), so the recursive rules below never recurse deeply.
+grammar RW;
+
+file: decl* EOF;
+
+decl
+  : 'include' STRING                                   # includeDecl
+  | 'opgroup' ID '=' ID ('|' ID)*                      # opgroupDecl
+  | 'ruleset' ID '{' member* '}'                       # rulesetBlock
+  | 'ruleset' ID '=' ID ('+' ID)*                      # rulesetCompose
+  | 'gradient' ID '{' member* '}'                      # gradientBlock
+  | 'verifier' ID '{' member* '}'                      # verifierBlock
+  ;
+
+member
+  : pattern clause* '=>' expr                          # ruleMember
+  | 'use' ID                                           # useMember
+  | 'for' ID 'in' '(' ID (',' ID)* ')' '{' member* '}' # forMember
+  ;
+
+clause
+  : 'if' expr                                          # guardClause
+  | 'let' ID '=' expr                                  # letClause
+  ;
+
+// ---- patterns
+pattern: alternative ('||' alternative)*;
+alternative: constraint (':' constraint)*;
+constraint
+  : opHead (sources | commSources)? argMatch?          # opConstraint
+  | '(' pattern ')'                                    # groupConstraint
+  | literal                                            # literalConstraint
+  | '_'                                                # wildcardConstraint
+  ;
+opHead
+  : ID ('|' ID)* optional='?'?
+  | '(' ID ('|' ID)* ')' optional='?'?
+  ;
+sources: '(' (source (',' source)*)? ')';
+commSources: '[' (source (',' source)*)? ']';
+source
+  : pattern repeat='*'?                                # patternSource
+  | '...'                                              # restSource
+  ;
+argMatch: '{' argPattern '}';
+argPattern
+  : literal                                            # literalArg
+  | ID                                                 # nameArg
+  | '_'                                                # anyArg
+  | '(' (argPattern (',' argPattern)*)? ','? ')'       # tupleArg
+  ;
+
+// ---- expressions (guards, lets and results)
+expr: orExpr;
+orExpr: andExpr ('||' andExpr)*;
+andExpr: notExpr ('&&' notExpr)*;
+notExpr: bang+='!'* compareExpr;
+compareExpr: bitOrExpr (compareOp bitOrExpr)?;
+compareOp: '==' | '!=' | '<' | '<=' | '>' | '>=';
+bitOrExpr: bitXorExpr ('|' bitXorExpr)*;
+bitXorExpr: bitAndExpr ('^' bitAndExpr)*;
+bitAndExpr: shiftExpr ('&' shiftExpr)*;
+shiftExpr: addExpr (shiftOp addExpr)*;
+shiftOp: '<<' | '>>';
+addExpr: mulExpr (addOp mulExpr)*;
+addOp: '+' | '-';
+mulExpr: unaryExpr (mulOp unaryExpr)*;
+mulOp: '*' | '//' | '%' | '/';
+unaryExpr: unaryOp* postfixExpr;
+unaryOp: '-' | '~';
+postfixExpr: primaryExpr postfixOp*;
+postfixOp
+  : '.' ID callArgs?                                   # memberOp
+  | '[' expr ']'                                       # indexOp
+  ;
+primaryExpr
+  : literal                                            # literalExpr
+  | ID callArgs?                                       # nameExpr
+  | '(' ')'                                            # emptyTupleExpr
+  | '(' expr ')'                                       # parenExpr
+  | '(' expr ',' (expr (',' expr)*)? ','? ')'          # tupleExpr
+  ;
+callArgs: '(' (callArg (',' callArg)*)? ','? ')';
+callArg: (ID ':')? expr;
+
+literal: INT | FLOAT | STRING | 'True' | 'False' | 'none' | 'inf' | 'nan';
+
+// ---- tokens
+INT: [0-9]+ | '0x' [0-9a-fA-F]+;
+FLOAT: [0-9]+ '.' [0-9]* ([eE] [+-]? [0-9]+)? | [0-9]+ [eE] [+-]? [0-9]+;
+STRING: '"' (~["\\\r\n] | '\\' ~[\r\n])* '"';
+ID: [a-zA-Z_] [a-zA-Z_0-9]*;
+LINE_COMMENT: '#' ~[\r\n]* -> skip;  // '//' is floor division
+BLOCK_COMMENT: '/*' .*? '*/' -> skip;
+WS: [ \t\r\n]+ -> skip;
+// Anything else is one bad character, reported by the parser with its location.
+UNKNOWN: .;
