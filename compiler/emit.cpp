@@ -13,7 +13,8 @@ namespace tinyrw::rw {
 
 namespace {
 
-// ---- literals as C++ ----------------------------------------------------------------------------------
+// ---- literals as C++
+// ----------------------------------------------------------------------------------
 
 std::string cpp_string(const std::string& s) {
   std::string out = "\"";
@@ -31,7 +32,8 @@ std::string cpp_string(const std::string& s) {
 }
 
 std::string cpp_i128(i128 v) {
-  if (v >= INT64_MIN && v <= INT64_MAX) return fmt::format("static_cast<i128>({}LL)", static_cast<long long>(v));
+  if (v >= INT64_MIN && v <= INT64_MAX)
+    return fmt::format("static_cast<i128>({}LL)", static_cast<long long>(v));
   const u128 u = static_cast<u128>(v);
   return fmt::format("static_cast<i128>((static_cast<u128>({}ULL) << 64) | {}ULL)",
                      static_cast<unsigned long long>(u >> 64), static_cast<unsigned long long>(u));
@@ -39,8 +41,11 @@ std::string cpp_i128(i128 v) {
 
 std::string cpp_double(double d) {
   if (std::isnan(d)) return "std::numeric_limits<double>::quiet_NaN()";
-  if (std::isinf(d)) return d > 0 ? "std::numeric_limits<double>::infinity()" : "-std::numeric_limits<double>::infinity()";
-  return fmt::format("std::bit_cast<double>({:#x}ULL) /* {} */", std::bit_cast<uint64_t>(d), Arg::real(d).repr());
+  if (std::isinf(d))
+    return d > 0 ? "std::numeric_limits<double>::infinity()"
+                 : "-std::numeric_limits<double>::infinity()";
+  return fmt::format("std::bit_cast<double>({:#x}ULL) /* {} */", std::bit_cast<uint64_t>(d),
+                     Arg::real(d).repr());
 }
 
 std::string cpp_dtype(DType d) {
@@ -49,40 +54,60 @@ std::string cpp_dtype(DType d) {
 
 std::string cpp_arg(const Arg& a) {
   switch (a.kind()) {
-    case Arg::Kind::None: return "Arg()";
-    case Arg::Kind::Invalid: return "Arg::invalid()";
-    case Arg::Kind::Int: return fmt::format("Arg::integer({})", cpp_i128(a.as_int()));
-    case Arg::Kind::Float: return fmt::format("Arg::real({})", cpp_double(a.as_float()));
-    case Arg::Kind::Bool: return a.as_bool() ? "Arg::boolean(true)" : "Arg::boolean(false)";
-    case Arg::Kind::String: return fmt::format("Arg::string({})", cpp_string(a.as_string()));
-    case Arg::Kind::Op: return fmt::format("Arg::op(Op::{})", op_name(a.as_op()));
-    case Arg::Kind::DType: return fmt::format("Arg::dtype({})", cpp_dtype(a.as_dtype()));
+    case Arg::Kind::None:
+      return "Arg()";
+    case Arg::Kind::Invalid:
+      return "Arg::invalid()";
+    case Arg::Kind::Int:
+      return fmt::format("Arg::integer({})", cpp_i128(a.as_int()));
+    case Arg::Kind::Float:
+      return fmt::format("Arg::real({})", cpp_double(a.as_float()));
+    case Arg::Kind::Bool:
+      return a.as_bool() ? "Arg::boolean(true)" : "Arg::boolean(false)";
+    case Arg::Kind::String:
+      return fmt::format("Arg::string({})", cpp_string(a.as_string()));
+    case Arg::Kind::Op:
+      return fmt::format("Arg::op(Op::{})", op_name(a.as_op()));
+    case Arg::Kind::DType:
+      return fmt::format("Arg::dtype({})", cpp_dtype(a.as_dtype()));
     case Arg::Kind::Tuple: {
       std::string out = "Arg::tuple({";
       for (size_t i = 0; i < a.items().size(); ++i) out += (i ? ", " : "") + cpp_arg(a.items()[i]);
       return out + "})";
     }
-    case Arg::Kind::Record: return "Arg()";
+    case Arg::Kind::Record:
+      return "Arg()";
   }
   return "Arg()";
 }
 
 std::string cpp_value(const Value& v) {
   switch (v.kind()) {
-    case Value::Kind::None: return "Value()";
-    case Value::Kind::Bool: return v.as_bool() ? "Value::boolean(true)" : "Value::boolean(false)";
-    case Value::Kind::Int: return fmt::format("Value::integer({})", cpp_i128(v.as_int()));
-    case Value::Kind::Float: return fmt::format("Value::real({})", cpp_double(v.as_float()));
-    case Value::Kind::String: return fmt::format("Value::string({})", cpp_string(v.as_string()));
-    case Value::Kind::DType: return fmt::format("Value::dtype({})", cpp_dtype(v.as_dtype()));
-    case Value::Kind::Op: return fmt::format("Value::op(Op::{})", op_name(v.as_op()));
-    case Value::Kind::Status: return v.status_ok() ? "Value::ok()" : fmt::format("Value::fail({})", cpp_string(v.as_string()));
+    case Value::Kind::None:
+      return "Value()";
+    case Value::Kind::Bool:
+      return v.as_bool() ? "Value::boolean(true)" : "Value::boolean(false)";
+    case Value::Kind::Int:
+      return fmt::format("Value::integer({})", cpp_i128(v.as_int()));
+    case Value::Kind::Float:
+      return fmt::format("Value::real({})", cpp_double(v.as_float()));
+    case Value::Kind::String:
+      return fmt::format("Value::string({})", cpp_string(v.as_string()));
+    case Value::Kind::DType:
+      return fmt::format("Value::dtype({})", cpp_dtype(v.as_dtype()));
+    case Value::Kind::Op:
+      return fmt::format("Value::op(Op::{})", op_name(v.as_op()));
+    case Value::Kind::Status:
+      return v.status_ok() ? "Value::ok()"
+                           : fmt::format("Value::fail({})", cpp_string(v.as_string()));
     case Value::Kind::Tuple: {
       std::string out = "Value::tuple({";
-      for (size_t i = 0; i < v.items().size(); ++i) out += (i ? ", " : "") + cpp_value(v.items()[i]);
+      for (size_t i = 0; i < v.items().size(); ++i)
+        out += (i ? ", " : "") + cpp_value(v.items()[i]);
       return out + "})";
     }
-    case Value::Kind::UOp: return "Value()";
+    case Value::Kind::UOp:
+      return "Value()";
   }
   return "Value()";
 }
@@ -93,7 +118,8 @@ std::string ident(const std::string& s) {
   return out;
 }
 
-// ---- checks of one pattern variant, cheapest first ------------------------------------------------------
+// ---- checks of one pattern variant, cheapest first
+// ------------------------------------------------------
 
 std::string op_test(const OpSet& ops, const std::string& p) {
   std::vector<std::string> parts;
@@ -107,16 +133,27 @@ std::string op_test(const OpSet& ops, const std::string& p) {
 std::string dtype_test(const DTypeFilter& f, const std::string& p) {
   using K = DTypeFilter::Kind;
   switch (f.kind) {
-    case K::Any: return "";
-    case K::Exact: return fmt::format("dtype({}) == {}", p, cpp_dtype(f.exact));
-    case K::Int: return fmt::format("dtype({}).is_int()", p);
-    case K::UInt: return fmt::format("dtype({}).is_unsigned()", p);
-    case K::SInt: return fmt::format("(dtype({0}).is_int() && !dtype({0}).is_unsigned() && !dtype({0}).is_index())", p);
-    case K::Float: return fmt::format("dtype({}).is_float()", p);
-    case K::Bool: return fmt::format("dtype({}).is_bool()", p);
-    case K::Index: return fmt::format("dtype({}).is_index()", p);
-    case K::Void: return fmt::format("dtype({}).is_void()", p);
-    case K::Ptr: return fmt::format("dtype({}).is_ptr()", p);
+    case K::Any:
+      return "";
+    case K::Exact:
+      return fmt::format("dtype({}) == {}", p, cpp_dtype(f.exact));
+    case K::Int:
+      return fmt::format("dtype({}).is_int()", p);
+    case K::UInt:
+      return fmt::format("dtype({}).is_unsigned()", p);
+    case K::SInt:
+      return fmt::format(
+          "(dtype({0}).is_int() && !dtype({0}).is_unsigned() && !dtype({0}).is_index())", p);
+    case K::Float:
+      return fmt::format("dtype({}).is_float()", p);
+    case K::Bool:
+      return fmt::format("dtype({}).is_bool()", p);
+    case K::Index:
+      return fmt::format("dtype({}).is_index()", p);
+    case K::Void:
+      return fmt::format("dtype({}).is_void()", p);
+    case K::Ptr:
+      return fmt::format("dtype({}).is_ptr()", p);
   }
   return "";
 }
@@ -137,12 +174,17 @@ struct ArgLiteralTable {
 };
 
 // Checks of an arg pattern at `a` (an Arg expression); binds go to `binds`.
-void arg_checks(const ArgMatch& m, const std::string& a, ArgLiteralTable& lits, std::vector<std::string>& out,
-                std::vector<std::pair<int, std::string>>& binds) {
+void arg_checks(const ArgMatch& m, const std::string& a, ArgLiteralTable& lits,
+                std::vector<std::string>& out, std::vector<std::pair<int, std::string>>& binds) {
   switch (m.kind) {
-    case ArgMatch::Kind::Any: return;
-    case ArgMatch::Kind::Literal: out.push_back(fmt::format("arg_equals({}, {})", a, lits.get(m.literal))); return;
-    case ArgMatch::Kind::Bind: binds.emplace_back(m.slot, a); return;
+    case ArgMatch::Kind::Any:
+      return;
+    case ArgMatch::Kind::Literal:
+      out.push_back(fmt::format("arg_equals({}, {})", a, lits.get(m.literal)));
+      return;
+    case ArgMatch::Kind::Bind:
+      binds.emplace_back(m.slot, a);
+      return;
     case ArgMatch::Kind::Tuple:
       out.push_back(fmt::format("{0}.is_tuple() && {0}.items().size() == {1}", a, m.items.size()));
       for (size_t i = 0; i < m.items.size(); ++i)
@@ -155,8 +197,10 @@ void arg_checks(const ArgMatch& m, const std::string& a, ArgLiteralTable& lits, 
 std::string condition(const MatchNode& m, const std::string& v, int depth, ArgLiteralTable& lits) {
   std::vector<std::string> parts;
   if (!m.any_op) parts.push_back(op_test(m.ops, v));
-  if (m.sources == MatchNode::Sources::Exact) parts.push_back(fmt::format("nsrc({}) == {}", v, m.srcs.size()));
-  if (m.sources == MatchNode::Sources::Prefix) parts.push_back(fmt::format("nsrc({}) >= {}", v, m.srcs.size()));
+  if (m.sources == MatchNode::Sources::Exact)
+    parts.push_back(fmt::format("nsrc({}) == {}", v, m.srcs.size()));
+  if (m.sources == MatchNode::Sources::Prefix)
+    parts.push_back(fmt::format("nsrc({}) >= {}", v, m.srcs.size()));
   if (auto d = dtype_test(m.dtype, v); !d.empty()) parts.push_back(d);
   std::vector<std::pair<int, std::string>> unused;
   arg_checks(m.arg, fmt::format("arg({})", v), lits, parts, unused);
@@ -175,9 +219,9 @@ std::string condition(const MatchNode& m, const std::string& v, int depth, ArgLi
 }
 
 struct VariantChecks {
-  std::vector<std::string> checks;                      // in evaluation order
-  std::map<int, std::string> uop_slots;                 // slot -> path of its node
-  std::vector<std::pair<int, std::string>> arg_binds;   // slot -> Arg expression
+  std::vector<std::string> checks;                     // in evaluation order
+  std::map<int, std::string> uop_slots;                // slot -> path of its node
+  std::vector<std::pair<int, std::string>> arg_binds;  // slot -> Arg expression
 };
 
 VariantChecks variant_checks(const MatchNode& root, ArgLiteralTable& lits) {
@@ -189,25 +233,30 @@ VariantChecks variant_checks(const MatchNode& root, ArgLiteralTable& lits) {
     const MatchNode& m = *queue[qi].first;
     const std::string p = queue[qi].second;
     if (qi > 0 && !m.any_op) structural.push_back(op_test(m.ops, p));
-    if (m.sources == MatchNode::Sources::Exact) structural.push_back(fmt::format("nsrc({}) == {}", p, m.srcs.size()));
-    if (m.sources == MatchNode::Sources::Prefix) structural.push_back(fmt::format("nsrc({}) >= {}", p, m.srcs.size()));
+    if (m.sources == MatchNode::Sources::Exact)
+      structural.push_back(fmt::format("nsrc({}) == {}", p, m.srcs.size()));
+    if (m.sources == MatchNode::Sources::Prefix)
+      structural.push_back(fmt::format("nsrc({}) >= {}", p, m.srcs.size()));
     if (auto d = dtype_test(m.dtype, p); !d.empty()) later.push_back(d);
     arg_checks(m.arg, fmt::format("arg({})", p), lits, later, vc.arg_binds);
     for (int s : m.slots) occurrences[s].push_back(p);
     if (m.sources == MatchNode::Sources::Repeat) {
       const MatchNode& body = m.srcs[0];
-      structural.push_back(fmt::format("all_src({}, [&](const UOp& c0) {{ return {}; }})", p, condition(body, "c0", 1, lits)));
+      structural.push_back(fmt::format("all_src({}, [&](const UOp& c0) {{ return {}; }})", p,
+                                       condition(body, "c0", 1, lits)));
       if (!body.slots.empty()) {
         structural.push_back(fmt::format("nsrc({}) > 0 && all_sources_same({})", p, p));
         for (int s : body.slots) occurrences[s].push_back(fmt::format("src({}, 0)", p));
       }
     } else {
-      for (size_t i = 0; i < m.srcs.size(); ++i) queue.emplace_back(&m.srcs[i], fmt::format("src({}, {})", p, i));
+      for (size_t i = 0; i < m.srcs.size(); ++i)
+        queue.emplace_back(&m.srcs[i], fmt::format("src({}, {})", p, i));
     }
   }
   for (const auto& [slot, paths] : occurrences) {
     vc.uop_slots[slot] = paths[0];
-    for (size_t i = 1; i < paths.size(); ++i) identity.push_back(fmt::format("{} == {}", paths[0], paths[i]));
+    for (size_t i = 1; i < paths.size(); ++i)
+      identity.push_back(fmt::format("{} == {}", paths[0], paths[i]));
   }
   vc.checks = std::move(structural);
   vc.checks.insert(vc.checks.end(), later.begin(), later.end());
@@ -215,7 +264,8 @@ VariantChecks variant_checks(const MatchNode& root, ArgLiteralTable& lits) {
   return vc;
 }
 
-// ---- expressions ------------------------------------------------------------------------------------
+// ---- expressions
+// ------------------------------------------------------------------------------------
 
 enum class CodeKind { UOp, Value, Bool, Num };
 struct Code {
@@ -230,23 +280,28 @@ class ExprEmitter {
 
   Code emit(const RExpr& e) {
     switch (e.k) {
-      case RExpr::K::Const: return {cpp_value(e.value), CodeKind::Value};
+      case RExpr::K::Const:
+        return {cpp_value(e.value), CodeKind::Value};
       case RExpr::K::Slot:
         if (uop_slots_.count(e.slot)) return {slot_var(e.slot), CodeKind::UOp};
         return {slot_var(e.slot), CodeKind::Value};
-      case RExpr::K::Binary: return binary_code(e);
+      case RExpr::K::Binary:
+        return binary_code(e);
       case RExpr::K::And:
       case RExpr::K::Or: {
         const std::string op = e.k == RExpr::K::And ? " && " : " || ";
-        return {"(" + as_bool(emit(e.kids[0])) + op + as_bool(emit(e.kids[1])) + ")", CodeKind::Bool};
+        return {"(" + as_bool(emit(e.kids[0])) + op + as_bool(emit(e.kids[1])) + ")",
+                CodeKind::Bool};
       }
-      case RExpr::K::Not: return {"!" + as_bool(emit(e.kids[0])), CodeKind::Bool};
+      case RExpr::K::Not:
+        return {"!" + as_bool(emit(e.kids[0])), CodeKind::Bool};
       case RExpr::K::Neg: {
         Code k = emit(e.kids[0]);
         if (k.kind == CodeKind::UOp) return {"(-" + k.text + ")", CodeKind::UOp};
         return {fmt::format("negate({})", as_value(k)), CodeKind::Value};
       }
-      case RExpr::K::Invert: return {fmt::format("invert({})", as_value(emit(e.kids[0]))), CodeKind::Value};
+      case RExpr::K::Invert:
+        return {fmt::format("invert({})", as_value(emit(e.kids[0]))), CodeKind::Value};
       case RExpr::K::Member: {
         Code recv = emit(e.kids[0]);
         if (recv.kind == CodeKind::UOp && (e.name == "vmin" || e.name == "vmax")) {
@@ -262,29 +317,34 @@ class ExprEmitter {
                 CodeKind::Value};
       }
       case RExpr::K::Index:
-        return {fmt::format("index({}, {})", as_value(emit(e.kids[0])), as_value(emit(e.kids[1]))), CodeKind::Value};
+        return {fmt::format("index({}, {})", as_value(emit(e.kids[0])), as_value(emit(e.kids[1]))),
+                CodeKind::Value};
       case RExpr::K::Builtin: {
         if (e.name == "const_like" && e.kids.size() == 2 && e.kids[1].k == RExpr::K::Const &&
             e.kids[1].value.kind() == Value::Kind::Int) {
           Code x = emit(e.kids[0]);
           if (x.kind == CodeKind::UOp) {
-            return {fmt::format("{}.const_like({})", x.text, cpp_i128(e.kids[1].value.as_int())), CodeKind::UOp};
+            return {fmt::format("{}.const_like({})", x.text, cpp_i128(e.kids[1].value.as_int())),
+                    CodeKind::UOp};
           }
         }
         std::vector<std::string> args;
         for (const RExpr& k : e.kids) args.push_back(as_value(emit(k)));
-        return {fmt::format("call_builtin({}, {}, {})", cpp_string(e.name), value_array(args), names_array(e.arg_names, 0)),
+        return {fmt::format("call_builtin({}, {}, {})", cpp_string(e.name), value_array(args),
+                            names_array(e.arg_names, 0)),
                 CodeKind::Value};
       }
       case RExpr::K::Construct: {
         std::vector<std::string> args;
         for (const RExpr& k : e.kids) args.push_back(as_value(emit(k)));
-        return {fmt::format("construct(Op::{}, {})", op_name(e.op), value_array(args)), CodeKind::Value};
+        return {fmt::format("construct(Op::{}, {})", op_name(e.op), value_array(args)),
+                CodeKind::Value};
       }
       case RExpr::K::Helper: {
         std::vector<std::string> args;
         for (const RExpr& k : e.kids) args.push_back(as_value(emit(k)));
-        return {fmt::format("helper({}).fn(ctx, {})", cpp_string(e.name), value_array(args)), CodeKind::Value};
+        return {fmt::format("helper({}).fn(ctx, {})", cpp_string(e.name), value_array(args)),
+                CodeKind::Value};
       }
       case RExpr::K::Tuple: {
         std::vector<std::string> args;
@@ -298,14 +358,19 @@ class ExprEmitter {
   }
 
   std::string slot_var(int slot) const {
-    return fmt::format("{}_{}", uop_slots_.count(slot) ? "x" : "v", ident(rule_.slot_names[static_cast<size_t>(slot)]));
+    return fmt::format("{}_{}", uop_slots_.count(slot) ? "x" : "v",
+                       ident(rule_.slot_names[static_cast<size_t>(slot)]));
   }
   static std::string as_value(const Code& c) {
     switch (c.kind) {
-      case CodeKind::UOp: return fmt::format("Value::uop({})", c.text);
-      case CodeKind::Bool: return fmt::format("Value::boolean({})", c.text);
-      case CodeKind::Num: return fmt::format("Value::from_num({})", c.text);
-      case CodeKind::Value: return c.text;
+      case CodeKind::UOp:
+        return fmt::format("Value::uop({})", c.text);
+      case CodeKind::Bool:
+        return fmt::format("Value::boolean({})", c.text);
+      case CodeKind::Num:
+        return fmt::format("Value::from_num({})", c.text);
+      case CodeKind::Value:
+        return c.text;
     }
     return c.text;
   }
@@ -326,7 +391,8 @@ class ExprEmitter {
     for (size_t i = from; i < names.size(); ++i) any |= !names[i].empty();
     if (!any) return "std::span<const std::string>()";
     std::string out = fmt::format("std::array<std::string, {}>{{", names.size() - from);
-    for (size_t i = from; i < names.size(); ++i) out += (i > from ? ", " : "") + cpp_string(names[i]);
+    for (size_t i = from; i < names.size(); ++i)
+      out += (i > from ? ", " : "") + cpp_string(names[i]);
     return out + "}";
   }
 
@@ -334,7 +400,8 @@ class ExprEmitter {
   // the other operand's dtype (exactly what the value library does).
   std::optional<std::string> uop_operand(const RExpr& e, const Code& c, const std::string& like) {
     if (c.kind == CodeKind::UOp) return c.text;
-    if (e.k == RExpr::K::Const && (e.value.kind() == Value::Kind::Int || e.value.kind() == Value::Kind::Bool)) {
+    if (e.k == RExpr::K::Const &&
+        (e.value.kind() == Value::Kind::Int || e.value.kind() == Value::Kind::Bool)) {
       return fmt::format("{}.const_like({})", like, cpp_i128(e.value.as_int()));
     }
     return std::nullopt;
@@ -343,13 +410,16 @@ class ExprEmitter {
   Code binary_code(const RExpr& e) {
     Code a = emit(e.kids[0]), b = emit(e.kids[1]);
     const BinOp op = e.bop;
-    if ((op == BinOp::Eq || op == BinOp::Ne) && a.kind == CodeKind::UOp && b.kind == CodeKind::UOp) {
-      return {fmt::format("({} {} {})", a.text, op == BinOp::Eq ? "==" : "!=", b.text), CodeKind::Bool};
-      }
+    if ((op == BinOp::Eq || op == BinOp::Ne) && a.kind == CodeKind::UOp &&
+        b.kind == CodeKind::UOp) {
+      return {fmt::format("({} {} {})", a.text, op == BinOp::Eq ? "==" : "!=", b.text),
+              CodeKind::Bool};
+    }
     const bool cmp = op == BinOp::Lt || op == BinOp::Le || op == BinOp::Gt || op == BinOp::Ge;
     auto num = [&](const RExpr& k, const Code& c) -> std::optional<std::string> {
       if (c.kind == CodeKind::Num) return c.text;
-      if (k.k == RExpr::K::Const && k.value.kind() == Value::Kind::Int) return fmt::format("Num::of({})", cpp_i128(k.value.as_int()));
+      if (k.k == RExpr::K::Const && k.value.kind() == Value::Kind::Int)
+        return fmt::format("Num::of({})", cpp_i128(k.value.as_int()));
       return std::nullopt;
     };
     if (cmp) {
@@ -364,26 +434,39 @@ class ExprEmitter {
       auto x = uop_operand(e.kids[0], a, like), y = uop_operand(e.kids[1], b, like);
       if (x && y) {
         switch (op) {
-          case BinOp::Add: return {fmt::format("({} + {})", *x, *y), CodeKind::UOp};
-          case BinOp::Sub: return {fmt::format("({} - {})", *x, *y), CodeKind::UOp};
-          case BinOp::Mul: return {fmt::format("({} * {})", *x, *y), CodeKind::UOp};
-          case BinOp::FloorDiv: return {fmt::format("{}.floordiv({})", *x, *y), CodeKind::UOp};
-          case BinOp::Mod: return {fmt::format("{}.floormod({})", *x, *y), CodeKind::UOp};
-          case BinOp::And: return {fmt::format("({} & {})", *x, *y), CodeKind::UOp};
-          case BinOp::Or: return {fmt::format("({} | {})", *x, *y), CodeKind::UOp};
-          case BinOp::Xor: return {fmt::format("({} ^ {})", *x, *y), CodeKind::UOp};
-          case BinOp::Shl: return {fmt::format("({} << {})", *x, *y), CodeKind::UOp};
-          case BinOp::Shr: return {fmt::format("({} >> {})", *x, *y), CodeKind::UOp};
-          default: break;
+          case BinOp::Add:
+            return {fmt::format("({} + {})", *x, *y), CodeKind::UOp};
+          case BinOp::Sub:
+            return {fmt::format("({} - {})", *x, *y), CodeKind::UOp};
+          case BinOp::Mul:
+            return {fmt::format("({} * {})", *x, *y), CodeKind::UOp};
+          case BinOp::FloorDiv:
+            return {fmt::format("{}.floordiv({})", *x, *y), CodeKind::UOp};
+          case BinOp::Mod:
+            return {fmt::format("{}.floormod({})", *x, *y), CodeKind::UOp};
+          case BinOp::And:
+            return {fmt::format("({} & {})", *x, *y), CodeKind::UOp};
+          case BinOp::Or:
+            return {fmt::format("({} | {})", *x, *y), CodeKind::UOp};
+          case BinOp::Xor:
+            return {fmt::format("({} ^ {})", *x, *y), CodeKind::UOp};
+          case BinOp::Shl:
+            return {fmt::format("({} << {})", *x, *y), CodeKind::UOp};
+          case BinOp::Shr:
+            return {fmt::format("({} >> {})", *x, *y), CodeKind::UOp};
+          default:
+            break;
         }
       }
     }
-    return {fmt::format("binary(BinOp::{}, {}, {})", binop_name(op), as_value(a), as_value(b)), CodeKind::Value};
+    return {fmt::format("binary(BinOp::{}, {}, {})", binop_name(op), as_value(a), as_value(b)),
+            CodeKind::Value};
   }
 
   static std::string binop_name(BinOp op) {
-    static const char* kNames[] = {"Add", "Sub", "Mul", "FloorDiv", "Mod", "Div", "And", "Or", "Xor",
-                                   "Shl", "Shr", "Eq",  "Ne",  "Lt",       "Le",  "Gt",  "Ge"};
+    static const char* kNames[] = {"Add", "Sub", "Mul", "FloorDiv", "Mod", "Div",
+                                   "And", "Or",  "Xor", "Shl",      "Shr", "Eq",
+                                   "Ne",  "Lt",  "Le",  "Gt",       "Ge"};
     return kNames[static_cast<size_t>(op)];
   }
 
@@ -391,7 +474,8 @@ class ExprEmitter {
   const std::map<int, std::string>& uop_slots_;
 };
 
-// ---- the decision tree --------------------------------------------------------------------------------
+// ---- the decision tree
+// --------------------------------------------------------------------------------
 
 struct Leaf {
   const ResolvedRule* rule;
@@ -407,7 +491,8 @@ struct TreeNode {
 
 // Adds a rule under `list`, sharing the last child's check when it is the same: rules stay in
 // order, and consecutive rules with a common prefix of checks test it once.
-void insert(std::vector<TreeNode>& list, const std::vector<std::string>& checks, size_t i, Leaf leaf) {
+void insert(std::vector<TreeNode>& list, const std::vector<std::string>& checks, size_t i,
+            Leaf leaf) {
   if (i == checks.size()) {
     TreeNode n;
     n.leaf = std::move(leaf);
@@ -435,7 +520,8 @@ std::vector<OpTree> build_trees(const ResolvedSet& set, ArgLiteralTable& lits) {
     for (size_t i = 0; i < set.rules.size(); ++i) {
       const ResolvedRule& r = set.rules[i];
       if (!r.root.any_op && !r.root.ops.contains(t.op)) continue;
-      Leaf leaf{&r, static_cast<int>(i), static_cast<int>(t.order.size()), variant_checks(r.root, lits)};
+      Leaf leaf{&r, static_cast<int>(i), static_cast<int>(t.order.size()),
+                variant_checks(r.root, lits)};
       t.order.push_back(static_cast<int>(i));
       const std::vector<std::string> checks = leaf.vc.checks;
       insert(t.roots, checks, 0, std::move(leaf));
@@ -447,7 +533,9 @@ std::vector<OpTree> build_trees(const ResolvedSet& set, ArgLiteralTable& lits) {
 
 class Writer {
  public:
-  void line(int indent, const std::string& s) { out_ += std::string(static_cast<size_t>(indent) * 2, ' ') + s + "\n"; }
+  void line(int indent, const std::string& s) {
+    out_ += std::string(static_cast<size_t>(indent) * 2, ' ') + s + "\n";
+  }
   std::string& str() { return out_; }
 
  private:
@@ -468,7 +556,8 @@ void emit_leaf(Writer& w, int ind, const Leaf& leaf, const std::string& shown_pa
   w.line(ind + 1, fmt::format("// {}", first_line(r.info.source)));
   w.line(ind + 1, fmt::format("rule = {};", leaf.table_index));
   for (const auto& [slot, path] : leaf.vc.uop_slots) {
-    w.line(ind + 1, fmt::format("const UOp& x_{} = {};", ident(r.slot_names[static_cast<size_t>(slot)]), path));
+    w.line(ind + 1, fmt::format("const UOp& x_{} = {};",
+                                ident(r.slot_names[static_cast<size_t>(slot)]), path));
   }
   std::map<int, std::string> uop_slots = leaf.vc.uop_slots;
   std::set<int> declared;
@@ -488,7 +577,8 @@ void emit_leaf(Writer& w, int ind, const Leaf& leaf, const std::string& shown_pa
   for (const Step& st : r.steps) {
     Code c = ex.emit(st.expr);
     if (st.is_let) {
-      w.line(ind + 1, fmt::format("const Value v_{} = {};", ident(r.slot_names[static_cast<size_t>(st.slot)]),
+      w.line(ind + 1, fmt::format("const Value v_{} = {};",
+                                  ident(r.slot_names[static_cast<size_t>(st.slot)]),
                                   ExprEmitter::as_value(c)));
     } else {
       w.line(ind + 1, fmt::format("if (!{}) break;", ExprEmitter::as_bool(c)));
@@ -508,7 +598,8 @@ void emit_leaf(Writer& w, int ind, const Leaf& leaf, const std::string& shown_pa
   w.line(ind, "} while (false);");
 }
 
-void emit_tree(Writer& w, int ind, const std::vector<TreeNode>& list, const std::string& shown_path, SetKind kind) {
+void emit_tree(Writer& w, int ind, const std::vector<TreeNode>& list, const std::string& shown_path,
+               SetKind kind) {
   for (const TreeNode& t : list) {
     if (t.leaf) {
       emit_leaf(w, ind, *t.leaf, shown_path, kind);
@@ -529,7 +620,8 @@ std::vector<const ResolvedSet*> sets_of(const ResolvedProgram& program, const So
 
 }  // namespace
 
-std::string emit_cpp(const ResolvedProgram& program, const SourceFile& root, const std::string& shown_path) {
+std::string emit_cpp(const ResolvedProgram& program, const SourceFile& root,
+                     const std::string& shown_path) {
   Writer w;
   ArgLiteralTable lits;
   Writer body;
@@ -538,44 +630,52 @@ std::string emit_cpp(const ResolvedProgram& program, const SourceFile& root, con
   for (const ResolvedSet* set : sets_of(program, root)) {
     const std::string cls = "RuleSet_" + ident(set->name);
     std::vector<OpTree> trees = build_trees(*set, lits);
-    body.line(0, fmt::format("// ---- rule set '{}' ({} rules, {}:{})", set->name, set->rules.size(), shown_path, set->loc.line));
+    body.line(0, fmt::format("// ---- rule set '{}' ({} rules, {}:{})", set->name,
+                             set->rules.size(), shown_path, set->loc.line));
     body.line(0, fmt::format("const RuleInfo k{}Rules[] = {{", cls));
     for (const ResolvedRule& r : set->rules) {
-      body.line(1, fmt::format("{{{}, {}, {}, {}}},", cpp_string(r.info.name), cpp_string(shown_path), r.info.line,
-                               cpp_string(r.info.source)));
+      body.line(1, fmt::format("{{{}, {}, {}, {}}},", cpp_string(r.info.name),
+                               cpp_string(shown_path), r.info.line, cpp_string(r.info.source)));
     }
     if (set->rules.empty()) body.line(1, "{\"\", \"\", 0, \"\"},");
     body.line(0, "};");
     for (const OpTree& t : trees) {
       std::string order;
-      for (size_t i = 0; i < t.order.size(); ++i) order += (i ? ", " : "") + std::to_string(t.order[i]);
+      for (size_t i = 0; i < t.order.size(); ++i)
+        order += (i ? ", " : "") + std::to_string(t.order[i]);
       body.line(0, fmt::format("const int k{}Order{}[] = {{{}}};", cls, op_name(t.op), order));
     }
     body.line(0, "");
     body.line(0, fmt::format("class {} final : public CompiledMatcher {{", cls));
     body.line(0, " public:");
-    body.line(1, fmt::format("{}() : CompiledMatcher({}, std::span<const RuleInfo>(k{}Rules, {})) {{}}", cls,
-                             cpp_string(set->name), cls, set->rules.size()));
+    body.line(
+        1, fmt::format("{}() : CompiledMatcher({}, std::span<const RuleInfo>(k{}Rules, {})) {{}}",
+                       cls, cpp_string(set->name), cls, set->rules.size()));
     body.line(0, "");
     body.line(0, " protected:");
-    body.line(1, "std::optional<Value> dispatch(const UOp& n, RewriteContext& ctx, const UOp* g, int& rule) const override {");
+    body.line(1,
+              "std::optional<Value> dispatch(const UOp& n, RewriteContext& ctx, const UOp* g, int& "
+              "rule) const override {");
     body.line(2, "(void)ctx;");
     body.line(2, "(void)g;");
     body.line(2, "switch (op(n)) {");
-    for (const OpTree& t : trees) body.line(3, fmt::format("case Op::{0}: return match_{0}(n, ctx, g, rule);", op_name(t.op)));
+    for (const OpTree& t : trees)
+      body.line(3, fmt::format("case Op::{0}: return match_{0}(n, ctx, g, rule);", op_name(t.op)));
     body.line(3, "default: return std::nullopt;");
     body.line(2, "}");
     body.line(1, "}");
     body.line(1, "std::span<const int> order(Op o) const override {");
     body.line(2, "switch (o) {");
-    for (const OpTree& t : trees) body.line(3, fmt::format("case Op::{0}: return k{1}Order{0};", op_name(t.op), cls));
+    for (const OpTree& t : trees)
+      body.line(3, fmt::format("case Op::{0}: return k{1}Order{0};", op_name(t.op), cls));
     body.line(3, "default: return {};");
     body.line(2, "}");
     body.line(1, "}");
     body.line(0, "");
     body.line(0, " private:");
     for (const OpTree& t : trees) {
-      body.line(1, fmt::format("std::optional<Value> match_{}(const UOp& n, RewriteContext& ctx, const UOp* g, int& rule) const {{",
+      body.line(1, fmt::format("std::optional<Value> match_{}(const UOp& n, RewriteContext& ctx, "
+                               "const UOp* g, int& rule) const {{",
                                op_name(t.op)));
       body.line(2, "(void)ctx;");
       body.line(2, "(void)g;");
@@ -585,12 +685,15 @@ std::string emit_cpp(const ResolvedProgram& program, const SourceFile& root, con
     }
     body.line(0, "};");
     body.line(0, "");
-    registrations.push_back(fmt::format(
-        "const bool k{0}Registered = (register_compiled({1}, {2}, [] {{ return std::make_unique<{0}>(); }}), true);",
-        cls, cpp_string(set->name), cpp_string(shown_path)));
+    registrations.push_back(
+        fmt::format("const bool k{0}Registered = (register_compiled({1}, {2}, [] {{ return "
+                    "std::make_unique<{0}>(); }}), true);",
+                    cls, cpp_string(set->name), cpp_string(shown_path)));
   }
 
-  w.line(0, fmt::format("// Generated by rwc from {}. Do not edit: change the .rw file and rebuild.", shown_path));
+  w.line(0,
+         fmt::format("// Generated by rwc from {}. Do not edit: change the .rw file and rebuild.",
+                     shown_path));
   w.line(0, "// NOLINTBEGIN");
   w.line(0, "#include <array>");
   w.line(0, "#include <bit>");
@@ -616,19 +719,21 @@ std::string emit_cpp(const ResolvedProgram& program, const SourceFile& root, con
 std::string dump_decision_trees(const ResolvedProgram& program, const SourceFile& root) {
   ArgLiteralTable lits;
   std::string out;
-  std::function<void(const std::vector<TreeNode>&, int)> walk = [&](const std::vector<TreeNode>& list, int ind) {
-    for (const TreeNode& t : list) {
-      const std::string pad(static_cast<size_t>(ind) * 2, ' ');
-      if (t.leaf) {
-        const ResolvedRule& r = *t.leaf->rule;
-        out += fmt::format("{}-> {} ({}:{}){}  {}\n", pad, r.info.name, root.path, r.info.line,
-                           r.variant ? fmt::format(" variant {}", r.variant) : "", first_line(r.info.source));
-      } else {
-        out += fmt::format("{}if {}\n", pad, t.check);
-        walk(t.kids, ind + 1);
-      }
-    }
-  };
+  std::function<void(const std::vector<TreeNode>&, int)> walk =
+      [&](const std::vector<TreeNode>& list, int ind) {
+        for (const TreeNode& t : list) {
+          const std::string pad(static_cast<size_t>(ind) * 2, ' ');
+          if (t.leaf) {
+            const ResolvedRule& r = *t.leaf->rule;
+            out += fmt::format("{}-> {} ({}:{}){}  {}\n", pad, r.info.name, root.path, r.info.line,
+                               r.variant ? fmt::format(" variant {}", r.variant) : "",
+                               first_line(r.info.source));
+          } else {
+            out += fmt::format("{}if {}\n", pad, t.check);
+            walk(t.kids, ind + 1);
+          }
+        }
+      };
   for (const ResolvedSet* set : sets_of(program, root)) {
     out += fmt::format("ruleset {} ({} rule variants)\n", set->name, set->rules.size());
     for (const OpTree& t : build_trees(*set, lits)) {

@@ -10,7 +10,8 @@ namespace tinyrw::rw {
 // The C++ source of every rule set declared in `root` (included files contribute through
 // composition). `shown_path` is the path written into `// file.rw:line` comments and RuleInfos.
 // Deterministic: the same input always gives the same text.
-std::string emit_cpp(const ResolvedProgram& program, const SourceFile& root, const std::string& shown_path);
+std::string emit_cpp(const ResolvedProgram& program, const SourceFile& root,
+                     const std::string& shown_path);
 
 // A readable dump of the decision trees (rwc dump).
 std::string dump_decision_trees(const ResolvedProgram& program, const SourceFile& root);

@@ -11,7 +11,9 @@
 
 namespace tinyrw::rw::gen {
 
-bool arg_equals(const Arg& actual, const Arg& literal) { return arg_literal_matches(literal, actual); }
+bool arg_equals(const Arg& actual, const Arg& literal) {
+  return arg_literal_matches(literal, actual);
+}
 
 bool all_sources_same(const UOp& u) {
   for (uint32_t i = 1; i < nsrc(u); ++i)
@@ -28,8 +30,8 @@ const Helper& helper(std::string_view name) {
 CompiledMatcher::CompiledMatcher(std::string name, std::span<const RuleInfo> rules)
     : name_(std::move(name)), rules_(rules) {}
 
-std::optional<Value> CompiledMatcher::apply(const UOp& node, RewriteContext& ctx, const RuleInfo** fired,
-                                            const UOp* gradient) const {
+std::optional<Value> CompiledMatcher::apply(const UOp& node, RewriteContext& ctx,
+                                            const RuleInfo** fired, const UOp* gradient) const {
   int rule = -1;
   if (!match_stats::enabled()) {
     std::optional<Value> v;
@@ -57,7 +59,8 @@ std::optional<Value> CompiledMatcher::apply(const UOp& node, RewriteContext& ctx
   for (size_t i = 0; i < tried.size(); ++i) {
     const bool hit = v && tried[i] == rule;
     const bool last = hit || i + 1 == tried.size();
-    match_stats::record(rules_[static_cast<size_t>(tried[i])], hit, last ? dt : std::chrono::nanoseconds(0));
+    match_stats::record(rules_[static_cast<size_t>(tried[i])], hit,
+                        last ? dt : std::chrono::nanoseconds(0));
     if (hit) break;
   }
   if (v && fired) *fired = &rules_[static_cast<size_t>(rule)];

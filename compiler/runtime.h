@@ -40,7 +40,8 @@ class CompiledMatcher : public RuleSetMatcher {
   std::span<const RuleInfo> rules() const { return rules_; }
 
  protected:
-  virtual std::optional<Value> dispatch(const UOp& n, RewriteContext& ctx, const UOp* g, int& rule) const = 0;
+  virtual std::optional<Value> dispatch(const UOp& n, RewriteContext& ctx, const UOp* g,
+                                        int& rule) const = 0;
   // Rule-table indices tried for a root op, in order (for statistics).
   virtual std::span<const int> order(Op op) const = 0;
 

@@ -80,7 +80,8 @@ int check(const std::vector<std::string>& files) {
   return status;
 }
 
-int compile(const std::string& in, const std::string& out, const std::string& depfile, std::string shown) {
+int compile(const std::string& in, const std::string& out, const std::string& depfile,
+            std::string shown) {
   Diagnostics diags;
   auto prog = load(in, diags);
   if (!prog) return 1;
@@ -90,7 +91,8 @@ int compile(const std::string& in, const std::string& out, const std::string& de
   if (!write_if_changed(out, emit_cpp(*prog, *root, shown))) return 1;
   if (!depfile.empty()) {
     std::string deps = out + ":";
-    for (const auto& f : prog->program.files) deps += " " + std::filesystem::absolute(f->path).string();
+    for (const auto& f : prog->program.files)
+      deps += " " + std::filesystem::absolute(f->path).string();
     if (!write_if_changed(depfile, deps + "\n")) return 1;
   }
   return 0;
@@ -116,11 +118,16 @@ int main(int argc, char** argv) {
     if (cmd == "compile") {
       std::string in, out, depfile, shown;
       for (size_t i = 0; i < args.size(); ++i) {
-        if (args[i] == "-o" && i + 1 < args.size()) out = args[++i];
-        else if (args[i] == "--depfile" && i + 1 < args.size()) depfile = args[++i];
-        else if (args[i] == "--name" && i + 1 < args.size()) shown = args[++i];
-        else if (in.empty()) in = args[i];
-        else return usage();
+        if (args[i] == "-o" && i + 1 < args.size())
+          out = args[++i];
+        else if (args[i] == "--depfile" && i + 1 < args.size())
+          depfile = args[++i];
+        else if (args[i] == "--name" && i + 1 < args.size())
+          shown = args[++i];
+        else if (in.empty())
+          in = args[i];
+        else
+          return usage();
       }
       if (in.empty() || out.empty()) return usage();
       return compile(in, out, depfile, shown);

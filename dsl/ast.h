@@ -12,7 +12,8 @@
 
 namespace tinyrw::rw {
 
-// ---- expressions ------------------------------------------------------------------------------------
+// ---- expressions
+// ------------------------------------------------------------------------------------
 
 enum class ExprKind {
   Literal,  // literal
@@ -38,7 +39,8 @@ struct Expr {
 };
 using ExprPtr = std::unique_ptr<Expr>;
 
-// ---- patterns ---------------------------------------------------------------------------------------
+// ---- patterns
+// ---------------------------------------------------------------------------------------
 
 struct ArgPat {
   enum class Kind { Literal, Name, Any, Tuple } kind = Kind::Any;
@@ -56,7 +58,7 @@ struct Constraint {
   std::vector<std::string> names;  // Op: the names between '|' (ops, groups, dtypes, captures)
   bool optional = false;           // Op?: matches the op around its single source, or the source
   bool has_sources = false;
-  bool commutative = false;        // [a, b]: both orders
+  bool commutative = false;  // [a, b]: both orders
   struct Source {
     Loc loc;
     std::unique_ptr<Pattern> pattern;  // null for `...`
@@ -77,7 +79,8 @@ struct Pattern {
 };
 using PatternPtr = std::unique_ptr<Pattern>;
 
-// ---- rules and declarations -------------------------------------------------------------------------
+// ---- rules and declarations
+// -------------------------------------------------------------------------
 
 struct Clause {
   enum class Kind { Guard, Let } kind;
@@ -107,8 +110,8 @@ enum class SetKind { Rules, Gradient, Verifier };
 struct Decl {
   enum class Kind { Include, OpGroup, RuleSet, Compose } kind;
   Loc loc;
-  std::string name;                                  // group / rule set name; include path
-  std::vector<std::pair<std::string, Loc>> names;    // OpGroup members; Compose parts
+  std::string name;                                // group / rule set name; include path
+  std::vector<std::pair<std::string, Loc>> names;  // OpGroup members; Compose parts
   SetKind set_kind = SetKind::Rules;
   std::vector<Member> members;
 };

@@ -55,9 +55,12 @@ std::pair<std::string, size_t> excerpt(std::string_view line, int col) {
 
 const char* severity_name(Severity s) {
   switch (s) {
-    case Severity::Error: return "error";
-    case Severity::Warning: return "warning";
-    case Severity::Note: return "note";
+    case Severity::Error:
+      return "error";
+    case Severity::Warning:
+      return "warning";
+    case Severity::Note:
+      return "note";
   }
   return "?";
 }
@@ -74,7 +77,7 @@ void append_located(std::string& out, const Loc& loc, Severity sev, const std::s
 }
 
 std::string render_text(Severity sev, const Loc& loc, const std::string& msg,
-                   const std::vector<std::pair<Loc, std::string>>& notes) {
+                        const std::vector<std::pair<Loc, std::string>>& notes) {
   std::string out;
   append_located(out, loc, sev, msg);
   for (const auto& [nloc, nmsg] : notes) append_located(out, nloc, Severity::Note, nmsg);
@@ -83,7 +86,9 @@ std::string render_text(Severity sev, const Loc& loc, const std::string& msg,
 
 }  // namespace
 
-void Diagnostics::error(const Loc& loc, std::string msg) { error_with_notes(loc, std::move(msg), {}); }
+void Diagnostics::error(const Loc& loc, std::string msg) {
+  error_with_notes(loc, std::move(msg), {});
+}
 
 void Diagnostics::error_with_notes(const Loc& loc, std::string msg,
                                    std::vector<std::pair<Loc, std::string>> notes) {

@@ -17,8 +17,8 @@ struct SourceFile {
 
 struct Loc {
   const SourceFile* file = nullptr;
-  int line = 0;  // 1-based
-  int col = 0;   // 1-based, in bytes
+  int line = 0;             // 1-based
+  int col = 0;              // 1-based, in bytes
   std::string str() const;  // "path:line:col"
 };
 
@@ -34,8 +34,10 @@ struct Diagnostic {
 class Diagnostics {
  public:
   void error(const Loc& loc, std::string msg);
-  void warning(const Loc& loc, std::string msg, std::vector<std::pair<Loc, std::string>> notes = {});
-  void error_with_notes(const Loc& loc, std::string msg, std::vector<std::pair<Loc, std::string>> notes);
+  void warning(const Loc& loc, std::string msg,
+               std::vector<std::pair<Loc, std::string>> notes = {});
+  void error_with_notes(const Loc& loc, std::string msg,
+                        std::vector<std::pair<Loc, std::string>> notes);
   bool has_errors() const { return errors_ > 0; }
   int error_count() const { return errors_; }
   int warning_count() const { return warnings_; }

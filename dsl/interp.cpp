@@ -18,8 +18,10 @@ struct Slots {
 
 bool match_arg(const ArgMatch& m, const Arg& a, Slots& s) {
   switch (m.kind) {
-    case ArgMatch::Kind::Any: return true;
-    case ArgMatch::Kind::Literal: return arg_literal_matches(m.literal, a);
+    case ArgMatch::Kind::Any:
+      return true;
+    case ArgMatch::Kind::Literal:
+      return arg_literal_matches(m.literal, a);
     case ArgMatch::Kind::Bind: {
       const size_t slot = static_cast<size_t>(m.slot);
       Value v = Value::from_arg(a);
@@ -42,14 +44,16 @@ bool match(const MatchNode& m, const UOp& u, Slots& s) {
   if (!m.any_op && !m.ops.contains(u.op())) return false;
   using S = MatchNode::Sources;
   switch (m.sources) {
-    case S::Any: break;
+    case S::Any:
+      break;
     case S::Exact:
       if (u.nsrc() != m.srcs.size()) return false;
       break;
     case S::Prefix:
       if (u.nsrc() < m.srcs.size()) return false;
       break;
-    case S::Repeat: break;
+    case S::Repeat:
+      break;
   }
   if (!m.dtype.accepts(u.dtype())) return false;
   if (!match_arg(m.arg, u.arg(), s)) return false;
@@ -84,21 +88,31 @@ std::vector<Value> eval_kids(const RExpr& e, Slots& s, RewriteContext& ctx, size
 
 Value eval(const RExpr& e, Slots& s, RewriteContext& ctx) {
   switch (e.k) {
-    case RExpr::K::Const: return e.value;
-    case RExpr::K::Slot: return s.values[static_cast<size_t>(e.slot)];
-    case RExpr::K::Binary: return binary(e.bop, eval(e.kids[0], s, ctx), eval(e.kids[1], s, ctx));
-    case RExpr::K::And: return Value::boolean(eval(e.kids[0], s, ctx).as_bool() && eval(e.kids[1], s, ctx).as_bool());
-    case RExpr::K::Or: return Value::boolean(eval(e.kids[0], s, ctx).as_bool() || eval(e.kids[1], s, ctx).as_bool());
-    case RExpr::K::Not: return Value::boolean(!eval(e.kids[0], s, ctx).as_bool());
-    case RExpr::K::Neg: return negate(eval(e.kids[0], s, ctx));
-    case RExpr::K::Invert: return invert(eval(e.kids[0], s, ctx));
-    case RExpr::K::Member: return member(eval(e.kids[0], s, ctx), e.name);
+    case RExpr::K::Const:
+      return e.value;
+    case RExpr::K::Slot:
+      return s.values[static_cast<size_t>(e.slot)];
+    case RExpr::K::Binary:
+      return binary(e.bop, eval(e.kids[0], s, ctx), eval(e.kids[1], s, ctx));
+    case RExpr::K::And:
+      return Value::boolean(eval(e.kids[0], s, ctx).as_bool() && eval(e.kids[1], s, ctx).as_bool());
+    case RExpr::K::Or:
+      return Value::boolean(eval(e.kids[0], s, ctx).as_bool() || eval(e.kids[1], s, ctx).as_bool());
+    case RExpr::K::Not:
+      return Value::boolean(!eval(e.kids[0], s, ctx).as_bool());
+    case RExpr::K::Neg:
+      return negate(eval(e.kids[0], s, ctx));
+    case RExpr::K::Invert:
+      return invert(eval(e.kids[0], s, ctx));
+    case RExpr::K::Member:
+      return member(eval(e.kids[0], s, ctx), e.name);
     case RExpr::K::Method: {
       const Value recv = eval(e.kids[0], s, ctx);
       const std::vector<Value> args = eval_kids(e, s, ctx, 1);
       return method(recv, e.name, args, std::span<const std::string>(e.arg_names).subspan(1));
     }
-    case RExpr::K::Index: return index(eval(e.kids[0], s, ctx), eval(e.kids[1], s, ctx));
+    case RExpr::K::Index:
+      return index(eval(e.kids[0], s, ctx), eval(e.kids[1], s, ctx));
     case RExpr::K::Builtin: {
       const std::vector<Value> args = eval_kids(e, s, ctx);
       return call_builtin(e.name, args, e.arg_names);
@@ -111,26 +125,30 @@ Value eval(const RExpr& e, Slots& s, RewriteContext& ctx) {
       const std::vector<Value> args = eval_kids(e, s, ctx);
       return e.helper->fn(ctx, args);
     }
-    case RExpr::K::Tuple: return Value::tuple(eval_kids(e, s, ctx));
+    case RExpr::K::Tuple:
+      return Value::tuple(eval_kids(e, s, ctx));
   }
   return Value();
 }
 
 }  // namespace
 
-InterpretedMatcher::InterpretedMatcher(std::shared_ptr<const ResolvedProgram> program, const ResolvedSet& set)
+InterpretedMatcher::InterpretedMatcher(std::shared_ptr<const ResolvedProgram> program,
+                                       const ResolvedSet& set)
     : program_(std::move(program)), set_(set), by_op_(kNumOps) {
   for (const ResolvedRule& r : set_.rules) {
     for (int o = 0; o < kNumOps; ++o)
-      if (r.root.any_op || r.root.ops.contains(static_cast<Op>(o))) by_op_[static_cast<size_t>(o)].push_back(&r);
+      if (r.root.any_op || r.root.ops.contains(static_cast<Op>(o)))
+        by_op_[static_cast<size_t>(o)].push_back(&r);
   }
 }
 
-std::optional<Value> InterpretedMatcher::apply(const UOp& node, RewriteContext& ctx, const RuleInfo** fired,
-                                               const UOp* gradient) const {
+std::optional<Value> InterpretedMatcher::apply(const UOp& node, RewriteContext& ctx,
+                                               const RuleInfo** fired, const UOp* gradient) const {
   const bool stats = match_stats::enabled();
   for (const ResolvedRule* r : by_op_[static_cast<size_t>(node.op())]) {
-    const auto t0 = stats ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    const auto t0 =
+        stats ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     Slots slots(r->slot_names.size());
     std::optional<Value> out;
     try {
@@ -156,7 +174,8 @@ std::optional<Value> InterpretedMatcher::apply(const UOp& node, RewriteContext& 
         }
       }
     } catch (const EvalError& e) {
-      throw RwError(fmt::format("{}: error in rule {}: {}", r->info.location(), r->info.name, e.what()));
+      throw RwError(
+          fmt::format("{}: error in rule {}: {}", r->info.location(), r->info.name, e.what()));
     }
     if (stats) match_stats::record(r->info, out.has_value(), std::chrono::steady_clock::now() - t0);
     if (out) {

@@ -2,8 +2,8 @@
 
 #include <cmath>
 #include <filesystem>
-#include <set>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -18,7 +18,8 @@ namespace {
 
 using P = RWParser;
 
-// ---- byte-level validation --------------------------------------------------------------------------
+// ---- byte-level validation
+// --------------------------------------------------------------------------
 
 // Checks what the ANTLR runtime cannot report well (or would crash on): invalid UTF-8, NUL
 // bytes, unterminated strings and comments, and nesting beyond kMaxNesting.
@@ -96,7 +97,8 @@ bool prescan(const SourceFile& src, Diagnostics& diags) {
   return true;
 }
 
-// ---- ANTLR errors -----------------------------------------------------------------------------------
+// ---- ANTLR errors
+// -----------------------------------------------------------------------------------
 
 class ErrorCollector : public antlr4::BaseErrorListener {
  public:
@@ -106,10 +108,12 @@ class ErrorCollector : public antlr4::BaseErrorListener {
     if (++count_ > 10) return;  // the first errors are the useful ones
     std::string m = msg;
     for (const char* from : {"<EOF>"}) {
-      for (size_t p = m.find(from); p != std::string::npos; p = m.find(from)) m.replace(p, 5, "end of file");
+      for (size_t p = m.find(from); p != std::string::npos; p = m.find(from))
+        m.replace(p, 5, "end of file");
     }
     (void)offending;
-    diags_.error(Loc{&src_, static_cast<int>(line), static_cast<int>(col) + 1}, "syntax error: " + m);
+    diags_.error(Loc{&src_, static_cast<int>(line), static_cast<int>(col) + 1},
+                 "syntax error: " + m);
   }
   int count() const { return count_; }
 
@@ -119,7 +123,8 @@ class ErrorCollector : public antlr4::BaseErrorListener {
   int count_ = 0;
 };
 
-// ---- parse tree -> syntax tree ----------------------------------------------------------------------
+// ---- parse tree -> syntax tree
+// ----------------------------------------------------------------------
 
 class Builder {
  public:
@@ -136,14 +141,16 @@ class Builder {
  private:
   Loc loc(antlr4::ParserRuleContext* ctx) const { return loc(ctx->getStart()); }
   Loc loc(antlr4::Token* t) const {
-    return Loc{&src_, static_cast<int>(t->getLine()), static_cast<int>(t->getCharPositionInLine()) + 1};
+    return Loc{&src_, static_cast<int>(t->getLine()),
+               static_cast<int>(t->getCharPositionInLine()) + 1};
   }
   Loc loc(antlr4::tree::TerminalNode* n) const { return loc(n->getSymbol()); }
 
   int check_depth(int depth, const Loc& at) {
     if (depth > kMaxTreeDepth && !too_deep_) {
       too_deep_ = true;
-      diags_.error(at, fmt::format("pattern or expression nested deeper than {} levels", kMaxTreeDepth));
+      diags_.error(
+          at, fmt::format("pattern or expression nested deeper than {} levels", kMaxTreeDepth));
     }
     return depth;
   }
@@ -168,8 +175,9 @@ class Builder {
         const bool hex = text.size() > 2 && text[1] == 'x';
         i128 v = 0;
         for (size_t i = hex ? 2 : 0; i < text.size(); ++i) {
-          const int d = std::isdigit(static_cast<unsigned char>(text[i])) ? text[i] - '0'
-                                                                           : (std::tolower(text[i]) - 'a' + 10);
+          const int d = std::isdigit(static_cast<unsigned char>(text[i]))
+                            ? text[i] - '0'
+                            : (std::tolower(text[i]) - 'a' + 10);
           v = v * (hex ? 16 : 10) + d;
           if (v > (static_cast<i128>(1) << 100)) throw std::out_of_range("int");
         }
@@ -257,7 +265,8 @@ class Builder {
       m.kind = Member::Kind::For;
       auto ids = c->ID();
       m.for_var = ids[0]->getText();
-      for (size_t i = 1; i < ids.size(); ++i) m.for_values.emplace_back(ids[i]->getText(), loc(ids[i]));
+      for (size_t i = 1; i < ids.size(); ++i)
+        m.for_values.emplace_back(ids[i]->getText(), loc(ids[i]));
       for (auto* b : c->member()) m.body.push_back(member(b));
     }
     return m;
@@ -366,7 +375,8 @@ class Builder {
       auto* rule = dynamic_cast<antlr4::ParserRuleContext*>(child);
       const bool is_operand = rule && rule->getRuleIndex() != P::RuleCompareOp &&
                               rule->getRuleIndex() != P::RuleShiftOp &&
-                              rule->getRuleIndex() != P::RuleAddOp && rule->getRuleIndex() != P::RuleMulOp;
+                              rule->getRuleIndex() != P::RuleAddOp &&
+                              rule->getRuleIndex() != P::RuleMulOp;
       if (!is_operand) {
         pending = child->getText();
         pending_loc = rule ? loc(rule) : loc(static_cast<antlr4::tree::TerminalNode*>(child));
@@ -494,7 +504,8 @@ std::unique_ptr<FileAst> parse_file(const SourceFile& src, Diagnostics& diags) {
   // Characters no token accepts arrive as UNKNOWN tokens; name them precisely.
   for (antlr4::Token* t : tokens.getTokens()) {
     if (t->getType() == RWLexer::UNKNOWN && errors.count() == 0) {
-      diags.error(Loc{&src, static_cast<int>(t->getLine()), static_cast<int>(t->getCharPositionInLine()) + 1},
+      diags.error(Loc{&src, static_cast<int>(t->getLine()),
+                      static_cast<int>(t->getCharPositionInLine()) + 1},
                   fmt::format("unexpected character '{}'", t->getText()));
       return nullptr;
     }

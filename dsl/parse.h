@@ -11,8 +11,8 @@
 namespace tinyrw::rw {
 
 // Limits that keep every later stage's recursion shallow; input beyond them is an error.
-inline constexpr int kMaxNesting = 64;      // brackets ( [ { inside one another
-inline constexpr int kMaxTreeDepth = 256;   // depth of one pattern or expression tree
+inline constexpr int kMaxNesting = 64;     // brackets ( [ { inside one another
+inline constexpr int kMaxTreeDepth = 256;  // depth of one pattern or expression tree
 
 // Parses one file. Returns null (with errors in diags) when the file is malformed.
 std::unique_ptr<FileAst> parse_file(const SourceFile& src, Diagnostics& diags);

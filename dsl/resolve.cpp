@@ -9,20 +9,31 @@
 
 namespace tinyrw::rw {
 
-// ---- dtype filters, arg matches, equality ---------------------------------------------------------------
+// ---- dtype filters, arg matches, equality
+// ---------------------------------------------------------------
 
 bool DTypeFilter::accepts(DType d) const {
   switch (kind) {
-    case Kind::Any: return true;
-    case Kind::Exact: return d == exact;
-    case Kind::Int: return d.is_int();
-    case Kind::UInt: return d.is_unsigned();
-    case Kind::SInt: return d.is_int() && !d.is_unsigned() && !d.is_index();
-    case Kind::Float: return d.is_float();
-    case Kind::Bool: return d.is_bool();
-    case Kind::Index: return d.is_index();
-    case Kind::Void: return d.is_void();
-    case Kind::Ptr: return d.is_ptr();
+    case Kind::Any:
+      return true;
+    case Kind::Exact:
+      return d == exact;
+    case Kind::Int:
+      return d.is_int();
+    case Kind::UInt:
+      return d.is_unsigned();
+    case Kind::SInt:
+      return d.is_int() && !d.is_unsigned() && !d.is_index();
+    case Kind::Float:
+      return d.is_float();
+    case Kind::Bool:
+      return d.is_bool();
+    case Kind::Index:
+      return d.is_index();
+    case Kind::Void:
+      return d.is_void();
+    case Kind::Ptr:
+      return d.is_ptr();
   }
   return false;
 }
@@ -36,16 +47,26 @@ bool DTypeFilter::subset_of(const DTypeFilter& o) const {
 
 std::string DTypeFilter::str() const {
   switch (kind) {
-    case Kind::Any: return "any";
-    case Kind::Exact: return std::string(exact.name());
-    case Kind::Int: return "int";
-    case Kind::UInt: return "uint";
-    case Kind::SInt: return "sint";
-    case Kind::Float: return "float";
-    case Kind::Bool: return "bool";
-    case Kind::Index: return "index";
-    case Kind::Void: return "void";
-    case Kind::Ptr: return "ptr";
+    case Kind::Any:
+      return "any";
+    case Kind::Exact:
+      return std::string(exact.name());
+    case Kind::Int:
+      return "int";
+    case Kind::UInt:
+      return "uint";
+    case Kind::SInt:
+      return "sint";
+    case Kind::Float:
+      return "float";
+    case Kind::Bool:
+      return "bool";
+    case Kind::Index:
+      return "index";
+    case Kind::Void:
+      return "void";
+    case Kind::Ptr:
+      return "ptr";
   }
   return "?";
 }
@@ -53,8 +74,8 @@ std::string DTypeFilter::str() const {
 std::optional<DTypeFilter> dtype_filter_from_name(std::string_view name) {
   using K = DTypeFilter::Kind;
   static const std::pair<std::string_view, K> kGroups[] = {
-      {"int", K::Int},     {"uint", K::UInt}, {"sint", K::SInt}, {"float", K::Float},
-      {"bool", K::Bool},   {"index", K::Index}, {"void", K::Void}, {"ptr", K::Ptr}};
+      {"int", K::Int},   {"uint", K::UInt},   {"sint", K::SInt}, {"float", K::Float},
+      {"bool", K::Bool}, {"index", K::Index}, {"void", K::Void}, {"ptr", K::Ptr}};
   for (const auto& [n, k] : kGroups)
     if (n == name) return DTypeFilter{k, DType()};
   if (auto d = DType::from_name(name)) return DTypeFilter{K::Exact, *d};
@@ -74,8 +95,8 @@ bool ArgMatch::operator==(const ArgMatch& o) const {
 }
 
 bool MatchNode::operator==(const MatchNode& o) const {
-  return slots == o.slots && any_op == o.any_op && ops == o.ops && dtype == o.dtype && arg == o.arg &&
-         sources == o.sources && srcs == o.srcs;
+  return slots == o.slots && any_op == o.any_op && ops == o.ops && dtype == o.dtype &&
+         arg == o.arg && sources == o.sources && srcs == o.srcs;
 }
 
 const ResolvedSet* ResolvedProgram::find(std::string_view name) const {
@@ -88,12 +109,12 @@ namespace {
 // Builtin op groups (tinygrad's GroupOp); user opgroups of the same name take precedence.
 std::optional<OpSet> builtin_group(std::string_view name) {
   static const std::pair<std::string_view, const OpSet& (*)()> kGroups[] = {
-      {"UnaryOps", groups::unary},       {"BinaryOps", groups::binary},
-      {"TernaryOps", groups::ternary},   {"ALU", groups::alu},
+      {"UnaryOps", groups::unary},          {"BinaryOps", groups::binary},
+      {"TernaryOps", groups::ternary},      {"ALU", groups::alu},
       {"Elementwise", groups::elementwise}, {"Commutative", groups::commutative},
       {"Associative", groups::associative}, {"Idempotent", groups::idempotent},
-      {"Comparison", groups::comparison}, {"ReduceOps", groups::reduce_ops},
-      {"Movement", groups::movement},    {"Irreducible", groups::irreducible},
+      {"Comparison", groups::comparison},   {"ReduceOps", groups::reduce_ops},
+      {"Movement", groups::movement},       {"Irreducible", groups::irreducible},
       {"Defines", groups::defines}};
   for (const auto& [n, fn] : kGroups)
     if (n == name) return fn();
@@ -150,8 +171,8 @@ class Resolver {
   // ---- declarations
   void declare_group(const Decl& d) {
     if (auto it = groups_.find(d.name); it != groups_.end()) {
-      error_with_note(d.loc, fmt::format("opgroup '{}' is defined twice", d.name), it->second.second,
-                      "first defined here");
+      error_with_note(d.loc, fmt::format("opgroup '{}' is defined twice", d.name),
+                      it->second.second, "first defined here");
       return;
     }
     if (op_from_name(d.name)) {
@@ -237,7 +258,8 @@ class Resolver {
     const ResolvedSet* s = resolve_set(part, loc);
     if (!s) return;
     if (s->kind != into.kind) {
-      diags_.error(loc, fmt::format("cannot combine rule set '{}' with '{}': different kinds", part, into.name));
+      diags_.error(loc, fmt::format("cannot combine rule set '{}' with '{}': different kinds", part,
+                                    into.name));
       return;
     }
     const int base = into.rules.empty() ? 0 : into.rules.back().rule_index + 1;
@@ -247,12 +269,16 @@ class Resolver {
     }
   }
 
-  void resolve_members(const std::vector<Member>& members, const std::map<std::string, std::string>& env,
-                       ResolvedSet& set) {
+  void resolve_members(const std::vector<Member>& members,
+                       const std::map<std::string, std::string>& env, ResolvedSet& set) {
     for (const Member& m : members) {
       switch (m.kind) {
-        case Member::Kind::Rule: resolve_rule(m, env, set); break;
-        case Member::Kind::Use: append_set(set, m.use, m.loc); break;
+        case Member::Kind::Rule:
+          resolve_rule(m, env, set);
+          break;
+        case Member::Kind::Use:
+          append_set(set, m.use, m.loc);
+          break;
         case Member::Kind::For: {
           for (const auto& [value, loc] : m.for_values) {
             if (!op_from_name(value) && !group(value)) {
@@ -270,14 +296,16 @@ class Resolver {
   }
 
   // ---- one rule
-  void resolve_rule(const Member& m, const std::map<std::string, std::string>& env, ResolvedSet& set) {
+  void resolve_rule(const Member& m, const std::map<std::string, std::string>& env,
+                    ResolvedSet& set) {
     const int errors_before = diags_.error_count();
     RuleCtx rc;
     rc.for_env = env;
     rc.kind = set.kind;
     std::vector<MatchNode> variants = pattern(*m.pattern, rc);
     if (variants.size() > kMaxVariants) {
-      diags_.error(m.loc, fmt::format("rule expands to {} variants (more than {})", variants.size(), kMaxVariants));
+      diags_.error(m.loc, fmt::format("rule expands to {} variants (more than {})", variants.size(),
+                                      kMaxVariants));
       return;
     }
     const int pattern_slots = static_cast<int>(rc.slots.size());
@@ -293,7 +321,8 @@ class Resolver {
         s.is_let = true;
         s.slot = rc.bind(c.name, s.expr.type, false, c.loc);
       } else if (!guard_type_ok(s.expr.type)) {
-        diags_.error(c.expr->loc, fmt::format("a guard must be a bool, got {}", type_name(s.expr.type)));
+        diags_.error(c.expr->loc,
+                     fmt::format("a guard must be a bool, got {}", type_name(s.expr.type)));
       }
       steps.push_back(std::move(s));
     }
@@ -306,7 +335,9 @@ class Resolver {
       if (info.expr_uses == 0) continue;
       for (const MatchNode& v : variants) {
         if (!binds(v, slot)) {
-          diags_.error(info.loc, fmt::format("capture '{}' is used but not bound in every alternative", info.name));
+          diags_.error(
+              info.loc,
+              fmt::format("capture '{}' is used but not bound in every alternative", info.name));
           break;
         }
       }
@@ -314,7 +345,9 @@ class Resolver {
     for (int slot = 0; slot < pattern_slots; ++slot) {
       const SlotInfo& info = rc.slots[static_cast<size_t>(slot)];
       if (info.expr_uses == 0 && info.pattern_uses == 1 && info.name[0] != '_') {
-        diags_.warning(info.loc, fmt::format("capture '{}' is never used (write '_' or drop the name)", info.name));
+        diags_.warning(
+            info.loc,
+            fmt::format("capture '{}' is never used (write '_' or drop the name)", info.name));
       }
     }
     if (diags_.error_count() > errors_before) return;
@@ -322,14 +355,17 @@ class Resolver {
     const int index = set.rules.empty() ? 0 : set.rules.back().rule_index + 1;
     std::vector<MatchNode> unique;
     for (MatchNode& v : variants)
-      if (std::find(unique.begin(), unique.end(), v) == unique.end()) unique.push_back(std::move(v));
+      if (std::find(unique.begin(), unique.end(), v) == unique.end())
+        unique.push_back(std::move(v));
     for (size_t i = 0; i < unique.size(); ++i) {
       ResolvedRule r;
       r.loc = m.loc;
       std::string bindings;
-      for (const auto& [var, value] : env) bindings += (bindings.empty() ? "" : ",") + var + "=" + value;
-      r.info = RuleInfo{fmt::format("{}#{}{}", set.name, index, bindings.empty() ? "" : "[" + bindings + "]"),
-                        m.loc.file ? m.loc.file->path : "", m.loc.line, m.text};
+      for (const auto& [var, value] : env)
+        bindings += (bindings.empty() ? "" : ",") + var + "=" + value;
+      r.info = RuleInfo{
+          fmt::format("{}#{}{}", set.name, index, bindings.empty() ? "" : "[" + bindings + "]"),
+          m.loc.file ? m.loc.file->path : "", m.loc.line, m.text};
       r.rule_index = index;
       r.variant = static_cast<int>(i);
       r.root = std::move(unique[i]);
@@ -354,19 +390,25 @@ class Resolver {
         break;
       case SetKind::Verifier:
         if (t != Type::Status && t != Type::Bool && t != Type::Any) {
-          diags_.error(at, fmt::format("a verifier rule must produce ok, fail(\"...\") or a bool, got {}", type_name(t)));
+          diags_.error(
+              at, fmt::format("a verifier rule must produce ok, fail(\"...\") or a bool, got {}",
+                              type_name(t)));
         }
         break;
       case SetKind::Gradient:
         if (t != Type::Tuple && t != Type::UOp && t != Type::Any && t != Type::None) {
-          diags_.error(at, fmt::format("a gradient rule must produce one gradient per source, got {}", type_name(t)));
+          diags_.error(at,
+                       fmt::format("a gradient rule must produce one gradient per source, got {}",
+                                   type_name(t)));
         }
         break;
     }
   }
 
   static bool binds_anything(const MatchNode& n) {
-    if (!n.slots.empty() || n.arg.kind == ArgMatch::Kind::Bind || n.arg.kind == ArgMatch::Kind::Tuple) return true;
+    if (!n.slots.empty() || n.arg.kind == ArgMatch::Kind::Bind ||
+        n.arg.kind == ArgMatch::Kind::Tuple)
+      return true;
     for (const MatchNode& s : n.srcs)
       if (binds_anything(s)) return true;
     return false;
@@ -391,7 +433,8 @@ class Resolver {
   static bool has_identity(const MatchNode& n, int nslots) {
     std::vector<int> counts(static_cast<size_t>(nslots), 0);
     count_slots(n, counts);
-    if (n.sources == MatchNode::Sources::Repeat && !n.srcs.empty() && !n.srcs[0].slots.empty()) return true;
+    if (n.sources == MatchNode::Sources::Repeat && !n.srcs.empty() && !n.srcs[0].slots.empty())
+      return true;
     return std::any_of(counts.begin(), counts.end(), [](int c) { return c > 1; });
   }
 
@@ -425,8 +468,8 @@ class Resolver {
     std::vector<MatchNode> acc(1);
     size_t first = 0;
     const Constraint& head = chain[0];
-    if (head.kind == Constraint::Kind::Op && head.names.size() == 1 && !head.has_sources && !head.arg &&
-        !head.optional && classify(head.names[0], rc) == NameKind::Capture) {
+    if (head.kind == Constraint::Kind::Op && head.names.size() == 1 && !head.has_sources &&
+        !head.arg && !head.optional && classify(head.names[0], rc) == NameKind::Capture) {
       const int s = rc.bind(head.names[0], Type::UOp, true, head.loc);
       ++rc.slots[static_cast<size_t>(s)].pattern_uses;
       acc[0].slots.push_back(s);
@@ -462,7 +505,8 @@ class Resolver {
     }
     if (b.dtype.kind != DTypeFilter::Kind::Any) {
       if (out.dtype.kind != DTypeFilter::Kind::Any && !(out.dtype == b.dtype)) {
-        diags_.error(at, fmt::format("conflicting dtype constraints {} and {}", out.dtype.str(), b.dtype.str()));
+        diags_.error(at, fmt::format("conflicting dtype constraints {} and {}", out.dtype.str(),
+                                     b.dtype.str()));
         return std::nullopt;
       }
       out.dtype = b.dtype;
@@ -488,15 +532,18 @@ class Resolver {
   std::vector<MatchNode> constraint_variants(const Constraint& c, RuleCtx& rc, bool in_chain_tail) {
     MatchNode n;
     switch (c.kind) {
-      case Constraint::Kind::Wildcard: return {n};
+      case Constraint::Kind::Wildcard:
+        return {n};
       case Constraint::Kind::Literal:
         n.any_op = false;
         n.ops = OpSet{Op::Const};
         n.arg.kind = ArgMatch::Kind::Literal;
         n.arg.literal = c.literal;
         return {n};
-      case Constraint::Kind::Group: return pattern(*c.group, rc);
-      case Constraint::Kind::Op: break;
+      case Constraint::Kind::Group:
+        return pattern(*c.group, rc);
+      case Constraint::Kind::Op:
+        break;
     }
     // A lone dtype name: a dtype constraint.
     if (c.names.size() == 1 && !c.has_sources && !c.arg && !c.optional &&
@@ -508,14 +555,16 @@ class Resolver {
     for (const std::string& name : c.names) {
       const NameKind k = classify(name, rc);
       if (k == NameKind::Capture && c.names.size() == 1 && !c.has_sources && !c.optional) {
-        diags_.error(c.loc, in_chain_tail ? fmt::format("'{}' is not an op, op group or dtype", name)
-                                          : fmt::format("'{}' cannot be a capture here", name));
+        diags_.error(c.loc, in_chain_tail
+                                ? fmt::format("'{}' is not an op, op group or dtype", name)
+                                : fmt::format("'{}' cannot be a capture here", name));
         return {};
       }
       auto set = ops_of(name, rc);
       if (!set) {
-        diags_.error(c.loc, k == NameKind::DType ? fmt::format("dtype '{}' cannot be combined with ops", name)
-                                                 : unknown_op_message(name));
+        diags_.error(c.loc, k == NameKind::DType
+                                ? fmt::format("dtype '{}' cannot be combined with ops", name)
+                                : unknown_op_message(name));
         return {};
       }
       n.ops = n.ops | *set;
@@ -559,12 +608,21 @@ class Resolver {
       });
       if (!any_ok) {
         std::string names;
-        n.ops.for_each([&](Op o) { names += (names.empty() ? "" : "|") + std::string(op_name(o)); });
-        const OpInfo& info = op_info([&] { Op f = Op::Noop; n.ops.for_each([&](Op o) { if (f == Op::Noop) f = o; }); return f; }());
+        n.ops.for_each(
+            [&](Op o) { names += (names.empty() ? "" : "|") + std::string(op_name(o)); });
+        const OpInfo& info = op_info([&] {
+          Op f = Op::Noop;
+          n.ops.for_each([&](Op o) {
+            if (f == Op::Noop) f = o;
+          });
+          return f;
+        }());
         const std::string want = info.max_src < 0 ? fmt::format("at least {}", info.min_src)
-                                 : info.min_src == info.max_src ? fmt::format("{}", info.min_src)
-                                                                : fmt::format("{} to {}", info.min_src, info.max_src);
-        diags_.error(c.loc, fmt::format("wrong arity: {} takes {} sources, the pattern has {}", names, want, n_src));
+                                 : info.min_src == info.max_src
+                                     ? fmt::format("{}", info.min_src)
+                                     : fmt::format("{} to {}", info.min_src, info.max_src);
+        diags_.error(c.loc, fmt::format("wrong arity: {} takes {} sources, the pattern has {}",
+                                        names, want, n_src));
         return {};
       }
     }
@@ -574,7 +632,8 @@ class Resolver {
       for (const MatchNode& v : per_source[0]) {
         for (const MatchNode& child : v.srcs) {
           if (binds_anything(child)) {
-            diags_.error(pos[0]->loc, "captures inside a repeated source may only name the repeated node");
+            diags_.error(pos[0]->loc,
+                         "captures inside a repeated source may only name the repeated node");
             return {};
           }
         }
@@ -595,7 +654,9 @@ class Resolver {
     for (const auto& ord : orders) {
       std::vector<MatchNode> partial(1, n);
       for (auto& p : partial) {
-        p.sources = repeat ? MatchNode::Sources::Repeat : rest ? MatchNode::Sources::Prefix : MatchNode::Sources::Exact;
+        p.sources = repeat ? MatchNode::Sources::Repeat
+                    : rest ? MatchNode::Sources::Prefix
+                           : MatchNode::Sources::Exact;
       }
       for (size_t k : ord) {
         std::vector<MatchNode> grown;
@@ -624,13 +685,15 @@ class Resolver {
   ArgMatch arg_match(const ArgPat& a, RuleCtx& rc) {
     ArgMatch m;
     switch (a.kind) {
-      case ArgPat::Kind::Any: return m;
+      case ArgPat::Kind::Any:
+        return m;
       case ArgPat::Kind::Literal:
         m.kind = ArgMatch::Kind::Literal;
         m.literal = a.literal;
         return m;
       case ArgPat::Kind::Name: {
-        if (auto o = op_from_name(a.name); o && std::isupper(static_cast<unsigned char>(a.name[0]))) {
+        if (auto o = op_from_name(a.name);
+            o && std::isupper(static_cast<unsigned char>(a.name[0]))) {
           m.kind = ArgMatch::Kind::Literal;
           m.literal = Arg::op(*o);
           return m;
@@ -664,8 +727,10 @@ class Resolver {
         r.value = Value::from_arg(e.literal);
         r.type = literal_type(e.literal);
         return r;
-      case ExprKind::Name: return name(e, rc);
-      case ExprKind::Call: return call(e, rc);
+      case ExprKind::Name:
+        return name(e, rc);
+      case ExprKind::Call:
+        return call(e, rc);
       case ExprKind::Member: {
         r.k = e.is_call ? RExpr::K::Method : RExpr::K::Member;
         r.name = e.name;
@@ -674,7 +739,8 @@ class Resolver {
         const Type recv = r.kids[0].type;
         auto t = member_type(recv, e.name, e.is_call);
         if (!t) {
-          diags_.error(e.loc, fmt::format("{} has no {} '{}'", type_name(recv), e.is_call ? "method" : "property", e.name));
+          diags_.error(e.loc, fmt::format("{} has no {} '{}'", type_name(recv),
+                                          e.is_call ? "method" : "property", e.name));
         }
         r.type = t.value_or(Type::Any);
         return r;
@@ -693,17 +759,21 @@ class Resolver {
         if (e.op == "!") {
           r.k = RExpr::K::Not;
           r.type = Type::Bool;
-          if (!guard_type_ok(t)) diags_.error(e.loc, fmt::format("'!' needs a bool, got {}", type_name(t)));
+          if (!guard_type_ok(t))
+            diags_.error(e.loc, fmt::format("'!' needs a bool, got {}", type_name(t)));
         } else {
           r.k = e.op == "-" ? RExpr::K::Neg : RExpr::K::Invert;
           r.type = t;
-          if (t != Type::UOp && t != Type::Int && t != Type::Float && t != Type::Any && t != Type::Bool) {
-            diags_.error(e.loc, fmt::format("'{}' needs a number or a UOp, got {}", e.op, type_name(t)));
+          if (t != Type::UOp && t != Type::Int && t != Type::Float && t != Type::Any &&
+              t != Type::Bool) {
+            diags_.error(e.loc,
+                         fmt::format("'{}' needs a number or a UOp, got {}", e.op, type_name(t)));
           }
         }
         return r;
       }
-      case ExprKind::Binary: return binary_expr(e, rc);
+      case ExprKind::Binary:
+        return binary_expr(e, rc);
       case ExprKind::Tuple:
         r.k = RExpr::K::Tuple;
         r.type = Type::Tuple;
@@ -740,7 +810,8 @@ class Resolver {
       }
     }
     if (e.name == "ok") {
-      if (rc.kind != SetKind::Verifier) diags_.error(e.loc, "'ok' is only a result of verifier rules");
+      if (rc.kind != SetKind::Verifier)
+        diags_.error(e.loc, "'ok' is only a result of verifier rules");
       r.value = Value::ok();
       r.type = Type::Status;
       return r;
@@ -765,7 +836,8 @@ class Resolver {
     r.name = e.name;
     r.arg_names = e.arg_names;
     for (const auto& k : e.kids) r.kids.push_back(expr(*k, rc));
-    const bool any_uop = std::any_of(r.kids.begin(), r.kids.end(), [](const RExpr& k) { return k.type == Type::UOp; });
+    const bool any_uop = std::any_of(r.kids.begin(), r.kids.end(),
+                                     [](const RExpr& k) { return k.type == Type::UOp; });
     std::string op_text = e.name;
     if (auto it = rc.for_env.find(e.name); it != rc.for_env.end()) op_text = it->second;
     if (auto o = op_from_name(op_text); o && std::isupper(static_cast<unsigned char>(op_text[0]))) {
@@ -774,9 +846,12 @@ class Resolver {
       r.type = Type::UOp;
       const OpInfo& info = op_info(*o);
       if (!info.is_alu()) {
-        diags_.error(e.loc, fmt::format("{}(...) builds ALU ops only; use uop({}, dtype, src: (...))", info.name, info.name));
+        diags_.error(e.loc,
+                     fmt::format("{}(...) builds ALU ops only; use uop({}, dtype, src: (...))",
+                                 info.name, info.name));
       } else if (!info.accepts_arity(static_cast<int>(r.kids.size()))) {
-        diags_.error(e.loc, fmt::format("wrong arity: {} takes {} sources, got {}", info.name, info.min_src, r.kids.size()));
+        diags_.error(e.loc, fmt::format("wrong arity: {} takes {} sources, got {}", info.name,
+                                        info.min_src, r.kids.size()));
       }
       return r;
     }
@@ -784,7 +859,8 @@ class Resolver {
       r.k = RExpr::K::Builtin;
       r.type = *t;
       if ((e.name == "max" || e.name == "min" || e.name == "select") && any_uop) r.type = Type::UOp;
-      if (e.name == "fail" && rc.kind != SetKind::Verifier) diags_.error(e.loc, "'fail' is only a result of verifier rules");
+      if (e.name == "fail" && rc.kind != SetKind::Verifier)
+        diags_.error(e.loc, "'fail' is only a result of verifier rules");
       return r;
     }
     if (const Helper* h = find_helper(e.name)) {
@@ -794,8 +870,9 @@ class Resolver {
       const int n = static_cast<int>(r.kids.size());
       if (n < h->min_args || n > h->max_args) {
         diags_.error(e.loc, fmt::format("helper '{}' takes {} argument(s), got {}", e.name,
-                                        h->min_args == h->max_args ? std::to_string(h->min_args)
-                                                                   : fmt::format("{} to {}", h->min_args, h->max_args),
+                                        h->min_args == h->max_args
+                                            ? std::to_string(h->min_args)
+                                            : fmt::format("{} to {}", h->min_args, h->max_args),
                                         n));
       }
       return r;
@@ -814,40 +891,52 @@ class Resolver {
       r.k = e.op == "&&" ? RExpr::K::And : RExpr::K::Or;
       r.type = Type::Bool;
       for (const RExpr& k : r.kids)
-        if (!guard_type_ok(k.type)) diags_.error(k.loc, fmt::format("'{}' needs bools, got {}", e.op, type_name(k.type)));
+        if (!guard_type_ok(k.type))
+          diags_.error(k.loc, fmt::format("'{}' needs bools, got {}", e.op, type_name(k.type)));
       return r;
     }
     r.k = RExpr::K::Binary;
     r.bop = *binop_from(e.op);
-    const bool cmp = r.bop == BinOp::Lt || r.bop == BinOp::Le || r.bop == BinOp::Gt || r.bop == BinOp::Ge;
+    const bool cmp =
+        r.bop == BinOp::Lt || r.bop == BinOp::Le || r.bop == BinOp::Gt || r.bop == BinOp::Ge;
     if (r.bop == BinOp::Eq || r.bop == BinOp::Ne) {
       r.type = Type::Bool;
       return r;
     }
-    auto numeric = [](Type t) { return t == Type::Int || t == Type::Float || t == Type::Bool || t == Type::Any; };
+    auto numeric = [](Type t) {
+      return t == Type::Int || t == Type::Float || t == Type::Bool || t == Type::Any;
+    };
     if (cmp) {
       if (a == Type::UOp || b == Type::UOp) {
-        diags_.error(e.loc, fmt::format("'{}' compares numbers, not UOps; build a comparison with .lt/.le/.gt/.ge", e.op));
+        diags_.error(
+            e.loc,
+            fmt::format("'{}' compares numbers, not UOps; build a comparison with .lt/.le/.gt/.ge",
+                        e.op));
       } else if (!numeric(a) || !numeric(b)) {
-        diags_.error(e.loc, fmt::format("'{}' compares numbers, got {} and {}", e.op, type_name(a), type_name(b)));
+        diags_.error(e.loc, fmt::format("'{}' compares numbers, got {} and {}", e.op, type_name(a),
+                                        type_name(b)));
       }
       r.type = Type::Bool;
       return r;
     }
     if (a == Type::UOp || b == Type::UOp) {
       if ((a != Type::UOp && !numeric(a)) || (b != Type::UOp && !numeric(b))) {
-        diags_.error(e.loc, fmt::format("'{}' needs UOps or numbers, got {} and {}", e.op, type_name(a), type_name(b)));
+        diags_.error(e.loc, fmt::format("'{}' needs UOps or numbers, got {} and {}", e.op,
+                                        type_name(a), type_name(b)));
       }
       r.type = Type::UOp;
       return r;
     }
     if (!numeric(a) || !numeric(b)) {
-      diags_.error(e.loc, fmt::format("'{}' needs numbers or UOps, got {} and {}", e.op, type_name(a), type_name(b)));
+      diags_.error(e.loc, fmt::format("'{}' needs numbers or UOps, got {} and {}", e.op,
+                                      type_name(a), type_name(b)));
     }
-    r.type = (a == Type::Any || b == Type::Any) ? Type::Any
+    r.type = (a == Type::Any || b == Type::Any)                              ? Type::Any
              : (a == Type::Float || b == Type::Float || r.bop == BinOp::Div) ? Type::Float
-             : (a == Type::Bool && b == Type::Bool && (r.bop == BinOp::And || r.bop == BinOp::Or || r.bop == BinOp::Xor)) ? Type::Bool
-                                                                                                          : Type::Int;
+             : (a == Type::Bool && b == Type::Bool &&
+                (r.bop == BinOp::And || r.bop == BinOp::Or || r.bop == BinOp::Xor))
+                 ? Type::Bool
+                 : Type::Int;
     return r;
   }
 
@@ -862,14 +951,16 @@ class Resolver {
     if (!arg_subsumes(a.arg, b.arg)) return false;
     using S = MatchNode::Sources;
     switch (a.sources) {
-      case S::Any: return true;
+      case S::Any:
+        return true;
       case S::Exact:
         if (b.sources != S::Exact || b.srcs.size() != a.srcs.size()) return false;
         for (size_t i = 0; i < a.srcs.size(); ++i)
           if (!subsumes(a.srcs[i], b.srcs[i])) return false;
         return true;
       case S::Prefix:
-        if ((b.sources != S::Exact && b.sources != S::Prefix) || b.srcs.size() < a.srcs.size()) return false;
+        if ((b.sources != S::Exact && b.sources != S::Prefix) || b.srcs.size() < a.srcs.size())
+          return false;
         for (size_t i = 0; i < a.srcs.size(); ++i)
           if (!subsumes(a.srcs[i], b.srcs[i])) return false;
         return true;
@@ -886,7 +977,8 @@ class Resolver {
   static bool unconditional(const ResolvedRule& r) {
     return r.steps.empty() && !r.has_identity && r.result.type == Type::UOp &&
            (r.result.k == RExpr::K::Construct || r.result.k == RExpr::K::Const ||
-            (r.result.k == RExpr::K::Binary) || (r.result.k == RExpr::K::Builtin && r.result.name == "const_like"));
+            (r.result.k == RExpr::K::Binary) ||
+            (r.result.k == RExpr::K::Builtin && r.result.name == "const_like"));
   }
 
   void analyze(const ResolvedSet& set) {
@@ -919,8 +1011,10 @@ class Resolver {
             by = e;
             break;
           }
-        if (!by) all_shadowed = false;
-        else shadow = by;
+        if (!by)
+          all_shadowed = false;
+        else
+          shadow = by;
       }
       if (all_shadowed && shadow && !(texts.count(norm) && texts[norm] != &first)) {
         diags_.warning(first.loc, "rule can never fire: an earlier rule always matches first",

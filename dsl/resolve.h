@@ -19,7 +19,18 @@ namespace tinyrw::rw {
 
 // A dtype constraint: a group (int, uint, sint, float, bool, index, ...) or one exact dtype.
 struct DTypeFilter {
-  enum class Kind : uint8_t { Any, Exact, Int, UInt, SInt, Float, Bool, Index, Void, Ptr } kind = Kind::Any;
+  enum class Kind : uint8_t {
+    Any,
+    Exact,
+    Int,
+    UInt,
+    SInt,
+    Float,
+    Bool,
+    Index,
+    Void,
+    Ptr
+  } kind = Kind::Any;
   DType exact;
   bool accepts(DType d) const;
   bool subset_of(const DTypeFilter& o) const;  // conservative
@@ -53,13 +64,28 @@ struct MatchNode {
 
 // A resolved expression: names are slots or constants, calls are bound to their targets.
 struct RExpr {
-  enum class K : uint8_t { Const, Slot, Binary, And, Or, Not, Neg, Invert, Member, Method, Index,
-                           Builtin, Construct, Helper, Tuple };
+  enum class K : uint8_t {
+    Const,
+    Slot,
+    Binary,
+    And,
+    Or,
+    Not,
+    Neg,
+    Invert,
+    Member,
+    Method,
+    Index,
+    Builtin,
+    Construct,
+    Helper,
+    Tuple
+  };
   K k = K::Const;
   Loc loc;
   Type type = Type::Any;
-  Value value;       // Const
-  int slot = -1;     // Slot
+  Value value;    // Const
+  int slot = -1;  // Slot
   BinOp bop = BinOp::Add;
   std::string name;  // Member, Method, Builtin, Helper
   Op op = Op::Noop;  // Construct
@@ -75,7 +101,7 @@ struct Step {
 };
 
 struct ResolvedRule {
-  RuleInfo info;      // name "<set>#<rule>", the .rw file and line, the rule's text
+  RuleInfo info;  // name "<set>#<rule>", the .rw file and line, the rule's text
   Loc loc;
   int rule_index = 0;  // position of the rule in its set (variants share it)
   int variant = 0;

@@ -27,11 +27,13 @@ std::optional<Value> DifferentialMatcher::apply(const UOp& node, RewriteContext&
                     (fa == nullptr) == (fb == nullptr) && (!fa || fa->location() == fb->location());
   if (!same) {
     auto describe = [](const std::optional<Value>& v, const RuleInfo* r) {
-      return v ? fmt::format("{} (rule {} at {})", v->repr(), r ? r->name : "?", r ? r->location() : "?")
+      return v ? fmt::format("{} (rule {} at {})", v->repr(), r ? r->name : "?",
+                             r ? r->location() : "?")
                : std::string("no match");
     };
-    throw RwError(fmt::format("differential mismatch in rule set '{}' at {}:\n  {}: {}\n  {}: {}", name(),
-                              node.repr(2), "first", describe(va, fa), "second", describe(vb, fb)));
+    throw RwError(fmt::format("differential mismatch in rule set '{}' at {}:\n  {}: {}\n  {}: {}",
+                              name(), node.repr(2), "first", describe(va, fa), "second",
+                              describe(vb, fb)));
   }
   if (fired) *fired = fa;
   return va;

@@ -9,22 +9,34 @@ namespace tinyrw::rw {
 
 std::string_view type_name(Type t) {
   switch (t) {
-    case Type::Any: return "any";
-    case Type::None: return "none";
-    case Type::Bool: return "bool";
-    case Type::Int: return "int";
-    case Type::Float: return "float";
-    case Type::String: return "string";
-    case Type::UOp: return "UOp";
-    case Type::DType: return "dtype";
-    case Type::Op: return "op";
-    case Type::Tuple: return "tuple";
-    case Type::Status: return "verifier status";
+    case Type::Any:
+      return "any";
+    case Type::None:
+      return "none";
+    case Type::Bool:
+      return "bool";
+    case Type::Int:
+      return "int";
+    case Type::Float:
+      return "float";
+    case Type::String:
+      return "string";
+    case Type::UOp:
+      return "UOp";
+    case Type::DType:
+      return "dtype";
+    case Type::Op:
+      return "op";
+    case Type::Tuple:
+      return "tuple";
+    case Type::Status:
+      return "verifier status";
   }
   return "?";
 }
 
-// ---- Value ------------------------------------------------------------------------------------------
+// ---- Value
+// ------------------------------------------------------------------------------------------
 
 Value Value::boolean(bool b) {
   Value v;
@@ -91,19 +103,27 @@ Value Value::fail(std::string message) {
 Value Value::from_arg(const Arg& a) {
   switch (a.kind()) {
     case Arg::Kind::None:
-    case Arg::Kind::Invalid: return Value();
-    case Arg::Kind::Int: return integer(a.as_int());
-    case Arg::Kind::Float: return real(a.as_float());
-    case Arg::Kind::Bool: return boolean(a.as_bool());
-    case Arg::Kind::String: return string(a.as_string());
-    case Arg::Kind::DType: return dtype(a.as_dtype());
-    case Arg::Kind::Op: return op(a.as_op());
+    case Arg::Kind::Invalid:
+      return Value();
+    case Arg::Kind::Int:
+      return integer(a.as_int());
+    case Arg::Kind::Float:
+      return real(a.as_float());
+    case Arg::Kind::Bool:
+      return boolean(a.as_bool());
+    case Arg::Kind::String:
+      return string(a.as_string());
+    case Arg::Kind::DType:
+      return dtype(a.as_dtype());
+    case Arg::Kind::Op:
+      return op(a.as_op());
     case Arg::Kind::Tuple: {
       std::vector<Value> items;
       for (const Arg& x : a.items()) items.push_back(from_arg(x));
       return tuple(std::move(items));
     }
-    case Arg::Kind::Record: return string(a.repr());
+    case Arg::Kind::Record:
+      return string(a.repr());
   }
   return Value();
 }
@@ -117,11 +137,16 @@ namespace {
 
 bool Value::as_bool() const {
   switch (kind_) {
-    case Kind::Bool: return b_;
-    case Kind::Int: return i_ != 0;
-    case Kind::Float: return f_ != 0;
-    case Kind::Status: return b_;
-    default: type_error("a bool", *this);
+    case Kind::Bool:
+      return b_;
+    case Kind::Int:
+      return i_ != 0;
+    case Kind::Float:
+      return f_ != 0;
+    case Kind::Status:
+      return b_;
+    default:
+      type_error("a bool", *this);
   }
 }
 i128 Value::as_int() const {
@@ -162,38 +187,55 @@ bool Value::status_ok() const {
 
 Arg Value::to_arg() const {
   switch (kind_) {
-    case Kind::None: return Arg();
-    case Kind::Bool: return Arg::boolean(b_);
-    case Kind::Int: return Arg::integer(i_);
-    case Kind::Float: return Arg::real(f_);
-    case Kind::String: return Arg::string(*s_);
-    case Kind::DType: return Arg::dtype(d_);
-    case Kind::Op: return Arg::op(o_);
+    case Kind::None:
+      return Arg();
+    case Kind::Bool:
+      return Arg::boolean(b_);
+    case Kind::Int:
+      return Arg::integer(i_);
+    case Kind::Float:
+      return Arg::real(f_);
+    case Kind::String:
+      return Arg::string(*s_);
+    case Kind::DType:
+      return Arg::dtype(d_);
+    case Kind::Op:
+      return Arg::op(o_);
     case Kind::Tuple: {
       std::vector<Arg> items;
       for (const Value& v : *items_) items.push_back(v.to_arg());
       return Arg::tuple(std::move(items));
     }
-    default: type_error("a value usable as an arg", *this);
+    default:
+      type_error("a value usable as an arg", *this);
   }
 }
 
 std::string Value::repr() const {
   switch (kind_) {
-    case Kind::None: return "none";
-    case Kind::Bool: return b_ ? "True" : "False";
-    case Kind::Int: return to_string(i_);
-    case Kind::Float: return Arg::real(f_).repr();
-    case Kind::String: return Arg::string(*s_).repr();
-    case Kind::UOp: return u_.repr(1);
-    case Kind::DType: return d_.repr();
-    case Kind::Op: return std::string(op_name(o_));
+    case Kind::None:
+      return "none";
+    case Kind::Bool:
+      return b_ ? "True" : "False";
+    case Kind::Int:
+      return to_string(i_);
+    case Kind::Float:
+      return Arg::real(f_).repr();
+    case Kind::String:
+      return Arg::string(*s_).repr();
+    case Kind::UOp:
+      return u_.repr(1);
+    case Kind::DType:
+      return d_.repr();
+    case Kind::Op:
+      return std::string(op_name(o_));
     case Kind::Tuple: {
       std::string out = "(";
       for (size_t i = 0; i < items_->size(); ++i) out += (i ? ", " : "") + (*items_)[i].repr();
       return out + (items_->size() == 1 ? ",)" : ")");
     }
-    case Kind::Status: return b_ ? "ok" : "fail(" + (s_ ? *s_ : "") + ")";
+    case Kind::Status:
+      return b_ ? "ok" : "fail(" + (s_ ? *s_ : "") + ")";
   }
   return "?";
 }
@@ -205,25 +247,34 @@ bool Value::operator==(const Value& o) const {
   }
   if (kind_ != o.kind_) return false;
   switch (kind_) {
-    case Kind::None: return true;
-    case Kind::String: return *s_ == *o.s_;
-    case Kind::UOp: return u_ == o.u_;
-    case Kind::DType: return d_ == o.d_;
-    case Kind::Op: return o_ == o.o_;
-    case Kind::Tuple: return *items_ == *o.items_;
-    case Kind::Status: return b_ == o.b_;
-    default: return false;
+    case Kind::None:
+      return true;
+    case Kind::String:
+      return *s_ == *o.s_;
+    case Kind::UOp:
+      return u_ == o.u_;
+    case Kind::DType:
+      return d_ == o.d_;
+    case Kind::Op:
+      return o_ == o.o_;
+    case Kind::Tuple:
+      return *items_ == *o.items_;
+    case Kind::Status:
+      return b_ == o.b_;
+    default:
+      return false;
   }
 }
 
-// ---- operators ----------------------------------------------------------------------------------------
+// ---- operators
+// ----------------------------------------------------------------------------------------
 
 std::optional<BinOp> binop_from(std::string_view t) {
   static const std::pair<std::string_view, BinOp> kOps[] = {
-      {"+", BinOp::Add},  {"-", BinOp::Sub},  {"*", BinOp::Mul},  {"//", BinOp::FloorDiv},
-      {"%", BinOp::Mod},  {"/", BinOp::Div},  {"&", BinOp::And},  {"|", BinOp::Or},
-      {"^", BinOp::Xor},  {"<<", BinOp::Shl}, {">>", BinOp::Shr}, {"==", BinOp::Eq},
-      {"!=", BinOp::Ne},  {"<", BinOp::Lt},   {"<=", BinOp::Le},  {">", BinOp::Gt},
+      {"+", BinOp::Add}, {"-", BinOp::Sub},  {"*", BinOp::Mul},  {"//", BinOp::FloorDiv},
+      {"%", BinOp::Mod}, {"/", BinOp::Div},  {"&", BinOp::And},  {"|", BinOp::Or},
+      {"^", BinOp::Xor}, {"<<", BinOp::Shl}, {">>", BinOp::Shr}, {"==", BinOp::Eq},
+      {"!=", BinOp::Ne}, {"<", BinOp::Lt},   {"<=", BinOp::Le},  {">", BinOp::Gt},
       {">=", BinOp::Ge}};
   for (const auto& [text, op] : kOps)
     if (text == t) return op;
@@ -231,7 +282,7 @@ std::optional<BinOp> binop_from(std::string_view t) {
 }
 
 std::string_view binop_text(BinOp op) {
-  static const char* kText[] = {"+", "-", "*", "//", "%", "/", "&", "|", "^",
+  static const char* kText[] = {"+",  "-",  "*",  "//", "%", "/",  "&", "|", "^",
                                 "<<", ">>", "==", "!=", "<", "<=", ">", ">="};
   return kText[static_cast<size_t>(op)];
 }
@@ -249,20 +300,31 @@ Value uop_binary(BinOp op, const Value& a, const Value& b) {
   const UOp& like = a.is_uop() ? a.as_uop() : b.as_uop();
   const UOp x = as_operand(a, like), y = as_operand(b, like);
   switch (op) {
-    case BinOp::Add: return Value::uop(x + y);
-    case BinOp::Sub: return Value::uop(x - y);
-    case BinOp::Mul: return Value::uop(x * y);
-    case BinOp::FloorDiv: return Value::uop(x.floordiv(y));
-    case BinOp::Mod: return Value::uop(x.floormod(y));
-    case BinOp::Div: return Value::uop(x.alu(Op::FDiv, {y}));
-    case BinOp::And: return Value::uop(x & y);
-    case BinOp::Or: return Value::uop(x | y);
-    case BinOp::Xor: return Value::uop(x ^ y);
-    case BinOp::Shl: return Value::uop(x << y);
-    case BinOp::Shr: return Value::uop(x >> y);
+    case BinOp::Add:
+      return Value::uop(x + y);
+    case BinOp::Sub:
+      return Value::uop(x - y);
+    case BinOp::Mul:
+      return Value::uop(x * y);
+    case BinOp::FloorDiv:
+      return Value::uop(x.floordiv(y));
+    case BinOp::Mod:
+      return Value::uop(x.floormod(y));
+    case BinOp::Div:
+      return Value::uop(x.alu(Op::FDiv, {y}));
+    case BinOp::And:
+      return Value::uop(x & y);
+    case BinOp::Or:
+      return Value::uop(x | y);
+    case BinOp::Xor:
+      return Value::uop(x ^ y);
+    case BinOp::Shl:
+      return Value::uop(x << y);
+    case BinOp::Shr:
+      return Value::uop(x >> y);
     default:
-      throw EvalError(fmt::format("'{}' does not apply to UOps; use .lt/.le/.gt/.ge/.ne/.eq",
-                                  binop_text(op)));
+      throw EvalError(
+          fmt::format("'{}' does not apply to UOps; use .lt/.le/.gt/.ge/.ne/.eq", binop_text(op)));
   }
 }
 
@@ -273,31 +335,46 @@ Value binary(BinOp op, const Value& a, const Value& b) {
   if (op == BinOp::Ne) return Value::boolean(!(a == b));
   if (a.is_uop() || b.is_uop()) return uop_binary(op, a, b);
   if (!a.is_number() || !b.is_number()) {
-    throw EvalError(fmt::format("'{}' needs numbers, got {} and {}", binop_text(op), a.repr(), b.repr()));
+    throw EvalError(
+        fmt::format("'{}' needs numbers, got {} and {}", binop_text(op), a.repr(), b.repr()));
   }
   const bool is_float = a.kind() == Value::Kind::Float || b.kind() == Value::Kind::Float;
   if (is_float) {
     const double x = a.as_float(), y = b.as_float();
     switch (op) {
-      case BinOp::Add: return Value::real(x + y);
-      case BinOp::Sub: return Value::real(x - y);
-      case BinOp::Mul: return Value::real(x * y);
-      case BinOp::Div: return Value::real(x / y);
-      case BinOp::FloorDiv: return Value::real(std::floor(x / y));
-      case BinOp::Mod: return Value::real(x - std::floor(x / y) * y);
-      case BinOp::Lt: return Value::boolean(x < y);
-      case BinOp::Le: return Value::boolean(x <= y);
-      case BinOp::Gt: return Value::boolean(x > y);
-      case BinOp::Ge: return Value::boolean(x >= y);
-      default: throw EvalError(fmt::format("'{}' needs integers", binop_text(op)));
+      case BinOp::Add:
+        return Value::real(x + y);
+      case BinOp::Sub:
+        return Value::real(x - y);
+      case BinOp::Mul:
+        return Value::real(x * y);
+      case BinOp::Div:
+        return Value::real(x / y);
+      case BinOp::FloorDiv:
+        return Value::real(std::floor(x / y));
+      case BinOp::Mod:
+        return Value::real(x - std::floor(x / y) * y);
+      case BinOp::Lt:
+        return Value::boolean(x < y);
+      case BinOp::Le:
+        return Value::boolean(x <= y);
+      case BinOp::Gt:
+        return Value::boolean(x > y);
+      case BinOp::Ge:
+        return Value::boolean(x >= y);
+      default:
+        throw EvalError(fmt::format("'{}' needs integers", binop_text(op)));
     }
   }
   const i128 x = a.as_int(), y = b.as_int();
   const bool both_bool = a.kind() == Value::Kind::Bool && b.kind() == Value::Kind::Bool;
   switch (op) {
-    case BinOp::Add: return Value::integer(sat_add(x, y));
-    case BinOp::Sub: return Value::integer(sat_sub(x, y));
-    case BinOp::Mul: return Value::integer(sat_mul(x, y));
+    case BinOp::Add:
+      return Value::integer(sat_add(x, y));
+    case BinOp::Sub:
+      return Value::integer(sat_sub(x, y));
+    case BinOp::Mul:
+      return Value::integer(sat_mul(x, y));
     case BinOp::FloorDiv:
     case BinOp::Mod:
       if (y == 0) throw EvalError("integer division by zero");
@@ -305,20 +382,28 @@ Value binary(BinOp op, const Value& a, const Value& b) {
     case BinOp::Div:
       if (y == 0) throw EvalError("division by zero");
       return Value::real(static_cast<double>(x) / static_cast<double>(y));
-    case BinOp::And: return both_bool ? Value::boolean(x & y) : Value::integer(x & y);
-    case BinOp::Or: return both_bool ? Value::boolean(x | y) : Value::integer(x | y);
-    case BinOp::Xor: return both_bool ? Value::boolean(x ^ y) : Value::integer(x ^ y);
+    case BinOp::And:
+      return both_bool ? Value::boolean(x & y) : Value::integer(x & y);
+    case BinOp::Or:
+      return both_bool ? Value::boolean(x | y) : Value::integer(x | y);
+    case BinOp::Xor:
+      return both_bool ? Value::boolean(x ^ y) : Value::integer(x ^ y);
     case BinOp::Shl:
       if (y < 0 || y > 120) throw EvalError("shift count out of range");
       return Value::integer(sat_mul(x, static_cast<i128>(1) << static_cast<int>(y)));
     case BinOp::Shr:
       if (y < 0 || y > 120) throw EvalError("shift count out of range");
       return Value::integer(floor_div(x, static_cast<i128>(1) << static_cast<int>(y)));
-    case BinOp::Lt: return Value::boolean(x < y);
-    case BinOp::Le: return Value::boolean(x <= y);
-    case BinOp::Gt: return Value::boolean(x > y);
-    case BinOp::Ge: return Value::boolean(x >= y);
-    default: break;
+    case BinOp::Lt:
+      return Value::boolean(x < y);
+    case BinOp::Le:
+      return Value::boolean(x <= y);
+    case BinOp::Gt:
+      return Value::boolean(x > y);
+    case BinOp::Ge:
+      return Value::boolean(x >= y);
+    default:
+      break;
   }
   throw EvalError("bad operator");
 }
@@ -334,13 +419,15 @@ Value invert(const Value& a) {
   return Value::integer(-a.as_int() - 1);
 }
 
-// ---- members and methods -------------------------------------------------------------------------------
+// ---- members and methods
+// -------------------------------------------------------------------------------
 
 namespace {
 
 Value shape_value(const UOp& u) {
   std::vector<Value> dims;
-  for (const SInt& d : u.shape()) dims.push_back(d.is_int() ? Value::integer(d.value()) : Value::uop(d.uop()));
+  for (const SInt& d : u.shape())
+    dims.push_back(d.is_int() ? Value::integer(d.value()) : Value::uop(d.uop()));
   return Value::tuple(std::move(dims));
 }
 
@@ -378,7 +465,8 @@ Value dtype_member(DType d, std::string_view name) {
   throw EvalError(fmt::format("dtype has no property '{}'", name));
 }
 
-const Value* named(std::span<const Value> args, std::span<const std::string> names, std::string_view key) {
+const Value* named(std::span<const Value> args, std::span<const std::string> names,
+                   std::string_view key) {
   for (size_t i = 0; i < args.size(); ++i)
     if (i < names.size() && names[i] == key) return &args[i];
   return nullptr;
@@ -403,8 +491,10 @@ std::vector<UOp> uop_list(const Value& v) {
 Value member(const Value& recv, std::string_view name) {
   if (recv.is_uop()) return uop_member(recv.as_uop(), name);
   if (recv.kind() == Value::Kind::DType) return dtype_member(recv.as_dtype(), name);
-  if (recv.kind() == Value::Kind::Tuple && name == "len") return Value::integer(static_cast<i128>(recv.items().size()));
-  if (recv.kind() == Value::Kind::Op && name == "name") return Value::string(std::string(op_name(recv.as_op())));
+  if (recv.kind() == Value::Kind::Tuple && name == "len")
+    return Value::integer(static_cast<i128>(recv.items().size()));
+  if (recv.kind() == Value::Kind::Op && name == "name")
+    return Value::string(std::string(op_name(recv.as_op())));
   throw EvalError(fmt::format("{} has no property '{}'", recv.repr(), name));
 }
 
@@ -419,12 +509,19 @@ Value method(const Value& recv, std::string_view name, std::span<const Value> ar
     UOp out = u;
     for (size_t i = 0; i < args.size(); ++i) {
       const std::string& key = i < names.size() ? names[i] : "";
-      if (key == "src") out = out.with_src(uop_list(args[i]));
-      else if (key == "arg") out = out.with_arg(args[i].to_arg());
-      else if (key == "dtype") out = out.with_dtype(args[i].as_dtype());
-      else if (key == "op") out = out.with_op(args[i].as_op());
-      else if (key == "tag") out = out.with_tag(args[i].to_arg());
-      else throw EvalError(fmt::format("replace takes src:, arg:, dtype:, op: or tag:, got '{}'", key));
+      if (key == "src")
+        out = out.with_src(uop_list(args[i]));
+      else if (key == "arg")
+        out = out.with_arg(args[i].to_arg());
+      else if (key == "dtype")
+        out = out.with_dtype(args[i].as_dtype());
+      else if (key == "op")
+        out = out.with_op(args[i].as_op());
+      else if (key == "tag")
+        out = out.with_tag(args[i].to_arg());
+      else
+        throw EvalError(
+            fmt::format("replace takes src:, arg:, dtype:, op: or tag:, got '{}'", key));
     }
     return Value::uop(out);
   }
@@ -444,10 +541,18 @@ Value method(const Value& recv, std::string_view name, std::span<const Value> ar
     return Value::uop(u.where(as_operand(args[0], like), as_operand(args[1], like)));
   }
   static const std::map<std::string_view, UOp (UOp::*)(const UOp&) const> kBinary = {
-      {"lt", &UOp::lt},           {"le", &UOp::le},           {"gt", &UOp::gt},
-      {"ge", &UOp::ge},           {"ne", &UOp::ne},           {"eq", &UOp::eq},
-      {"maximum", &UOp::maximum}, {"minimum", &UOp::minimum}, {"floordiv", &UOp::floordiv},
-      {"floormod", &UOp::floormod}, {"cdiv", &UOp::cdiv},     {"cmod", &UOp::cmod}};
+      {"lt", &UOp::lt},
+      {"le", &UOp::le},
+      {"gt", &UOp::gt},
+      {"ge", &UOp::ge},
+      {"ne", &UOp::ne},
+      {"eq", &UOp::eq},
+      {"maximum", &UOp::maximum},
+      {"minimum", &UOp::minimum},
+      {"floordiv", &UOp::floordiv},
+      {"floormod", &UOp::floormod},
+      {"cdiv", &UOp::cdiv},
+      {"cmod", &UOp::cmod}};
   if (auto it = kBinary.find(name); it != kBinary.end()) {
     expect_args(name, args, 1, 1);
     return Value::uop((u.*(it->second))(operand(0)));
@@ -461,7 +566,8 @@ Value index(const Value& recv, const Value& idx) {
   i128 i = idx.as_int();
   if (i < 0) i += static_cast<i128>(items.size());
   if (i < 0 || i >= static_cast<i128>(items.size())) {
-    throw EvalError(fmt::format("index {} out of range for {}", to_string(idx.as_int()), recv.repr()));
+    throw EvalError(
+        fmt::format("index {} out of range for {}", to_string(idx.as_int()), recv.repr()));
   }
   return items[static_cast<size_t>(i)];
 }
@@ -469,10 +575,12 @@ Value index(const Value& recv, const Value& idx) {
 Value construct(Op op, std::span<const Value> args) {
   const OpInfo& info = op_info(op);
   if (!info.is_alu()) {
-    throw EvalError(fmt::format("{}(...) builds ALU ops only; use uop({}, dtype, src: ...)", info.name, info.name));
+    throw EvalError(fmt::format("{}(...) builds ALU ops only; use uop({}, dtype, src: ...)",
+                                info.name, info.name));
   }
   if (!info.accepts_arity(static_cast<int>(args.size()))) {
-    throw EvalError(fmt::format("{} takes {} sources, got {}", info.name, info.min_src, args.size()));
+    throw EvalError(
+        fmt::format("{} takes {} sources, got {}", info.name, info.min_src, args.size()));
   }
   const Value* like = nullptr;
   for (const Value& a : args)
@@ -526,7 +634,8 @@ Value call_builtin(std::string_view name, std::span<const Value> args,
     expect_args(name, args, 3, 3);
     if (args[0].is_uop()) {
       const UOp& like = args[1].is_uop() ? args[1].as_uop() : args[2].as_uop();
-      return Value::uop(args[0].as_uop().where(as_operand(args[1], like), as_operand(args[2], like)));
+      return Value::uop(
+          args[0].as_uop().where(as_operand(args[1], like), as_operand(args[2], like)));
     }
     return args[0].as_bool() ? args[1] : args[2];
   }
@@ -540,9 +649,12 @@ Value call_builtin(std::string_view name, std::span<const Value> args,
     Arg arg;
     for (size_t i = 2; i < args.size(); ++i) {
       const std::string& key = i < names.size() ? names[i] : "";
-      if (key == "src") src = uop_list(args[i]);
-      else if (key == "arg") arg = args[i].to_arg();
-      else throw EvalError("uop takes src: and arg: after the op and dtype");
+      if (key == "src")
+        src = uop_list(args[i]);
+      else if (key == "arg")
+        arg = args[i].to_arg();
+      else
+        throw EvalError("uop takes src: and arg: after the op and dtype");
     }
     return Value::uop(UOp::make(args[0].as_op(), args[1].as_dtype(), src, std::move(arg)));
   }
@@ -551,8 +663,8 @@ Value call_builtin(std::string_view name, std::span<const Value> args,
 
 std::optional<Type> builtin_type(std::string_view name) {
   static const std::map<std::string_view, Type> kTypes = {
-      {"const_like", Type::UOp}, {"max", Type::Any},   {"min", Type::Any},   {"abs", Type::Any},
-      {"len", Type::Int},        {"int", Type::Int},   {"float", Type::Float}, {"select", Type::Any},
+      {"const_like", Type::UOp}, {"max", Type::Any}, {"min", Type::Any},     {"abs", Type::Any},
+      {"len", Type::Int},        {"int", Type::Int}, {"float", Type::Float}, {"select", Type::Any},
       {"fail", Type::Status},    {"uop", Type::UOp}};
   auto it = kTypes.find(name);
   if (it == kTypes.end()) return std::nullopt;
@@ -562,41 +674,48 @@ bool is_builtin(std::string_view name) { return builtin_type(name).has_value(); 
 
 std::optional<Type> member_type(Type recv, std::string_view name, bool is_call) {
   static const std::map<std::string_view, Type> kUOpProps = {
-      {"op", Type::Op},     {"dtype", Type::DType}, {"arg", Type::Any},  {"tag", Type::Any},
-      {"nsrc", Type::Int},  {"vmin", Type::Any},    {"vmax", Type::Any}, {"shape", Type::Tuple},
+      {"op", Type::Op},     {"dtype", Type::DType},  {"arg", Type::Any},  {"tag", Type::Any},
+      {"nsrc", Type::Int},  {"vmin", Type::Any},     {"vmax", Type::Any}, {"shape", Type::Tuple},
       {"src", Type::Tuple}, {"is_const", Type::Bool}};
   static const std::map<std::string_view, Type> kUOpMethods = {
-      {"replace", Type::UOp}, {"cast", Type::UOp},    {"bitcast", Type::UOp},  {"const_like", Type::UOp},
-      {"logical_not", Type::UOp}, {"where", Type::UOp}, {"lt", Type::UOp},     {"le", Type::UOp},
-      {"gt", Type::UOp},      {"ge", Type::UOp},      {"ne", Type::UOp},       {"eq", Type::UOp},
-      {"maximum", Type::UOp}, {"minimum", Type::UOp}, {"floordiv", Type::UOp}, {"floormod", Type::UOp},
-      {"cdiv", Type::UOp},    {"cmod", Type::UOp}};
+      {"replace", Type::UOp},    {"cast", Type::UOp},        {"bitcast", Type::UOp},
+      {"const_like", Type::UOp}, {"logical_not", Type::UOp}, {"where", Type::UOp},
+      {"lt", Type::UOp},         {"le", Type::UOp},          {"gt", Type::UOp},
+      {"ge", Type::UOp},         {"ne", Type::UOp},          {"eq", Type::UOp},
+      {"maximum", Type::UOp},    {"minimum", Type::UOp},     {"floordiv", Type::UOp},
+      {"floormod", Type::UOp},   {"cdiv", Type::UOp},        {"cmod", Type::UOp}};
   static const std::map<std::string_view, Type> kDTypeProps = {
-      {"is_int", Type::Bool}, {"is_float", Type::Bool}, {"is_unsigned", Type::Bool}, {"is_bool", Type::Bool},
-      {"is_index", Type::Bool}, {"is_ptr", Type::Bool}, {"count", Type::Int},       {"itemsize", Type::Int},
-      {"scalar", Type::DType}, {"base", Type::DType},   {"min", Type::Any},          {"max", Type::Any}};
+      {"is_int", Type::Bool},  {"is_float", Type::Bool}, {"is_unsigned", Type::Bool},
+      {"is_bool", Type::Bool}, {"is_index", Type::Bool}, {"is_ptr", Type::Bool},
+      {"count", Type::Int},    {"itemsize", Type::Int},  {"scalar", Type::DType},
+      {"base", Type::DType},   {"min", Type::Any},       {"max", Type::Any}};
   auto lookup = [&](const std::map<std::string_view, Type>& m) -> std::optional<Type> {
     auto it = m.find(name);
     return it == m.end() ? std::nullopt : std::optional<Type>(it->second);
   };
   switch (recv) {
-    case Type::UOp: return is_call ? lookup(kUOpMethods) : lookup(kUOpProps);
+    case Type::UOp:
+      return is_call ? lookup(kUOpMethods) : lookup(kUOpProps);
     case Type::DType:
       if (is_call) return name == "vec" ? std::optional<Type>(Type::DType) : std::nullopt;
       return lookup(kDTypeProps);
-    case Type::Tuple: return !is_call && name == "len" ? std::optional<Type>(Type::Int) : std::nullopt;
-    case Type::Op: return !is_call && name == "name" ? std::optional<Type>(Type::String) : std::nullopt;
+    case Type::Tuple:
+      return !is_call && name == "len" ? std::optional<Type>(Type::Int) : std::nullopt;
+    case Type::Op:
+      return !is_call && name == "name" ? std::optional<Type>(Type::String) : std::nullopt;
     case Type::Any: {
       if (auto t = is_call ? lookup(kUOpMethods) : lookup(kUOpProps)) return Type::Any;
       if (auto t = lookup(kDTypeProps); t && !is_call) return Type::Any;
       if (name == "len" || name == "name" || name == "vec") return Type::Any;
       return std::nullopt;
     }
-    default: return std::nullopt;
+    default:
+      return std::nullopt;
   }
 }
 
-// ---- helper registry ------------------------------------------------------------------------------------
+// ---- helper registry
+// ------------------------------------------------------------------------------------
 
 namespace {
 std::map<std::string, Helper, std::less<>>& helpers() {

@@ -40,7 +40,9 @@ class Value {
   Kind kind() const { return kind_; }
   bool is_none() const { return kind_ == Kind::None; }
   bool is_uop() const { return kind_ == Kind::UOp; }
-  bool is_number() const { return kind_ == Kind::Int || kind_ == Kind::Float || kind_ == Kind::Bool; }
+  bool is_number() const {
+    return kind_ == Kind::Int || kind_ == Kind::Float || kind_ == Kind::Bool;
+  }
   bool as_bool() const;  // truthiness of bools and numbers; errors for the rest
   i128 as_int() const;
   double as_float() const;
@@ -72,9 +74,28 @@ class EvalError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// ---- operations ---------------------------------------------------------------------------------------
+// ---- operations
+// ---------------------------------------------------------------------------------------
 
-enum class BinOp : uint8_t { Add, Sub, Mul, FloorDiv, Mod, Div, And, Or, Xor, Shl, Shr, Eq, Ne, Lt, Le, Gt, Ge };
+enum class BinOp : uint8_t {
+  Add,
+  Sub,
+  Mul,
+  FloorDiv,
+  Mod,
+  Div,
+  And,
+  Or,
+  Xor,
+  Shl,
+  Shr,
+  Eq,
+  Ne,
+  Lt,
+  Le,
+  Gt,
+  Ge
+};
 std::optional<BinOp> binop_from(std::string_view text);
 std::string_view binop_text(BinOp op);
 
@@ -98,7 +119,8 @@ std::optional<Type> member_type(Type recv, std::string_view name, bool is_call);
 std::optional<Type> builtin_type(std::string_view name);
 bool is_builtin(std::string_view name);
 
-// ---- C++ helpers callable from rules ------------------------------------------------------------------
+// ---- C++ helpers callable from rules
+// ------------------------------------------------------------------
 
 using HelperFn = std::function<Value(RewriteContext&, std::span<const Value>)>;
 struct Helper {

@@ -1,0 +1,48 @@
+// Integer helpers callable from .rw rules (registered once; compiled and interpreted rules share
+// them). Each is a pure function of its arguments.
+#include <numeric>
+
+#include "dsl/value.h"
+
+namespace tinyrw::rw {
+namespace {
+
+i128 gcd128(i128 a, i128 b) {
+  if (a < 0) a = -a;
+  if (b < 0) b = -b;
+  while (b) {
+    const i128 t = a % b;
+    a = b;
+    b = t;
+  }
+  return a;
+}
+
+const HelperRegistrar kGcd({"gcd", 2, 2, Type::Int,
+                            [](RewriteContext&, std::span<const Value> a) {
+                              return Value::integer(gcd128(a[0].as_int(), a[1].as_int()));
+                            },
+                            "gcd(a, b): the greatest common divisor of two integers (>= 0)"});
+
+const HelperRegistrar kIsPow2({"is_pow2", 1, 1, Type::Bool,
+                               [](RewriteContext&, std::span<const Value> a) {
+                                 const i128 v = a[0].as_int();
+                                 return Value::boolean(v > 0 && (v & (v - 1)) == 0);
+                               },
+                               "is_pow2(v): v is a positive power of two"});
+
+const HelperRegistrar kLog2({"log2_int", 1, 1, Type::Int,
+                             [](RewriteContext&, std::span<const Value> a) {
+                               i128 v = a[0].as_int();
+                               if (v <= 0) throw EvalError("log2_int of a non-positive number");
+                               i128 r = 0;
+                               while (v > 1) {
+                                 v >>= 1;
+                                 ++r;
+                               }
+                               return Value::integer(r);
+                             },
+                             "log2_int(v): floor(log2(v)) for v > 0"});
+
+}  // namespace
+}  // namespace tinyrw::rw

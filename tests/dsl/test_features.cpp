@@ -1,0 +1,217 @@
+// Every .rw language feature, in both executors: the rwc-generated matcher compiled into this
+// binary (tests/dsl/features.rw) and the interpreter running the same file.
+#include <gtest/gtest.h>
+
+#include "compiler/runtime.h"
+#include "dsl/interp.h"
+#include "ir/rewrite.h"
+
+using namespace tinyrw;
+using namespace tinyrw::rw;
+
+namespace {
+
+std::shared_ptr<const ResolvedProgram> features() {
+  static std::shared_ptr<const ResolvedProgram> prog = [] {
+    Diagnostics d;
+    auto p = load_rules(TINYRW_TEST_DIR "/dsl/features.rw", d);
+    if (!p) ADD_FAILURE() << d.render();
+    return std::shared_ptr<const ResolvedProgram>(std::move(p));
+  }();
+  return prog;
+}
+
+// The two executors of one rule set.
+struct Both {
+  const RuleSetMatcher* compiled;
+  std::unique_ptr<InterpretedMatcher> interpreted;
+};
+Both both(const std::string& set) {
+  const ResolvedSet* s = features()->find(set);
+  EXPECT_NE(s, nullptr) << set;
+  const RuleSetMatcher* c = compiled_rules(set);
+  EXPECT_NE(c, nullptr) << set;
+  return {c, std::make_unique<InterpretedMatcher>(features(), *s)};
+}
+
+// Rewrites `in` with each executor (graph_rewrite, post-order to a fixed point) and checks both
+// give `want`.
+void expect_rewrite(const std::string& set, const UOp& in, const UOp& want) {
+  Both b = both(set);
+  ASSERT_TRUE(b.compiled && b.interpreted);
+  const UOp c = graph_rewrite(in, b.compiled);
+  const UOp i = graph_rewrite(in, b.interpreted.get());
+  EXPECT_TRUE(c == want) << set << " compiled: " << c.repr(4) << "\nwant: " << want.repr(4);
+  EXPECT_TRUE(i == want) << set << " interpreted: " << i.repr(4) << "\nwant: " << want.repr(4);
+}
+
+UOp var(const char* n, DType d = dtypes::index, i128 lo = 0, i128 hi = 10) {
+  return UOp::variable(n, lo, hi, d);
+}
+UOp c(i128 v, DType d = dtypes::index) { return UOp::cint(v, d); }
+
+}  // namespace
+
+TEST(RwFeatures, CommutativeSourcesTryBothOrders) {
+  const UOp x = var("x");
+  expect_rewrite("t_commutative", x + 0, x);
+  expect_rewrite("t_commutative", c(0) + x, x);
+  expect_rewrite("t_commutative", x + 1, x + 1);
+}
+
+TEST(RwFeatures, RepeatedNameMeansSameNode) {
+  const UOp x = var("x"), y = var("y");
+  expect_rewrite("t_repeated_name", x + x, x * 2);
+  expect_rewrite("t_repeated_name", x + y, x + y);
+}
+
+TEST(RwFeatures, RepeatedSources) {
+  const UOp x = var("x");
+  const UOp consts = UOp::sink(std::vector<UOp>{c(1), c(2)});
+  expect_rewrite("t_repeated_source", consts, UOp::sink(std::vector<UOp>{}));
+  const UOp mixed = UOp::sink(std::vector<UOp>{c(1), x});
+  expect_rewrite("t_repeated_source", mixed, mixed);
+  const UOp same = UOp::make(Op::Stack, dtypes::index, {x, x, x});
+  expect_rewrite("t_repeated_source", same, x);
+  const UOp differ = UOp::make(Op::Stack, dtypes::index, {x, c(1)});
+  expect_rewrite("t_repeated_source", differ, differ);
+}
+
+TEST(RwFeatures, VariadicTail) {
+  const UOp x = var("x");
+  expect_rewrite("t_variadic", UOp::sink(std::vector<UOp>{c(3), x, x}), c(3));
+  expect_rewrite("t_variadic", UOp::sink(std::vector<UOp>{c(3)}), c(3));
+  const UOp no = UOp::sink(std::vector<UOp>{x, c(3)});
+  expect_rewrite("t_variadic", no, no);
+}
+
+TEST(RwFeatures, DtypeGroups) {
+  auto neg = [](const UOp& u) { return UOp::make(Op::Neg, u.dtype(), {u}); };
+  const UOp f = var("f", dtypes::float32), u = var("u", dtypes::uint8), i = var("i", dtypes::int32),
+            k = var("k", dtypes::int64);
+  expect_rewrite("t_dtypes", neg(f), f);
+  expect_rewrite("t_dtypes", neg(u), c(7, dtypes::uint8));
+  expect_rewrite("t_dtypes", neg(i), c(32, dtypes::int32));  // exact dtype before its group
+  expect_rewrite("t_dtypes", neg(k), c(1, dtypes::int64));
+  const UOp b = var("b", dtypes::bool_, 0, 1);
+  expect_rewrite("t_dtypes", neg(b), neg(b));  // bool is not in the int group
+}
+
+TEST(RwFeatures, ArgMatching) {
+  expect_rewrite("t_args", c(5), c(6));
+  expect_rewrite("t_args", c(4), c(4));
+  const UOp r = UOp::range(c(8), 3);
+  expect_rewrite("t_args", r, c(3));
+  expect_rewrite("t_args", UOp::range(c(8), 0), UOp::range(c(8), 0));
+  const UOp red = UOp::make(Op::Reduce, dtypes::float32, {var("v", dtypes::float32)},
+                            Arg::tuple({Arg::op(Op::Max), Arg::integer(1)}));
+  expect_rewrite("t_args", red, c(99, dtypes::int32));
+  const UOp add = red.with_arg(Arg::tuple({Arg::op(Op::Add), Arg::integer(1)}));
+  expect_rewrite("t_args", add, add);
+}
+
+TEST(RwFeatures, Alternatives) {
+  const UOp x = var("x");
+  expect_rewrite("t_alternatives", x + 0, x);
+  expect_rewrite("t_alternatives", c(0) + x, x);
+  expect_rewrite("t_alternatives", x * 1, x);
+  expect_rewrite("t_alternatives", c(1) * x, c(1) * x);  // Mul(x, 1) is not commutative here
+}
+
+TEST(RwFeatures, OptionalWrapper) {
+  const UOp x = var("x", dtypes::int32);
+  expect_rewrite("t_optional", x + UOp::cint(1, dtypes::int32), x);
+  const UOp cast = x.cast(dtypes::int64);
+  expect_rewrite("t_optional", cast + UOp::cint(1, dtypes::int64), x);
+  const UOp other = var("o", dtypes::int64);
+  expect_rewrite("t_optional", other + UOp::cint(1, dtypes::int64),
+                 other + UOp::cint(1, dtypes::int64));
+}
+
+TEST(RwFeatures, Guards) {
+  const UOp a = UOp::variable("a", 5, 9), b = UOp::variable("b", 0, 5);
+  expect_rewrite("t_guards", a.maximum(b), a);
+  expect_rewrite("t_guards", b.maximum(a), b.maximum(a));
+}
+
+TEST(RwFeatures, LetBindings) {
+  const UOp x = UOp::variable("x", 0, 6), y = UOp::variable("y", 0, 20);
+  expect_rewrite("t_let", x.floormod(8), x);
+  expect_rewrite("t_let", y.floormod(8), y.floormod(8));
+}
+
+TEST(RwFeatures, ForLoops) {
+  const UOp x = var("x");
+  expect_rewrite("t_for", (x + 2) + 3, x + (c(2) + c(3)));
+  expect_rewrite("t_for", (x * 2) * 3, x * (c(2) * c(3)));
+  const UOp mixed = (x + 2) * 3;
+  expect_rewrite("t_for", mixed, mixed);
+}
+
+TEST(RwFeatures, IncludesCompositionAndUse) {
+  const UOp x = var("x", dtypes::int32);
+  expect_rewrite("t_include", x << UOp::cint(0, dtypes::int32), x);
+  expect_rewrite("t_include", x >> UOp::cint(0, dtypes::int32), x);
+  const UOp a = UOp::variable("a", 5, 9), b = UOp::variable("b", 0, 5);
+  expect_rewrite("t_compose", a.maximum(b) + 0, a);
+  expect_rewrite("t_use", (a + 0) * 1, a);
+}
+
+TEST(RwFeatures, Helpers) {
+  const UOp x = var("x", dtypes::int32);
+  expect_rewrite("t_helper", x * UOp::cint(8, dtypes::int32), x << UOp::cint(3, dtypes::int32));
+  expect_rewrite("t_helper", x * UOp::cint(6, dtypes::int32), x * UOp::cint(6, dtypes::int32));
+}
+
+TEST(RwFeatures, VerifierRules) {
+  Both b = both("t_verify");
+  RewriteContext ctx;
+  const UOp x = var("x", dtypes::int32);
+  auto check = [&](const UOp& u) {
+    std::optional<Value> c = b.compiled->apply(u, ctx, nullptr);
+    std::optional<Value> i = b.interpreted->apply(u, ctx, nullptr);
+    EXPECT_EQ(c.has_value(), i.has_value());
+    if (c && i) EXPECT_TRUE(*c == *i) << c->repr() << " vs " << i->repr();
+    return c;
+  };
+  EXPECT_TRUE(check(c(1))->status_ok());
+  EXPECT_TRUE(check(x + x)->status_ok());
+  EXPECT_FALSE(check(UOp::make(Op::Add, dtypes::int32, {x, var("y", dtypes::int64)}))->status_ok());
+  auto bad = check(UOp::make(Op::Where, dtypes::int32, {x, x, x}));
+  ASSERT_TRUE(bad.has_value());
+  EXPECT_FALSE(bad->status_ok());
+  EXPECT_EQ(bad->as_string(), "where cond must be bool");
+  EXPECT_FALSE(check(x.cast(dtypes::float32)).has_value());  // no rule: not verified here
+}
+
+TEST(RwFeatures, GradientRules) {
+  Both b = both("t_grad");
+  RewriteContext ctx;
+  const UOp x = var("x", dtypes::float32), y = var("y", dtypes::float32),
+            g = var("g", dtypes::float32);
+  for (const RuleSetMatcher* m : {static_cast<const RuleSetMatcher*>(b.compiled),
+                                  static_cast<const RuleSetMatcher*>(b.interpreted.get())}) {
+    std::optional<Value> add = m->apply(x + y, ctx, nullptr, &g);
+    ASSERT_TRUE(add.has_value());
+    EXPECT_TRUE(add->items()[0].as_uop() == g && add->items()[1].as_uop() == g);
+    std::optional<Value> mul = m->apply(x * y, ctx, nullptr, &g);
+    ASSERT_TRUE(mul.has_value());
+    EXPECT_TRUE(mul->items()[0].as_uop() == y * g);
+    EXPECT_TRUE(mul->items()[1].as_uop() == x * g);
+  }
+}
+
+TEST(RwFeatures, MatchesReportTheirRuleLocation) {
+  Both b = both("t_guards");
+  RewriteContext ctx;
+  const UOp a = UOp::variable("a", 5, 9), bb = UOp::variable("b", 0, 5);
+  for (const RuleSetMatcher* m : {static_cast<const RuleSetMatcher*>(b.compiled),
+                                  static_cast<const RuleSetMatcher*>(b.interpreted.get())}) {
+    const RuleInfo* fired = nullptr;
+    ASSERT_TRUE(m->apply(a.maximum(bb), ctx, &fired).has_value());
+    ASSERT_NE(fired, nullptr);
+    EXPECT_NE(fired->file.find("features.rw"), std::string::npos);
+    EXPECT_EQ(fired->line, 44);
+    EXPECT_NE(fired->source.find("x.vmin >= y.vmax"), std::string::npos);
+  }
+}
