@@ -497,19 +497,21 @@ std::unique_ptr<FileAst> parse_file(const SourceFile& src, Diagnostics& diags) {
   ErrorCollector errors(src, diags);
   lexer.removeErrorListeners();
   antlr4::CommonTokenStream tokens(&lexer);
-  RWParser parser(&tokens);
-  parser.removeErrorListeners();
-  parser.addErrorListener(&errors);
-  P::FileContext* tree = parser.file();
-  // Characters no token accepts arrive as UNKNOWN tokens; name them precisely.
+  // Characters no token accepts arrive as UNKNOWN tokens; name the first one precisely rather
+  // than letting the parser report a confusing mismatch.
+  tokens.fill();
   for (antlr4::Token* t : tokens.getTokens()) {
-    if (t->getType() == RWLexer::UNKNOWN && errors.count() == 0) {
+    if (t->getType() == RWLexer::UNKNOWN) {
       diags.error(Loc{&src, static_cast<int>(t->getLine()),
                       static_cast<int>(t->getCharPositionInLine()) + 1},
                   fmt::format("unexpected character '{}'", t->getText()));
       return nullptr;
     }
   }
+  RWParser parser(&tokens);
+  parser.removeErrorListeners();
+  parser.addErrorListener(&errors);
+  P::FileContext* tree = parser.file();
   if (errors.count() > 0) return nullptr;
   const int before = diags.error_count();
   Builder builder(src, diags);

@@ -20,11 +20,32 @@ std::optional<Value> DifferentialMatcher::apply(const UOp& node, RewriteContext&
                                                 const RuleInfo** fired, const UOp* gradient) const {
   const RuleInfo* fa = nullptr;
   const RuleInfo* fb = nullptr;
-  std::optional<Value> va = a_.apply(node, ctx, &fa, gradient);
-  std::optional<Value> vb = b_.apply(node, ctx, &fb, gradient);
+  // An error in a rule must be the same error in both executors.
+  std::string ea, eb;
+  std::optional<Value> va, vb;
+  try {
+    va = a_.apply(node, ctx, &fa, gradient);
+  } catch (const std::exception& e) {
+    ea = e.what();
+  }
+  try {
+    vb = b_.apply(node, ctx, &fb, gradient);
+  } catch (const std::exception& e) {
+    eb = e.what();
+  }
   ++compared_;
-  const bool same = va.has_value() == vb.has_value() && (!va || *va == *vb) &&
-                    (fa == nullptr) == (fb == nullptr) && (!fa || fa->location() == fb->location());
+  if (ea != eb) {
+    throw RwError(fmt::format(
+        "differential mismatch in rule set '{}' at {}:\n  first: {}\n  second: {}", name(),
+        node.repr(2), ea.empty() ? "no error" : ea, eb.empty() ? "no error" : eb));
+  }
+  if (!ea.empty()) throw RwError(ea);
+  // Paths differ (the generator records the path it was given), so rules compare by name
+  // (set#index) and line.
+  auto same_rule = [](const RuleInfo* x, const RuleInfo* y) {
+    return (x == nullptr) == (y == nullptr) && (!x || (x->name == y->name && x->line == y->line));
+  };
+  const bool same = va.has_value() == vb.has_value() && (!va || *va == *vb) && same_rule(fa, fb);
   if (!same) {
     auto describe = [](const std::optional<Value>& v, const RuleInfo* r) {
       return v ? fmt::format("{} (rule {} at {})", v->repr(), r ? r->name : "?",

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# rwc's command-line contract: exit codes, diagnostics format, deterministic and
+# rewrite-only-on-change output, the decision-tree dump.
+set -u
+rwc=$1
+src=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+# Shipped rules are clean: exit 0 and not a single diagnostic.
+out=$("$rwc" check "$src"/rules/*.rw 2>&1) || fail "rwc check of shipped rules exited $?: $out"
+[ -z "$out" ] || fail "shipped rules produce diagnostics: $out"
+
+# A file with an error: exit 1, and the diagnostic has path:line:col, source line and caret.
+printf 'ruleset r {\n  Add(x, y, z) => x\n}\n' > "$work/bad.rw"
+out=$("$rwc" check "$work/bad.rw" 2>&1); rc=$?
+[ $rc -eq 1 ] || fail "expected exit 1 for errors, got $rc"
+echo "$out" | head -1 | grep -Eq "^$work/bad.rw:2:3: error: wrong arity" || fail "bad first line: $out"
+echo "$out" | sed -n 2p | grep -q "Add(x, y, z) => x" || fail "no source line: $out"
+echo "$out" | sed -n 3p | grep -Eq '^  \^$' || fail "no caret: $out"
+
+# Warnings alone still exit 0.
+printf 'ruleset r {\n  Add(x, y) => x\n}\n' > "$work/warn.rw"
+out=$("$rwc" check "$work/warn.rw" 2>&1) || fail "warnings must not fail: $out"
+echo "$out" | grep -q "warning: capture 'y' is never used" || fail "missing warning: $out"
+
+# compile: deterministic, and an unchanged result keeps the file's timestamp.
+"$rwc" compile "$src/rules/examples.rw" -o "$work/a.cpp" --depfile "$work/a.d" || fail "compile failed"
+"$rwc" compile "$src/rules/examples.rw" -o "$work/b.cpp" || fail "compile failed"
+cmp -s "$work/a.cpp" "$work/b.cpp" || fail "output is not deterministic"
+grep -q "// rules/examples.rw:\|examples.rw:[0-9]" "$work/a.cpp" || fail "no .rw:line comments"
+touch -d "2001-01-01" "$work/a.cpp"
+"$rwc" compile "$src/rules/examples.rw" -o "$work/a.cpp" || fail "compile failed"
+[ "$(stat -c %Y "$work/a.cpp")" = "$(date -d 2001-01-01 +%s)" ] || fail "unchanged output was rewritten"
+grep -q "examples.rw" "$work/a.d" || fail "depfile lacks the source"
+
+# compile of a bad file: exit 1 and no output file.
+"$rwc" compile "$work/bad.rw" -o "$work/bad.cpp" 2>/dev/null && fail "compile of a bad file succeeded"
+[ ! -e "$work/bad.cpp" ] || fail "bad compile wrote output"
+
+# dump prints the decision tree per root op.
+"$rwc" dump "$src/rules/examples.rw" | grep -q "root Add" || fail "dump has no root Add"
+echo "rwc CLI: all checks passed"
