@@ -267,7 +267,7 @@ VariantChecks variant_checks(const MatchNode& root, ArgLiteralTable& lits) {
 // ---- expressions
 // ------------------------------------------------------------------------------------
 
-enum class CodeKind { UOp, Value, Bool, Num };
+enum class CodeKind { UOp, Value, Bool, Num, Op };
 struct Code {
   std::string text;
   CodeKind kind;
@@ -307,6 +307,8 @@ class ExprEmitter {
         if (recv.kind == CodeKind::UOp && (e.name == "vmin" || e.name == "vmax")) {
           return {fmt::format("{}.{}()", recv.text, e.name), CodeKind::Num};
         }
+        if (recv.kind == CodeKind::UOp && e.name == "op")
+          return {fmt::format("op({})", recv.text), CodeKind::Op};
         return {fmt::format("member({}, {})", as_value(recv), cpp_string(e.name)), CodeKind::Value};
       }
       case RExpr::K::Method: {
@@ -328,6 +330,13 @@ class ExprEmitter {
                     CodeKind::UOp};
           }
         }
+        if (e.name == "const_like" && e.kids.size() == 2) {
+          Code x = emit(e.kids[0]), v = emit(e.kids[1]);
+          if (x.kind == CodeKind::UOp && v.kind == CodeKind::Num) {
+            return {fmt::format("{}.const_like(Value::from_num({}).to_arg())", x.text, v.text),
+                    CodeKind::UOp};
+          }
+        }
         std::vector<std::string> args;
         for (const RExpr& k : e.kids) args.push_back(as_value(emit(k)));
         return {fmt::format("call_builtin({}, {}, {})", cpp_string(e.name), value_array(args),
@@ -335,8 +344,18 @@ class ExprEmitter {
                 CodeKind::Value};
       }
       case RExpr::K::Construct: {
+        std::vector<Code> kids;
+        for (const RExpr& k : e.kids) kids.push_back(emit(k));
+        if (!kids.empty() && std::all_of(kids.begin(), kids.end(),
+                                         [](const Code& c) { return c.kind == CodeKind::UOp; })) {
+          // All sources are UOps: construct() reduces to alu on the first (no constants made).
+          std::string rest;
+          for (size_t i = 1; i < kids.size(); ++i) rest += (i > 1 ? ", " : "") + kids[i].text;
+          return {fmt::format("{}.alu(Op::{}, {{{}}})", kids[0].text, op_name(e.op), rest),
+                  CodeKind::UOp};
+        }
         std::vector<std::string> args;
-        for (const RExpr& k : e.kids) args.push_back(as_value(emit(k)));
+        for (const Code& k : kids) args.push_back(as_value(k));
         return {fmt::format("construct(Op::{}, {})", op_name(e.op), value_array(args)),
                 CodeKind::Value};
       }
@@ -414,6 +433,18 @@ class ExprEmitter {
         b.kind == CodeKind::UOp) {
       return {fmt::format("({} {} {})", a.text, op == BinOp::Eq ? "==" : "!=", b.text),
               CodeKind::Bool};
+    }
+    if ((op == BinOp::Eq || op == BinOp::Ne) &&
+        (a.kind == CodeKind::Op || b.kind == CodeKind::Op)) {
+      auto op_code = [](const RExpr& k, const Code& c) -> std::optional<std::string> {
+        if (c.kind == CodeKind::Op) return c.text;
+        if (k.k == RExpr::K::Const && k.value.kind() == Value::Kind::Op)
+          return fmt::format("Op::{}", op_name(k.value.as_op()));
+        return std::nullopt;
+      };
+      auto x = op_code(e.kids[0], a), y = op_code(e.kids[1], b);
+      if (x && y)
+        return {fmt::format("({} {} {})", *x, op == BinOp::Eq ? "==" : "!=", *y), CodeKind::Bool};
     }
     const bool cmp = op == BinOp::Lt || op == BinOp::Le || op == BinOp::Gt || op == BinOp::Ge;
     auto num = [&](const RExpr& k, const Code& c) -> std::optional<std::string> {

@@ -107,8 +107,10 @@ void destroy_node(UOpNode* n) {
 
 // Releasing a node releases its sources; a worklist keeps that off the C++ stack.
 void release_node(UOpNode* n) {
-  static thread_local std::vector<UOpNode*> pending;
-  static thread_local bool draining = false;
+  // Never destroyed: UOps held by static objects are released during static destruction, after
+  // thread-local and most static objects are gone.
+  static std::vector<UOpNode*>& pending = *new std::vector<UOpNode*>();
+  static bool draining = false;
   pending.push_back(n);
   if (draining) return;
   draining = true;

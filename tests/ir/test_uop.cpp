@@ -9,6 +9,9 @@
 using namespace tinyrw;
 
 namespace {
+// Released during static destruction, after thread-local storage is gone: must not crash at exit.
+const UOp kReleasedAtExit = UOp::variable("static_at_exit", 0, 1) + 1;
+
 size_t heap_in_use() { return mallinfo2().uordblks; }
 }  // namespace
 
