@@ -388,6 +388,8 @@ class ExprEmitter {
         return fmt::format("Value::boolean({})", c.text);
       case CodeKind::Num:
         return fmt::format("Value::from_num({})", c.text);
+      case CodeKind::Op:
+        return fmt::format("Value::op({})", c.text);
       case CodeKind::Value:
         return c.text;
     }
@@ -580,9 +582,34 @@ std::string first_line(const std::string& s) {
   return l.size() > 100 ? l.substr(0, 97) + "..." : l;
 }
 
-void emit_leaf(Writer& w, int ind, const Leaf& leaf, const std::string& shown_path, SetKind kind) {
+// The path written for each source file: the root as given on the command line, included files
+// relative to it (rules composed from another file keep that file's name).
+using ShownPaths = std::map<const SourceFile*, std::string>;
+
+ShownPaths shown_paths(const ResolvedProgram& program, const SourceFile& root,
+                       const std::string& shown) {
+  namespace fs = std::filesystem;
+  ShownPaths out;
+  const fs::path root_dir = fs::path(root.path).parent_path();
+  const fs::path shown_dir = fs::path(shown).parent_path();
+  for (const auto& f : program.program.files) {
+    out[f.get()] = f.get() == &root ? shown
+                                    : (shown_dir / fs::path(f->path).lexically_relative(root_dir))
+                                          .lexically_normal()
+                                          .string();
+  }
+  return out;
+}
+
+const std::string& path_of(const ShownPaths& paths, const ResolvedRule& r) {
+  static const std::string kUnknown = "?";
+  auto it = paths.find(r.loc.file);
+  return it == paths.end() ? kUnknown : it->second;
+}
+
+void emit_leaf(Writer& w, int ind, const Leaf& leaf, const ShownPaths& paths, SetKind kind) {
   const ResolvedRule& r = *leaf.rule;
-  w.line(ind, fmt::format("do {{  // {}:{}  {}{}", shown_path, r.info.line, r.info.name,
+  w.line(ind, fmt::format("do {{  // {}:{}  {}{}", path_of(paths, r), r.info.line, r.info.name,
                           r.variant ? fmt::format(" (variant {})", r.variant) : ""));
   w.line(ind + 1, fmt::format("// {}", first_line(r.info.source)));
   w.line(ind + 1, fmt::format("rule = {};", leaf.table_index));
@@ -629,7 +656,7 @@ void emit_leaf(Writer& w, int ind, const Leaf& leaf, const std::string& shown_pa
   w.line(ind, "} while (false);");
 }
 
-void emit_tree(Writer& w, int ind, const std::vector<TreeNode>& list, const std::string& shown_path,
+void emit_tree(Writer& w, int ind, const std::vector<TreeNode>& list, const ShownPaths& shown_path,
                SetKind kind) {
   for (const TreeNode& t : list) {
     if (t.leaf) {
@@ -657,6 +684,7 @@ std::string emit_cpp(const ResolvedProgram& program, const SourceFile& root,
   ArgLiteralTable lits;
   Writer body;
   const std::string ns = "rules_" + ident(std::filesystem::path(shown_path).stem().string());
+  const ShownPaths paths = shown_paths(program, root, shown_path);
   std::vector<std::string> registrations;
   for (const ResolvedSet* set : sets_of(program, root)) {
     const std::string cls = "RuleSet_" + ident(set->name);
@@ -665,8 +693,9 @@ std::string emit_cpp(const ResolvedProgram& program, const SourceFile& root,
                              set->rules.size(), shown_path, set->loc.line));
     body.line(0, fmt::format("const RuleInfo k{}Rules[] = {{", cls));
     for (const ResolvedRule& r : set->rules) {
-      body.line(1, fmt::format("{{{}, {}, {}, {}}},", cpp_string(r.info.name),
-                               cpp_string(shown_path), r.info.line, cpp_string(r.info.source)));
+      body.line(1,
+                fmt::format("{{{}, {}, {}, {}}},", cpp_string(r.info.name),
+                            cpp_string(path_of(paths, r)), r.info.line, cpp_string(r.info.source)));
     }
     if (set->rules.empty()) body.line(1, "{\"\", \"\", 0, \"\"},");
     body.line(0, "};");
@@ -710,7 +739,7 @@ std::string emit_cpp(const ResolvedProgram& program, const SourceFile& root,
                                op_name(t.op)));
       body.line(2, "(void)ctx;");
       body.line(2, "(void)g;");
-      emit_tree(body, 2, t.roots, shown_path, set->kind);
+      emit_tree(body, 2, t.roots, paths, set->kind);
       body.line(2, "return std::nullopt;");
       body.line(1, "}");
     }
@@ -749,6 +778,7 @@ std::string emit_cpp(const ResolvedProgram& program, const SourceFile& root,
 
 std::string dump_decision_trees(const ResolvedProgram& program, const SourceFile& root) {
   ArgLiteralTable lits;
+  const ShownPaths paths = shown_paths(program, root, root.path);
   std::string out;
   std::function<void(const std::vector<TreeNode>&, int)> walk =
       [&](const std::vector<TreeNode>& list, int ind) {
@@ -756,8 +786,8 @@ std::string dump_decision_trees(const ResolvedProgram& program, const SourceFile
           const std::string pad(static_cast<size_t>(ind) * 2, ' ');
           if (t.leaf) {
             const ResolvedRule& r = *t.leaf->rule;
-            out += fmt::format("{}-> {} ({}:{}){}  {}\n", pad, r.info.name, root.path, r.info.line,
-                               r.variant ? fmt::format(" variant {}", r.variant) : "",
+            out += fmt::format("{}-> {} ({}:{}){}  {}\n", pad, r.info.name, path_of(paths, r),
+                               r.info.line, r.variant ? fmt::format(" variant {}", r.variant) : "",
                                first_line(r.info.source));
           } else {
             out += fmt::format("{}if {}\n", pad, t.check);

@@ -152,7 +152,8 @@ std::optional<Value> InterpretedMatcher::apply(const UOp& node, RewriteContext& 
     Slots slots(r->slot_names.size());
     std::optional<Value> out;
     try {
-      if (r->gradient_slot >= 0 && gradient) {
+      if (r->gradient_slot >= 0 && !gradient) continue;  // gradient rules need `g`
+      if (r->gradient_slot >= 0) {
         slots.values[static_cast<size_t>(r->gradient_slot)] = Value::uop(*gradient);
         slots.bound[static_cast<size_t>(r->gradient_slot)] = true;
       }

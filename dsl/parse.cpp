@@ -196,6 +196,13 @@ class Builder {
     return Arg();  // none
   }
 
+  Arg negate(const Arg& a, const Loc& at) {
+    if (a.is_int()) return Arg::integer(-a.as_int());
+    if (a.is_float()) return Arg::real(-a.as_float());
+    diags_.error(at, "only numbers can be negated");
+    return a;
+  }
+
   // ---- declarations
   Decl decl(P::DeclContext* ctx) {
     Decl d;
@@ -319,7 +326,7 @@ class Builder {
       depth = std::max(depth, c.group->depth + 1);
     } else if (auto* l = dynamic_cast<P::LiteralConstraintContext*>(ctx)) {
       c.kind = Constraint::Kind::Literal;
-      c.literal = literal(l->literal());
+      c.literal = l->neg ? negate(literal(l->literal()), c.loc) : literal(l->literal());
     } else {
       c.kind = Constraint::Kind::Wildcard;
     }
@@ -331,7 +338,7 @@ class Builder {
     a.loc = loc(ctx);
     if (auto* l = dynamic_cast<P::LiteralArgContext*>(ctx)) {
       a.kind = ArgPat::Kind::Literal;
-      a.literal = literal(l->literal());
+      a.literal = l->neg ? negate(literal(l->literal()), a.loc) : literal(l->literal());
     } else if (auto* n = dynamic_cast<P::NameArgContext*>(ctx)) {
       a.kind = ArgPat::Kind::Name;
       a.name = n->ID()->getText();

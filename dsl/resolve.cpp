@@ -124,6 +124,12 @@ std::optional<OpSet> builtin_group(std::string_view name) {
 
 constexpr size_t kMaxVariants = 64;
 
+std::string arity_text(const OpInfo& info) {
+  return info.max_src < 0               ? fmt::format("at least {}", info.min_src)
+         : info.min_src == info.max_src ? fmt::format("{}", info.min_src)
+                                        : fmt::format("{} to {}", info.min_src, info.max_src);
+}
+
 struct SlotInfo {
   std::string name;
   Type type = Type::UOp;
@@ -309,6 +315,11 @@ class Resolver {
       return;
     }
     const int pattern_slots = static_cast<int>(rc.slots.size());
+    if (set.kind == SetKind::Gradient && rc.slot_of("g") >= 0) {
+      diags_.error(rc.slots[static_cast<size_t>(rc.slot_of("g"))].loc,
+                   "'g' is the incoming gradient in gradient rules and cannot be a capture");
+      return;
+    }
     const int g_slot = set.kind == SetKind::Gradient ? rc.bind("g", Type::UOp, false, m.loc) : -1;
     std::vector<Step> steps;
     for (const Clause& c : m.clauses) {
@@ -426,8 +437,13 @@ class Resolver {
       if (arg_binds(i, slot)) return true;
     return false;
   }
+  static void count_arg_slots(const ArgMatch& a, std::vector<int>& counts) {
+    if (a.kind == ArgMatch::Kind::Bind) ++counts[static_cast<size_t>(a.slot)];
+    for (const ArgMatch& i : a.items) count_arg_slots(i, counts);
+  }
   static void count_slots(const MatchNode& n, std::vector<int>& counts) {
     for (int s : n.slots) ++counts[static_cast<size_t>(s)];
+    count_arg_slots(n.arg, counts);
     for (const MatchNode& c : n.srcs) count_slots(c, counts);
   }
   static bool has_identity(const MatchNode& n, int nslots) {
@@ -677,7 +693,8 @@ class Resolver {
         diags_.error(c.loc, "an optional wrapper 'Op?(p)' takes exactly one source");
         return {};
       }
-      for (MatchNode& v : pattern(*pos[0]->pattern, rc)) out.push_back(std::move(v));
+      for (const MatchNode& v : per_source[0])
+        out.push_back(v);  // resolved once: captures counted once
     }
     return out;
   }
@@ -900,6 +917,12 @@ class Resolver {
     const bool cmp =
         r.bop == BinOp::Lt || r.bop == BinOp::Le || r.bop == BinOp::Gt || r.bop == BinOp::Ge;
     if (r.bop == BinOp::Eq || r.bop == BinOp::Ne) {
+      auto number = [](Type t) { return t == Type::Int || t == Type::Float || t == Type::Bool; };
+      if ((a == Type::UOp && number(b)) || (b == Type::UOp && number(a))) {
+        diags_.error(e.loc, fmt::format("'{}' compares a UOp with a number (always unequal); "
+                                        "compare x.arg, or match a literal in the pattern",
+                                        e.op));
+      }
       r.type = Type::Bool;
       return r;
     }

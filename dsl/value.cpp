@@ -341,6 +341,9 @@ Value binary(BinOp op, const Value& a, const Value& b) {
   const bool is_float = a.kind() == Value::Kind::Float || b.kind() == Value::Kind::Float;
   if (is_float) {
     const double x = a.as_float(), y = b.as_float();
+    if (y == 0 && (op == BinOp::Div || op == BinOp::FloorDiv || op == BinOp::Mod)) {
+      throw EvalError("float division by zero");  // as Python
+    }
     switch (op) {
       case BinOp::Add:
         return Value::real(x + y);

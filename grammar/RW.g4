@@ -31,7 +31,7 @@ alternative: constraint (':' constraint)*;
 constraint
   : opHead (sources | commSources)? argMatch?          # opConstraint
   | '(' pattern ')'                                    # groupConstraint
-  | literal                                            # literalConstraint
+  | neg='-'? literal                                   # literalConstraint
   | '_'                                                # wildcardConstraint
   ;
 opHead
@@ -46,7 +46,7 @@ source
   ;
 argMatch: '{' argPattern '}';
 argPattern
-  : literal                                            # literalArg
+  : neg='-'? literal                                   # literalArg
   | ID                                                 # nameArg
   | '_'                                                # anyArg
   | '(' (argPattern (',' argPattern)*)? ','? ')'       # tupleArg

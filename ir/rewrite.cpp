@@ -67,6 +67,8 @@ class Rewriter {
       : pm_(pm), bpm_(bpm), opts_(opts), viz_call_(viz_call) {
     ctx_.user = opts.ctx;
     ctx_.depth = g_rewrite_depth;
+    ctx_.pm = pm;
+    ctx_.bpm = bpm;
   }
 
   UOp run(const UOp& root) {

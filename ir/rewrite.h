@@ -26,7 +26,9 @@ class Matcher;
 // What a rule sees besides the node: the user's context and the running rewrite.
 struct RewriteContext {
   void* user = nullptr;
-  int depth = 0;  // nesting depth of graph_rewrite calls (0 = outermost)
+  int depth = 0;                // nesting depth of graph_rewrite calls (0 = outermost)
+  const Matcher* pm = nullptr;  // the running rewrite's matchers, for rules that recurse
+  const Matcher* bpm = nullptr;
   template <class T>
   T& as() const {
     return *static_cast<T*>(user);

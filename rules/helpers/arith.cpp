@@ -44,5 +44,12 @@ const HelperRegistrar kLog2({"log2_int", 1, 1, Type::Int,
                              },
                              "log2_int(v): floor(log2(v)) for v > 0"});
 
+const HelperRegistrar kSafeCast(
+    {"can_safe_cast", 2, 2, Type::Bool,
+     [](RewriteContext&, std::span<const Value> a) {
+       return Value::boolean(can_safe_cast(a[0].as_dtype(), a[1].as_dtype()));
+     },
+     "can_safe_cast(from, to): every value of dtype `from` fits in `to`"});
+
 }  // namespace
 }  // namespace tinyrw::rw

@@ -128,6 +128,9 @@ TEST(RwDiagnostics, TypeErrors) {
   expect_error("ruleset r {\n  Add(x, y) => 3\n}\n", "a rule must produce a UOp, got int", 2, 16);
   expect_error("ruleset r {\n  Add(x, y) => x.frob\n}\n", "UOp has no property 'frob'", 2, 18);
   expect_error("verifier v {\n  Add(x, y) => x\n}\n", "a verifier rule must produce ok", 2, 16);
+  expect_error("ruleset r {\n  Add(x, y) if x == 0 => y\n}\n", "compares a UOp with a number", 2,
+               18);
+  expect_error("gradient d {\n  Neg(g) => (g,)\n}\n", "'g' is the incoming gradient", 2, 7);
 }
 
 TEST(RwDiagnostics, DuplicateNames) {

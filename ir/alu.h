@@ -1,0 +1,17 @@
+// Exact evaluation of ALU ops on constants, with the dtype's semantics: integers wrap to their
+// width (index is exact), floats round to their precision, nan/inf propagate. The constant
+// folder of the symbolic rules and the INTERP device both use it.
+#pragma once
+
+#include <optional>
+#include <span>
+
+#include "ir/arg.h"
+
+namespace tinyrw {
+
+// nullopt when the result is undefined (integer division by zero, a shift out of range) or the
+// op is not an ALU op.
+std::optional<Arg> exec_alu(Op op, DType dtype, std::span<const Arg> srcs);
+
+}  // namespace tinyrw

@@ -1,0 +1,407 @@
+// Algorithmic helpers of rules/symbolic.rw. The rules decide when to call them; these compute
+// what to build (or none when there is nothing to fold). All integer math is exact (Python floor
+// semantics for // and %).
+#include <algorithm>
+#include <numeric>
+
+#include "dsl/value.h"
+#include "ir/alu.h"
+#include "ir/rewrite.h"
+
+namespace tinyrw::rw {
+namespace {
+
+constexpr int kMaxTermDepth = 512;  // deeper sums are left alone (no recursion beyond this)
+
+i128 gcd(i128 a, i128 b) {
+  if (a < 0) a = -a;
+  if (b < 0) b = -b;
+  while (b) {
+    const i128 t = a % b;
+    a = b;
+    b = t;
+  }
+  return a;
+}
+
+// The terms of a sum: x = t0 + t1 + ... (flattening nested ADDs, left to right).
+std::vector<UOp> split_add(const UOp& x) {
+  std::vector<UOp> out, stack{x};
+  while (!stack.empty()) {
+    UOp u = stack.back();
+    stack.pop_back();
+    if (u.op() == Op::Add) {
+      stack.push_back(u.src(1));
+      stack.push_back(u.src(0));
+    } else {
+      out.push_back(u);
+    }
+  }
+  return out;
+}
+
+// The largest known integer dividing u (1 when unknown).
+i128 const_factor(const UOp& u, int depth = 0) {
+  if (depth > kMaxTermDepth) return 1;
+  if (u.op() == Op::Const && u.arg().is_int()) return u.arg().as_int();
+  if (u.op() == Op::Add)
+    return gcd(const_factor(u.src(0), depth + 1), const_factor(u.src(1), depth + 1));
+  if (u.op() == Op::Mul) {
+    if (u.src(0).op() == Op::Const && u.src(0).arg().is_int()) return u.src(0).arg().as_int();
+    if (u.src(1).op() == Op::Const && u.src(1).arg().is_int()) return u.src(1).arg().as_int();
+  }
+  return 1;
+}
+
+// u / v when v divides u structurally, else an empty UOp.
+UOp divides(const UOp& u, i128 v, int depth = 0) {
+  if (v == 1) return u;
+  if (depth > kMaxTermDepth || v == 0) return UOp();
+  if (u.op() == Op::Const && u.arg().is_int()) {
+    const i128 a = u.arg().as_int();
+    return floor_mod(a, v) == 0 ? u.const_like(floor_div(a, v)) : UOp();
+  }
+  if (u.op() == Op::Add) {
+    UOp a = divides(u.src(0), v, depth + 1);
+    if (!a) return UOp();
+    UOp b = divides(u.src(1), v, depth + 1);
+    return b ? a + b : UOp();
+  }
+  if (u.op() == Op::Mul) {
+    if (UOp a = divides(u.src(0), v, depth + 1)) return a * u.src(1);
+    if (UOp b = divides(u.src(1), v, depth + 1)) return u.src(0) * b;
+  }
+  return UOp();
+}
+
+i128 lo(const UOp& u) { return u.vmin().i; }
+i128 hi(const UOp& u) { return u.vmax().i; }
+
+UOp sum(const UOp& like, i128 start, const std::vector<std::pair<i128, UOp>>& terms) {
+  UOp acc;
+  for (const auto& [k, v] : terms) {
+    if (k == 0) continue;
+    UOp t = k == 1 ? v : v * k;
+    acc = acc ? acc + t : t;
+  }
+  if (!acc) return like.const_like(start);
+  return start == 0 ? acc : acc + like.const_like(start);
+}
+
+// x // y or x % y (floor semantics) in a simpler form, or empty when nothing simplifies.
+UOp fold_divmod(const UOp& x, const UOp& y, bool is_mod) {
+  if (!x.dtype().is_int() || x.dtype().count() > 1) return UOp();
+  const Num ylo = y.vmin(), yhi = y.vmax(), xlo = x.vmin(), xhi = x.vmax();
+  if (ylo.is_float || xlo.is_float) return UOp();
+  // One quotient over the whole range: the division is that constant.
+  if ((ylo.i > 0 || yhi.i < 0) && !xlo.is_infinite() && !xhi.is_infinite() && !ylo.is_infinite() &&
+      !yhi.is_infinite()) {
+    const i128 q = floor_div(xlo.i, ylo.i);
+    if (q == floor_div(xlo.i, yhi.i) && q == floor_div(xhi.i, ylo.i) &&
+        q == floor_div(xhi.i, yhi.i)) {
+      return is_mod ? x - y * q : x.const_like(q);
+    }
+  }
+  if (y.op() != Op::Const || !y.arg().is_int() || y.arg().as_int() <= 0) return UOp();
+  const i128 c = y.arg().as_int();
+
+  struct Term {
+    i128 factor, quotient, remainder;
+    UOp var;
+  };
+  std::vector<Term> terms;
+  i128 g = c, div = 1, constant = 0, offset = 0;
+  bool changed = false;
+  for (UOp u : split_add(x)) {
+    if (u.op() == Op::FloorMod && is_mod && u.src(1).op() == Op::Const && u.src(1).arg().is_int() &&
+        u.src(1).arg().as_int() != 0 && floor_mod(u.src(1).arg().as_int(), c) == 0) {
+      u = u.src(0);  // (a % (k*c)) % c == a % c
+      changed = true;
+    }
+    const i128 f = const_factor(u);
+    UOp v = divides(u, f);
+    if (!v) return UOp();
+    const i128 q = floor_div(f, c), r = floor_mod(f, c);
+    if (r == 0 || ((is_mod || u.op() == Op::Const) && r != f)) changed = true;
+    if (lo(v) <= -kInfinity || hi(v) >= kInfinity) return UOp();
+    offset += r * lo(v);
+    if (u.op() == Op::Const) {
+      constant += f;
+    } else {
+      if (f > 1 && c % f == 0 && (div == 1 || div > f)) div = f;
+      g = gcd(r, g);
+      terms.push_back({f, q, r, v});
+    }
+  }
+  i128 lbound = floor_mod(offset, c), ubound = lbound;
+  offset = lbound;
+  // A single term taking two values: the result is linear in it.
+  if (terms.size() == 1 && hi(terms[0].var) - lo(terms[0].var) == 1) {
+    const Term& t = terms[0];
+    const i128 r = floor_mod(offset + t.remainder, c) - floor_mod(offset, c);
+    const i128 off = offset - r * lo(t.var);
+    if (is_mod) return sum(x, off, {{r, t.var}});
+    return sum(x, floor_div(constant - off, c), {{floor_div(t.factor - r, c), t.var}});
+  }
+  // If x is congruent (mod c) to an expression within [0, c), the mod/div drops out.
+  bool fits = true;
+  i128 off = offset;
+  for (const Term& t : terms) {
+    i128 r = t.remainder;
+    if (r > c / 2) {
+      r -= c;
+      lbound += r * (hi(t.var) - lo(t.var));
+      if (lbound < 0) {
+        fits = false;
+        break;
+      }
+    } else {
+      ubound += r * (hi(t.var) - lo(t.var));
+      if (ubound >= c) {
+        fits = false;
+        break;
+      }
+    }
+    off -= r * lo(t.var);
+  }
+  if (fits) {
+    std::vector<std::pair<i128, UOp>> out;
+    for (const Term& t : terms) {
+      const i128 r = std::abs(static_cast<long double>(t.remainder - c)) <
+                             std::abs(static_cast<long double>(t.remainder))
+                         ? t.remainder - c
+                         : t.remainder;
+      out.emplace_back(is_mod ? r : floor_div(t.factor - r, c), t.var);
+    }
+    return is_mod ? sum(x, off, out) : sum(x, floor_div(constant - off, c), out);
+  }
+  if (g != 1) changed = true;
+  if (!changed) {
+    if (!is_mod && div > 1 && div < c) {
+      if (UOp inner = fold_divmod(x, x.const_like(div), false))
+        return inner.floordiv(x.const_like(c / div));
+    }
+    return UOp();
+  }
+  // Split into quotient and remainder parts: x//c = quo + rem//(c/g), x%c = g*(rem % (c/g)) +
+  // const%g.
+  std::vector<std::pair<i128, UOp>> quo, rem;
+  for (const Term& t : terms) {
+    if (!is_mod && t.remainder != 0) {
+      rem.emplace_back(t.factor / g, t.var);
+    } else {
+      rem.emplace_back(t.remainder / g, t.var);
+      quo.emplace_back(t.quotient, t.var);
+    }
+  }
+  const UOp r = sum(x, floor_div(floor_mod(constant, c), g), rem);
+  if (is_mod) {
+    UOp m = r.floormod(c / g);
+    if (g != 1) m = m * g;
+    const i128 k = floor_mod(constant, g);
+    return k ? m + k : m;
+  }
+  const UOp d = r.floordiv(c / g);
+  const UOp q = sum(x, floor_div(constant, c), quo);
+  return q.is_const() && q.arg().as_int() == 0 ? d : d + q;
+}
+
+// x < c (c > 0) when the terms without a unit factor share a divisor d with c and the rest stays
+// in [0, d): (sum of the others)/d < c//d.
+UOp lt_folding(const UOp& x, i128 c) {
+  std::vector<UOp> unit, scaled;
+  for (const UOp& u : split_add(x)) (const_factor(u) == 1 ? unit : scaled).push_back(u);
+  if (scaled.empty()) return UOp();
+  i128 d = c;
+  for (const UOp& u : scaled) d = gcd(d, const_factor(u));
+  if (d <= 1) return UOp();
+  i128 smin = 0, smax = 0;
+  for (const UOp& u : unit) {
+    smin += lo(u);
+    smax += hi(u);
+  }
+  if (smin < 0 || smax >= d) return UOp();
+  UOp acc;
+  for (const UOp& u : scaled) acc = acc ? acc + u : u;
+  UOp q = divides(acc, d);
+  if (!q) return UOp();
+  return q.lt(q.const_like(floor_div(c, d)));
+}
+
+// a0*x0 + a1*x1 + ... with ai > 0 and xi >= 0 irreducible: x > 0 exactly when x0 + x1 + ... > 0.
+UOp canonicalize_simplex(const UOp& x) {
+  bool changed = false;
+  UOp acc;
+  for (UOp u : split_add(x)) {
+    if (u.op() == Op::Mul && u.src(1).op() == Op::Const && u.src(1).arg().is_int() &&
+        u.src(1).arg().as_int() > 0) {
+      changed = true;
+      u = u.src(0);
+    }
+    if (!groups::irreducible().contains(u.op()) || lo(u) < 0) return UOp();
+    acc = acc ? acc + u : u;
+  }
+  return changed ? acc : UOp();
+}
+
+// ---- canonical order of commutative sources: ALU ops (by op), then variables, then constants.
+
+int rank(Op op) {
+  if (op == Op::Const) return 3 * kNumOps;
+  if (groups::irreducible().contains(op)) return 2 * kNumOps + static_cast<int>(op);
+  return static_cast<int>(op);
+}
+
+int compare_args(const Arg& a, const Arg& b) {
+  if (a.kind() != b.kind()) return a.kind() < b.kind() ? -1 : 1;
+  switch (a.kind()) {
+    case Arg::Kind::Int:
+    case Arg::Kind::Bool:
+      return a.as_int() < b.as_int() ? -1 : a.as_int() > b.as_int() ? 1 : 0;
+    case Arg::Kind::Float:
+      return a.as_float() < b.as_float() ? -1 : a.as_float() > b.as_float() ? 1 : 0;
+    case Arg::Kind::String:
+      return a.as_string().compare(b.as_string()) < 0 ? -1 : a.as_string() == b.as_string() ? 0 : 1;
+    case Arg::Kind::Tuple: {
+      auto x = a.items(), y = b.items();
+      for (size_t i = 0; i < std::min(x.size(), y.size()); ++i)
+        if (int c = compare_args(x[i], y[i])) return c;
+      return x.size() < y.size() ? -1 : x.size() > y.size() ? 1 : 0;
+    }
+    default: {
+      const std::string ra = a.repr(), rb = b.repr();
+      return ra < rb ? -1 : ra > rb ? 1 : 0;
+    }
+  }
+}
+
+// Total order on UOps (iterative, structural): rank, arg, dtype, sources.
+int compare_uops(const UOp& a0, const UOp& b0) {
+  std::vector<std::pair<UOp, UOp>> stack{{a0, b0}};
+  while (!stack.empty()) {
+    auto [a, b] = stack.back();
+    stack.pop_back();
+    if (a == b) continue;
+    if (rank(a.op()) != rank(b.op())) return rank(a.op()) < rank(b.op()) ? -1 : 1;
+    if (int c = compare_args(a.arg(), b.arg())) return c;
+    if (a.dtype() != b.dtype()) return a.dtype().name() < b.dtype().name() ? -1 : 1;
+    if (a.nsrc() != b.nsrc()) return a.nsrc() < b.nsrc() ? -1 : 1;
+    for (size_t i = a.nsrc(); i-- > 0;) stack.emplace_back(a.src(i), b.src(i));
+  }
+  return 0;
+}
+
+// ---- valid (gate) simplification
+
+struct Bound {
+  UOp var;
+  i128 lo, hi;
+};
+
+// Collects per-variable bounds implied by a conjunction of `v < c`, `c < v` and `!(v < c)`.
+void collect_bounds(const UOp& valid, std::vector<Bound>& out) {
+  std::vector<UOp> clauses{valid};
+  while (!clauses.empty()) {
+    UOp c = clauses.back();
+    clauses.pop_back();
+    if (c.op() == Op::And && c.dtype().is_bool()) {
+      clauses.push_back(c.src(0));
+      clauses.push_back(c.src(1));
+      continue;
+    }
+    auto add = [&](const UOp& v, i128 l, i128 h) {
+      if (v.op() != Op::DefineVar) return;
+      for (Bound& b : out)
+        if (b.var == v) {
+          b.lo = std::max(b.lo, l);
+          b.hi = std::min(b.hi, h);
+          return;
+        }
+      out.push_back({v, std::max(l, lo(v)), std::min(h, hi(v))});
+    };
+    if (c.op() == Op::CmpLt && c.src(1).is_const())
+      add(c.src(0), -kInfinity, c.src(1).arg().as_int() - 1);
+    if (c.op() == Op::CmpLt && c.src(0).is_const())
+      add(c.src(1), c.src(0).arg().as_int() + 1, kInfinity);
+    if (c.op() == Op::CmpNe && c.src(1).is_const() && c.src(1).arg() == Arg::boolean(true) &&
+        c.src(0).op() == Op::CmpLt && c.src(0).src(1).is_const()) {
+      add(c.src(0).src(0), c.src(0).src(1).arg().as_int(), kInfinity);
+    }
+  }
+}
+
+// x simplified under the assumption that `valid` holds, or empty when that changes nothing.
+UOp simplify_given_valid(RewriteContext& ctx, const UOp& valid, const UOp& x) {
+  std::vector<Bound> bounds;
+  collect_bounds(valid, bounds);
+  std::unordered_map<UOp, UOp> narrow, back;
+  for (const Bound& b : bounds) {
+    if (b.lo > b.hi || (b.lo == lo(b.var) && b.hi == hi(b.var))) continue;
+    const std::string name = b.var.arg().items()[0].as_string();
+    const UOp nv = UOp::variable(name, b.lo, b.hi, b.var.dtype()).with_tag(Arg::string("valid"));
+    narrow.emplace(b.var, nv);
+    back.emplace(nv, b.var);
+  }
+  if (narrow.empty() || !ctx.pm) return UOp();
+  const UOp simplified =
+      graph_rewrite(substitute(x, narrow), ctx.pm, {.name = "simplify_given_valid"});
+  const UOp out = substitute(simplified, back);
+  return out == x ? UOp() : out;
+}
+
+// ---- registration
+
+const HelperRegistrar kFoldConst(
+    {"fold_const", 1, 1, Type::UOp,
+     [](RewriteContext&, std::span<const Value> a) {
+       const UOp& u = a[0].as_uop();
+       std::vector<Arg> args;
+       for (const UOp& s : u.src()) args.push_back(s.arg());
+       auto r = exec_alu(u.op(), u.dtype(), args);
+       return r ? Value::uop(u.const_like(*r)) : Value();
+     },
+     "fold_const(a): the constant an ALU op of constants evaluates to (none if undefined)"});
+
+const HelperRegistrar kFoldDivmod(
+    {"fold_divmod", 1, 1, Type::UOp,
+     [](RewriteContext&, std::span<const Value> a) {
+       const UOp& d = a[0].as_uop();
+       return Value::uop(fold_divmod(d.src(0), d.src(1), d.op() == Op::FloorMod));
+     },
+     "fold_divmod(d): x//y or x%y (floor semantics) simplified by range and term analysis"});
+
+const HelperRegistrar kLtFolding({"lt_folding", 2, 2, Type::UOp,
+                                  [](RewriteContext&, std::span<const Value> a) {
+                                    return Value::uop(lt_folding(a[0].as_uop(), a[1].as_int()));
+                                  },
+                                  "lt_folding(x, c): x < c with common factors divided out"});
+
+const HelperRegistrar kSimplex({"canonicalize_simplex", 1, 1, Type::UOp,
+                                [](RewriteContext&, std::span<const Value> a) {
+                                  return Value::uop(canonicalize_simplex(a[0].as_uop()));
+                                },
+                                "canonicalize_simplex(x): positive sum with unit coefficients"});
+
+const HelperRegistrar kOrder(
+    {"sources_out_of_order", 1, 1, Type::Bool,
+     [](RewriteContext&, std::span<const Value> a) {
+       const UOp& u = a[0].as_uop();
+       return Value::boolean(u.nsrc() == 2 && compare_uops(u.src(1), u.src(0)) < 0);
+     },
+     "sources_out_of_order(x): the two sources are not in canonical order"});
+
+const HelperRegistrar kValid({"simplify_given_valid", 2, 2, Type::UOp,
+                              [](RewriteContext& ctx, std::span<const Value> a) {
+                                return Value::uop(
+                                    simplify_given_valid(ctx, a[0].as_uop(), a[1].as_uop()));
+                              },
+                              "simplify_given_valid(valid, x): x simplified where valid holds"});
+
+const HelperRegistrar kConstFactor({"const_factor", 1, 1, Type::Int,
+                                    [](RewriteContext&, std::span<const Value> a) {
+                                      return Value::integer(const_factor(a[0].as_uop()));
+                                    },
+                                    "const_factor(x): the largest known integer dividing x"});
+
+}  // namespace
+}  // namespace tinyrw::rw

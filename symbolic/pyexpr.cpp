@@ -1,0 +1,287 @@
+#include "symbolic/pyexpr.h"
+
+#include <cctype>
+
+#include <fmt/format.h>
+
+namespace tinyrw {
+
+namespace {
+
+constexpr int kMaxDepth = 200;  // nested parentheses/unary operators; beyond is an error
+
+struct Tok {
+  enum Kind { Int, Name, Op, End } kind;
+  std::string text;
+  int col;
+  i128 value = 0;
+};
+
+struct Fail {
+  PyParseError err;
+};
+
+class Parser {
+ public:
+  Parser(std::string_view s, const PyVars& vars) : s_(s), vars_(vars) { lex(); }
+
+  UOp parse() {
+    UOp e = conditional();
+    if (peek().kind != Tok::End) fail(peek().col, fmt::format("unexpected '{}'", peek().text));
+    return e;
+  }
+
+ private:
+  [[noreturn]] void fail(int col, std::string msg) { throw Fail{{col, std::move(msg)}}; }
+
+  void lex() {
+    size_t i = 0;
+    while (i < s_.size()) {
+      const char c = s_[i];
+      const int col = static_cast<int>(i) + 1;
+      if (c == ' ' || c == '\t' || c == '\r' || c == '\n') {
+        ++i;
+      } else if (std::isdigit(static_cast<unsigned char>(c))) {
+        size_t j = i;
+        i128 v = 0;
+        while (j < s_.size() && (std::isdigit(static_cast<unsigned char>(s_[j])) || s_[j] == '_')) {
+          if (s_[j] != '_') v = v * 10 + (s_[j] - '0');
+          if (v > (static_cast<i128>(1) << 100)) fail(col, "integer literal too large");
+          ++j;
+        }
+        if (j < s_.size() && (std::isalpha(static_cast<unsigned char>(s_[j])) || s_[j] == '.')) {
+          fail(static_cast<int>(j) + 1, "only integer literals are supported");
+        }
+        toks_.push_back({Tok::Int, std::string(s_.substr(i, j - i)), col, v});
+        i = j;
+      } else if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
+        size_t j = i;
+        while (j < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[j])) || s_[j] == '_'))
+          ++j;
+        toks_.push_back({Tok::Name, std::string(s_.substr(i, j - i)), col});
+        i = j;
+      } else {
+        static const char* kOps[] = {"//", "<<", ">>", "<=", ">=", "==", "!=", "+", "-", "*",
+                                     "%",  "<",  ">",  "&",  "|",  "^",  "(",  ")", ","};
+        bool found = false;
+        for (const char* op : kOps) {
+          const std::string_view o(op);
+          if (s_.substr(i, o.size()) == o) {
+            toks_.push_back({Tok::Op, std::string(o), col});
+            i += o.size();
+            found = true;
+            break;
+          }
+        }
+        if (!found) {
+          const unsigned char u = static_cast<unsigned char>(c);
+          fail(col, u >= 0x20 && u < 0x7f ? fmt::format("unexpected character '{}'", c)
+                                          : fmt::format("unexpected byte 0x{:02x}", u));
+        }
+      }
+    }
+    toks_.push_back({Tok::End, "end of input", static_cast<int>(s_.size()) + 1});
+  }
+
+  const Tok& peek() const { return toks_[pos_]; }
+  bool is_op(std::string_view o) const { return peek().kind == Tok::Op && peek().text == o; }
+  bool is_name(std::string_view n) const { return peek().kind == Tok::Name && peek().text == n; }
+  const Tok& next() { return toks_[pos_++]; }
+  void expect(std::string_view o) {
+    if (!is_op(o)) fail(peek().col, fmt::format("expected '{}', got '{}'", o, peek().text));
+    ++pos_;
+  }
+
+  struct Depth {
+    Parser& p;
+    Depth(Parser& parser, int col) : p(parser) {
+      if (++p.depth_ > kMaxDepth)
+        p.fail(col, fmt::format("expression nested deeper than {} levels", kMaxDepth));
+    }
+    ~Depth() { --p.depth_; }
+  };
+
+  static bool is_bool(const UOp& u) { return u.dtype().is_bool(); }
+  void want_int(const UOp& u, int col, std::string_view what) {
+    if (is_bool(u)) fail(col, fmt::format("{} needs integers, got a boolean", what));
+  }
+
+  // a if c else b   (lowest precedence)
+  UOp conditional() {
+    const int col = peek().col;
+    UOp a = comparison();
+    if (!is_name("if")) return a;
+    ++pos_;
+    UOp c = comparison();
+    if (!is_name("else")) fail(peek().col, fmt::format("expected 'else', got '{}'", peek().text));
+    ++pos_;
+    UOp b = conditional();
+    if (is_bool(a) != is_bool(b))
+      fail(col, "both branches of a conditional must be integers or both booleans");
+    if (!is_bool(c)) c = c.ne(c.const_like(static_cast<i128>(0)));  // Python truthiness
+    return c.where(a, b);
+  }
+
+  UOp comparison() {
+    UOp left = bit_or();
+    UOp result;
+    while (peek().kind == Tok::Op &&
+           (peek().text == "<" || peek().text == "<=" || peek().text == ">" ||
+            peek().text == ">=" || peek().text == "==" || peek().text == "!=")) {
+      const Tok op = next();
+      UOp right = bit_or();
+      if (is_bool(left) || is_bool(right))
+        fail(op.col, fmt::format("'{}' compares integers", op.text));
+      UOp cmp;
+      if (op.text == "<")
+        cmp = left.lt(right);
+      else if (op.text == "<=")
+        cmp = left.le(right);
+      else if (op.text == ">")
+        cmp = left.gt(right);
+      else if (op.text == ">=")
+        cmp = left.ge(right);
+      else if (op.text == "==")
+        cmp = left.eq(right);
+      else
+        cmp = left.ne(right);
+      result = result ? (result & cmp) : cmp;  // a < b < c is (a < b) & (b < c)
+      left = right;
+    }
+    return result ? result : left;
+  }
+
+  template <class Next>
+  UOp bitwise(std::string_view sym, Op op, Next next_level) {
+    UOp left = next_level();
+    while (is_op(sym)) {
+      const int col = next().col;
+      UOp right = next_level();
+      if (is_bool(left) != is_bool(right))
+        fail(col, fmt::format("'{}' mixes a boolean and an integer", sym));
+      left = left.alu(op, {right});
+    }
+    return left;
+  }
+  UOp bit_or() {
+    return bitwise("|", Op::Or, [&] { return bit_xor(); });
+  }
+  UOp bit_xor() {
+    return bitwise("^", Op::Xor, [&] { return bit_and(); });
+  }
+  UOp bit_and() {
+    return bitwise("&", Op::And, [&] { return shift(); });
+  }
+
+  UOp shift() {
+    UOp left = arith();
+    while (is_op("<<") || is_op(">>")) {
+      const Tok op = next();
+      UOp right = arith();
+      want_int(left, op.col, op.text);
+      want_int(right, op.col, op.text);
+      left = op.text == "<<" ? (left << right) : (left >> right);
+    }
+    return left;
+  }
+
+  UOp arith() {
+    UOp left = term();
+    while (is_op("+") || is_op("-")) {
+      const Tok op = next();
+      UOp right = term();
+      want_int(left, op.col, op.text);
+      want_int(right, op.col, op.text);
+      left = op.text == "+" ? left + right : left - right;
+    }
+    return left;
+  }
+
+  UOp term() {
+    UOp left = factor();
+    while (is_op("*") || is_op("//") || is_op("%")) {
+      const Tok op = next();
+      UOp right = factor();
+      want_int(left, op.col, op.text);
+      want_int(right, op.col, op.text);
+      if (op.text == "*")
+        left = left * right;
+      else if (op.text == "//")
+        left = left.floordiv(right);
+      else
+        left = left.floormod(right);
+    }
+    return left;
+  }
+
+  UOp factor() {
+    if (is_op("-") || is_op("+")) {
+      const Tok op = next();
+      Depth d(*this, op.col);
+      UOp x = factor();
+      want_int(x, op.col, "unary " + op.text);
+      if (op.text == "+") return x;
+      if (x.is_const()) return x.const_like(-x.arg().as_int());  // a negative literal
+      return -x;
+    }
+    return atom();
+  }
+
+  UOp atom() {
+    const Tok t = next();
+    switch (t.kind) {
+      case Tok::Int:
+        return UOp::cint(t.value);
+      case Tok::Name: {
+        if (t.text == "True" || t.text == "False") return UOp::cbool(t.text == "True");
+        if (t.text == "max" || t.text == "min") {
+          Depth d(*this, t.col);
+          expect("(");
+          UOp a = conditional();
+          expect(",");
+          UOp b = conditional();
+          expect(")");
+          want_int(a, t.col, t.text);
+          want_int(b, t.col, t.text);
+          return t.text == "max" ? a.maximum(b) : a.minimum(b);
+        }
+        auto it = vars_.find(t.text);
+        if (it == vars_.end())
+          fail(t.col, fmt::format("unknown variable '{}' (declare it with --var {}=LO..HI)", t.text,
+                                  t.text));
+        return it->second;
+      }
+      case Tok::Op:
+        if (t.text == "(") {
+          Depth d(*this, t.col);
+          UOp e = conditional();
+          expect(")");
+          return e;
+        }
+        fail(t.col, fmt::format("unexpected '{}'", t.text));
+      case Tok::End:
+        fail(t.col, "unexpected end of input");
+    }
+    fail(t.col, "unexpected input");
+  }
+
+  std::string_view s_;
+  const PyVars& vars_;
+  std::vector<Tok> toks_;
+  size_t pos_ = 0;
+  int depth_ = 0;
+};
+
+}  // namespace
+
+std::optional<UOp> parse_python_expr(std::string_view text, const PyVars& vars,
+                                     PyParseError& error) {
+  try {
+    return Parser(text, vars).parse();
+  } catch (const Fail& f) {
+    error = f.err;
+    return std::nullopt;
+  }
+}
+
+}  // namespace tinyrw
