@@ -102,7 +102,16 @@ UOp fold_divmod(const UOp& x, const UOp& y, bool is_mod) {
       return is_mod ? x - y * q : x.const_like(q);
     }
   }
-  if (y.op() != Op::Const || !y.arg().is_int() || y.arg().as_int() <= 0) return UOp();
+  if (y.op() != Op::Const) {
+    // A common factor of numerator and divisor cancels: (g*a)//(g*b) = a//b, (g*a)%(g*b) = g*(a%b).
+    i128 g = const_factor(y);
+    for (const UOp& t : split_add(x)) g = gcd(g, const_factor(t));
+    if (g <= 1) return UOp();
+    UOp a = divides(x, g), b = divides(y, g);
+    if (!a || !b) return UOp();
+    return is_mod ? a.floormod(b) * g : a.floordiv(b);
+  }
+  if (!y.arg().is_int() || y.arg().as_int() <= 0) return UOp();
   const i128 c = y.arg().as_int();
 
   struct Term {

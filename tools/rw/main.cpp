@@ -13,6 +13,7 @@
 #include "ir/rewrite.h"
 #include "ir/uop.h"
 #include "ir/viz.h"
+#include "tools/rw/simplify.h"
 
 using namespace tinyrw;
 
@@ -21,6 +22,9 @@ namespace {
 int usage(std::FILE* out, int status) {
   fmt::print(out,
              "usage: rw <command>\n"
+             "  simplify [--var NAME=LO..HI]... [--interp] [--stats] [--viz FILE] (EXPR | --batch "
+             "FILE|-)\n"
+             "         simplify integer index expressions written in Python syntax\n"
              "  demo   build index expressions, derive ranges, substitute a variable\n"
              "  ops    print the op table (name, category, sources, groups)\n");
   return status;
@@ -84,6 +88,7 @@ int main(int argc, char** argv) {
   if (argc < 2) return usage(stderr, 2);
   const std::string_view cmd = argv[1];
   try {
+    if (cmd == "simplify") return simplify_main(std::vector<std::string>(argv + 2, argv + argc));
     if (cmd == "demo") return demo();
     if (cmd == "ops") return ops();
     if (cmd == "help" || cmd == "--help" || cmd == "-h") return usage(stdout, 0);

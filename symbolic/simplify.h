@@ -1,0 +1,33 @@
+// Symbolic simplification with the rules of rules/symbolic.rw, compiled or interpreted.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "dsl/ruleset.h"
+#include "ir/uop.h"
+
+namespace tinyrw {
+
+namespace rw {
+class InterpretedMatcher;
+}
+
+// The directory of the .rw rule files the interpreter loads: $TINYRW_RULES_DIR if set, else the
+// installed share/tinyrw/rules, else the source tree this library was built from.
+std::string rules_dir();
+
+class Simplifier {
+ public:
+  // set: symbolic_simple, symbolic, symbolic_flat or sym (the strongest, the default).
+  explicit Simplifier(bool interpreted = false, const std::string& set = "sym");
+  ~Simplifier();
+  UOp simplify(const UOp& expr) const;
+  const rw::RuleSetMatcher& matcher() const { return *matcher_; }
+
+ private:
+  std::unique_ptr<rw::InterpretedMatcher> interpreted_;
+  const rw::RuleSetMatcher* matcher_ = nullptr;
+};
+
+}  // namespace tinyrw
