@@ -83,6 +83,8 @@ std::optional<DTypeFilter> dtype_filter_from_name(std::string_view name) {
 }
 
 bool arg_literal_matches(const Arg& literal, const Arg& actual) {
+  // True/False match only bool constants, numbers only numeric ones (an int 1 is not True).
+  if (literal.is_bool() != actual.is_bool()) return false;
   if (literal.is_number() && actual.is_number()) {
     if (literal.is_float() || actual.is_float()) return literal.as_float() == actual.as_float();
     return literal.as_int() == actual.as_int();

@@ -152,7 +152,32 @@ class PyRenderer {
   Piece child(const UOp& u, size_t i, bool paren) const { return {{}, u.src(i).node(), paren}; }
   int prec_of(const UOp& u, size_t i) const { return prec_.at(u.src(i).node()); }
 
+  // not(a < b) is a >= b, not(a != b) is a == b, not(a == b) is a != b.
+  static std::optional<const char*> negated(const UOp& u) {
+    if (u.op() != Op::CmpNe || !u.src(1).is_const() || !(u.src(1).arg() == Arg::boolean(true)))
+      return std::nullopt;
+    if (!u.src(0).src().empty() && u.src(0).src(0).dtype().is_bool())
+      return std::nullopt;  // keep bool==bool explicit
+    switch (u.src(0).op()) {
+      case Op::CmpLt:
+        return ">=";
+      case Op::CmpNe:
+        return "==";
+      case Op::CmpEq:
+        return "!=";
+      default:
+        return std::nullopt;
+    }
+  }
+
   void expand(const UOp& u, std::vector<Piece>& out) const {
+    if (auto neg = negated(u)) {
+      const UOp& cmp = u.src(0);
+      out.push_back(child(cmp, 0, prec_of(cmp, 0) <= kCompare));
+      out.push_back({*neg});
+      out.push_back(child(cmp, 1, prec_of(cmp, 1) <= kCompare));
+      return;
+    }
     if (auto b = binary_syntax(u.op())) {
       const int l = prec_of(u, 0), r = prec_of(u, 1);
       // Left-associative: an equal-precedence left operand needs no parentheses; comparisons
