@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build ccache pkg-config git
-  clang-format clang clang-15 libclang-rt-15-dev
+  clang-format clang-16 libclang-rt-16-dev
   libfmt-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   antlr4 libantlr4-runtime-dev
