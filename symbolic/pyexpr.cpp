@@ -130,8 +130,11 @@ class Parser {
             peek().text == ">=" || peek().text == "==" || peek().text == "!=")) {
       const Tok op = next();
       UOp right = bit_or();
-      if (is_bool(left) || is_bool(right))
-        fail(op.col, fmt::format("'{}' compares integers", op.text));
+      const bool eq = op.text == "==" || op.text == "!=";
+      if (eq ? is_bool(left) != is_bool(right) : (is_bool(left) || is_bool(right))) {
+        fail(op.col, eq ? fmt::format("'{}' compares a boolean with an integer", op.text)
+                        : fmt::format("'{}' compares integers", op.text));
+      }
       UOp cmp;
       if (op.text == "<")
         cmp = left.lt(right);
@@ -202,6 +205,10 @@ class Parser {
     while (is_op("*") || is_op("//") || is_op("%")) {
       const Tok op = next();
       UOp right = factor();
+      if (op.text == "*" && is_bool(left) && is_bool(right)) {  // True*True == 1: the same as &
+        left = left & right;
+        continue;
+      }
       want_int(left, op.col, op.text);
       want_int(right, op.col, op.text);
       if (op.text == "*")

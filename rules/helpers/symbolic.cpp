@@ -74,6 +74,91 @@ UOp divides(const UOp& u, i128 v, int depth = 0) {
   return UOp();
 }
 
+// The factors of a product: x = f0 * f1 * ... (flattening nested MULs).
+std::vector<UOp> split_mul(const UOp& x) {
+  std::vector<UOp> out, stack{x};
+  while (!stack.empty()) {
+    UOp u = stack.back();
+    stack.pop_back();
+    if (u.op() == Op::Mul) {
+      stack.push_back(u.src(1));
+      stack.push_back(u.src(0));
+    } else {
+      out.push_back(u);
+    }
+  }
+  return out;
+}
+
+// x / y when y divides x as a product of factors (x == y*q structurally), else empty. Constant
+// factors divide by value.
+UOp divide_exact(const UOp& x, const UOp& y) {
+  if (x == y) return x.const_like(static_cast<i128>(1));
+  if (x.op() == Op::Add) {
+    UOp a = divide_exact(x.src(0), y);
+    if (!a) return UOp();
+    UOp b = divide_exact(x.src(1), y);
+    return b ? a + b : UOp();
+  }
+  std::vector<UOp> factors = split_mul(x);
+  i128 coeff = 1;
+  std::vector<UOp> rest;
+  for (const UOp& f : factors) {
+    if (f.is_const() && f.arg().is_int())
+      coeff *= f.arg().as_int();
+    else
+      rest.push_back(f);
+  }
+  for (const UOp& d : split_mul(y)) {
+    if (d.is_const() && d.arg().is_int()) {
+      const i128 k = d.arg().as_int();
+      if (k == 0 || floor_mod(coeff, k) != 0) return UOp();
+      coeff /= k;
+      continue;
+    }
+    auto it = std::find(rest.begin(), rest.end(), d);
+    if (it == rest.end()) return UOp();
+    rest.erase(it);
+  }
+  UOp out;
+  for (const UOp& f : rest) out = out ? out * f : f;
+  if (!out) return x.const_like(coeff);
+  return coeff == 1 ? out : out * coeff;
+}
+
+// k*(x%c) + k*c*(x//c) == k*x: finds such pairs among the terms of a sum (in any order, with
+// other terms between them) and combines them.
+UOp combine_divmod_terms(const UOp& sum_node) {
+  std::vector<UOp> terms = split_add(sum_node);
+  auto scaled = [](const UOp& t) -> std::pair<i128, UOp> {  // t == k * inner
+    if (t.op() == Op::Mul && t.src(1).is_const() && t.src(1).arg().is_int())
+      return {t.src(1).arg().as_int(), t.src(0)};
+    return {1, t};
+  };
+  for (size_t i = 0; i < terms.size(); ++i) {
+    auto [k, m] = scaled(terms[i]);
+    if (m.op() != Op::FloorMod || !m.src(1).is_const() || !m.src(1).arg().is_int()) continue;
+    const UOp& x = m.src(0);
+    const i128 c = m.src(1).arg().as_int();
+    if (c <= 0) continue;
+    // x//c, also in the merged form z//(c1*c) when x is z//c1
+    std::vector<UOp> divs{x.floordiv(c)};
+    if (x.op() == Op::FloorDiv && x.src(1).is_const() && x.src(1).arg().as_int() > 0) {
+      divs.push_back(x.src(0).floordiv(x.src(1).arg().as_int() * c));
+    }
+    for (size_t j = 0; j < terms.size(); ++j) {
+      if (j == i) continue;
+      auto [kd, d] = scaled(terms[j]);
+      if (kd != k * c || std::find(divs.begin(), divs.end(), d) == divs.end()) continue;
+      UOp out = k == 1 ? x : x * k;
+      for (size_t t = 0; t < terms.size(); ++t)
+        if (t != i && t != j) out = out + terms[t];
+      return out;
+    }
+  }
+  return UOp();
+}
+
 i128 lo(const UOp& u) { return u.vmin().i; }
 i128 hi(const UOp& u) { return u.vmax().i; }
 
@@ -103,6 +188,20 @@ UOp fold_divmod(const UOp& x, const UOp& y, bool is_mod) {
     }
   }
   if (y.op() != Op::Const) {
+    // Terms that are exact multiples of y leave the division: (k*y + r)//y = k + r//y and
+    // (k*y + r)%y = r%y, for every y != 0 (floor semantics).
+    UOp quotient, rest;
+    for (const UOp& t : split_add(x)) {
+      if (UOp q = divide_exact(t, y)) {
+        quotient = quotient ? quotient + q : q;
+      } else {
+        rest = rest ? rest + t : t;
+      }
+    }
+    if (quotient) {
+      if (is_mod) return rest ? rest.floormod(y) : x.const_like(static_cast<i128>(0));
+      return rest ? quotient + rest.floordiv(y) : quotient;
+    }
     // A common factor of numerator and divisor cancels: (g*a)//(g*b) = a//b, (g*a)%(g*b) = g*(a%b).
     i128 g = const_factor(y);
     for (const UOp& t : split_add(x)) g = gcd(g, const_factor(t));
@@ -113,6 +212,29 @@ UOp fold_divmod(const UOp& x, const UOp& y, bool is_mod) {
   }
   if (!y.arg().is_int() || y.arg().as_int() <= 0) return UOp();
   const i128 c = y.arg().as_int();
+  // x = g*m + r with 0 <= r < g and g | c: x//c = m//(c/g) and x%c = g*(m%(c/g)) + r.
+  {
+    i128 g = c;
+    UOp big, small;
+    i128 small_max = 0;
+    bool small_ok = true;
+    for (const UOp& t : split_add(x)) {
+      const i128 f = const_factor(t);
+      if (f != 1 && f != -1) {
+        g = gcd(g, f);
+        big = big ? big + t : t;
+      } else {
+        small_ok &= lo(t) >= 0 && hi(t) < kInfinity;
+        small_max += small_ok ? hi(t) : 0;
+        small = small ? small + t : t;
+      }
+    }
+    if (small && big && small_ok && g > 1 && small_max < g) {
+      if (UOp m = divides(big, g)) {
+        return is_mod ? m.floormod(c / g) * g + small : m.floordiv(c / g);
+      }
+    }
+  }
 
   struct Term {
     i128 factor, quotient, remainder;
@@ -405,6 +527,13 @@ const HelperRegistrar kValid({"simplify_given_valid", 2, 2, Type::UOp,
                                     simplify_given_valid(ctx, a[0].as_uop(), a[1].as_uop()));
                               },
                               "simplify_given_valid(valid, x): x simplified where valid holds"});
+
+const HelperRegistrar kCombine(
+    {"combine_divmod_terms", 1, 1, Type::UOp,
+     [](RewriteContext&, std::span<const Value> a) {
+       return Value::uop(combine_divmod_terms(a[0].as_uop()));
+     },
+     "combine_divmod_terms(sum): k*(x%c) + k*c*(x//c) terms become k*x"});
 
 const HelperRegistrar kConstFactor({"const_factor", 1, 1, Type::Int,
                                     [](RewriteContext&, std::span<const Value> a) {
