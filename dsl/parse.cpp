@@ -23,8 +23,43 @@ using P = RWParser;
 
 // Checks what the ANTLR runtime cannot report well (or would crash on): invalid UTF-8, NUL
 // bytes, unterminated strings and comments, and nesting beyond kMaxNesting.
+// Length of the valid UTF-8 sequence at t[i] (strict: no overlong forms, surrogates or code
+// points past U+10FFFF), or 0 when the bytes there are not valid UTF-8.
+size_t utf8_length(const std::string& t, size_t i) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(t[k]); };
+  const unsigned char c = b(i);
+  if (c < 0x80) return 1;
+  const size_t n = (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
+  if (n == 0 || i + n > t.size()) return 0;
+  uint32_t cp = c & (0x7f >> n);
+  for (size_t k = 1; k < n; ++k) {
+    if ((b(i + k) & 0xc0) != 0x80) return 0;
+    cp = (cp << 6) | (b(i + k) & 0x3f);
+  }
+  static const uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+  if (cp < kMin[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+  return n;
+}
+
 bool prescan(const SourceFile& src, Diagnostics& diags) {
   const std::string& t = src.text;
+  {  // the whole text must be UTF-8 (comments included: the ANTLR runtime decodes everything)
+    int line = 1;
+    size_t line_start = 0;
+    for (size_t i = 0; i < t.size();) {
+      if (t[i] == '\n') {
+        ++line;
+        line_start = i + 1;
+      }
+      const size_t n = utf8_length(t, i);
+      if (n == 0) {
+        diags.error(Loc{&src, line, static_cast<int>(i - line_start) + 1},
+                    fmt::format("invalid UTF-8 byte 0x{:02x}", static_cast<unsigned char>(t[i])));
+        return false;
+      }
+      i += n;
+    }
+  }
   int line = 1;
   size_t line_start = 0;
   auto loc_at = [&](size_t i) { return Loc{&src, line, static_cast<int>(i - line_start) + 1}; };
@@ -40,18 +75,8 @@ bool prescan(const SourceFile& src, Diagnostics& diags) {
       diags.error(loc_at(i), "NUL byte in source");
       return false;
     }
-    if (c >= 0x80) {  // validate one UTF-8 sequence
-      const int n = (c & 0xe0) == 0xc0 ? 1 : (c & 0xf0) == 0xe0 ? 2 : (c & 0xf8) == 0xf0 ? 3 : -1;
-      bool ok = n > 0 && i + static_cast<size_t>(n) < t.size() + 1;
-      for (int k = 1; ok && k <= n; ++k) {
-        ok = i + static_cast<size_t>(k) < t.size() &&
-             (static_cast<unsigned char>(t[i + static_cast<size_t>(k)]) & 0xc0) == 0x80;
-      }
-      if (!ok) {
-        diags.error(loc_at(i), fmt::format("invalid UTF-8 byte 0x{:02x}", c));
-        return false;
-      }
-      i += static_cast<size_t>(n);
+    if (c >= 0x80) {  // a valid multi-byte sequence (checked above): skip it
+      i += utf8_length(t, i) - 1;
       continue;
     }
     if (c == '#') {
@@ -499,7 +524,14 @@ class Builder {
 
 std::unique_ptr<FileAst> parse_file(const SourceFile& src, Diagnostics& diags) {
   if (!prescan(src, diags)) return nullptr;
-  antlr4::ANTLRInputStream input(src.text);
+  std::unique_ptr<antlr4::ANTLRInputStream> input_holder;
+  try {
+    input_holder = std::make_unique<antlr4::ANTLRInputStream>(src.text);
+  } catch (const std::exception& e) {  // the runtime's own decoding: never let it escape
+    diags.error(Loc{&src, 1, 1}, fmt::format("cannot decode the file: {}", e.what()));
+    return nullptr;
+  }
+  antlr4::ANTLRInputStream& input = *input_holder;
   RWLexer lexer(&input);
   ErrorCollector errors(src, diags);
   lexer.removeErrorListeners();

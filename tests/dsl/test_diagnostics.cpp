@@ -85,6 +85,11 @@ TEST(RwDiagnostics, NulAndInvalidUtf8) {
                12);
   expect_error("ruleset r {\n  Add(x, \xff) => x\n}\n", "invalid UTF-8 byte 0xff", 2, 10);
   EXPECT_TRUE(check("# caf\xc3\xa9 is fine in comments\nruleset r {\n  Add(x, 0) => x\n}\n").ok);
+  // Found by the fuzzer: invalid UTF-8 inside a comment reached the ANTLR runtime, which threw.
+  expect_error("ruleset r {\n  Add(x, 0) => x # se\x8c\xe9per\n}\n", "invalid UTF-8 byte 0x8c", 2,
+               22);
+  expect_error("# overlong \xc0\xaf\n", "invalid UTF-8 byte 0xc0", 1, 12);
+  expect_error("# surrogate \xed\xa0\x80\n", "invalid UTF-8 byte 0xed", 1, 13);
 }
 
 TEST(RwDiagnostics, MegabyteLine) {
