@@ -449,6 +449,7 @@ Value uop_member(const UOp& u, std::string_view name) {
     return Value::tuple(std::move(s));
   }
   if (name == "is_const") return Value::boolean(u.op() == Op::Const);
+  if (name == "finite") return Value::boolean(!u.vmin().is_infinite() && !u.vmax().is_infinite());
   throw EvalError(fmt::format("UOp has no property '{}'", name));
 }
 
@@ -677,9 +678,9 @@ bool is_builtin(std::string_view name) { return builtin_type(name).has_value(); 
 
 std::optional<Type> member_type(Type recv, std::string_view name, bool is_call) {
   static const std::map<std::string_view, Type> kUOpProps = {
-      {"op", Type::Op},     {"dtype", Type::DType},  {"arg", Type::Any},  {"tag", Type::Any},
-      {"nsrc", Type::Int},  {"vmin", Type::Any},     {"vmax", Type::Any}, {"shape", Type::Tuple},
-      {"src", Type::Tuple}, {"is_const", Type::Bool}};
+      {"op", Type::Op},     {"dtype", Type::DType},   {"arg", Type::Any},    {"tag", Type::Any},
+      {"nsrc", Type::Int},  {"vmin", Type::Any},      {"vmax", Type::Any},   {"shape", Type::Tuple},
+      {"src", Type::Tuple}, {"is_const", Type::Bool}, {"finite", Type::Bool}};
   static const std::map<std::string_view, Type> kUOpMethods = {
       {"replace", Type::UOp},    {"cast", Type::UOp},        {"bitcast", Type::UOp},
       {"const_like", Type::UOp}, {"logical_not", Type::UOp}, {"where", Type::UOp},

@@ -8,7 +8,13 @@ namespace {
 
 std::optional<Arg> int_alu(Op op, DType dt, std::span<const Arg> s) {
   auto v = [&](size_t i) { return s[i].as_int(); };
-  auto wrap = [&](i128 r) { return Arg::integer(truncate_int(dt, saturate(r))); };
+  // Results beyond the exact range (saturated) are not folded: the expression stays as written.
+  auto wrap = [&](i128 r) -> std::optional<Arg> {
+    if (is_infinite(r)) return std::nullopt;
+    return Arg::integer(truncate_int(dt, r));
+  };
+  for (const Arg& a : s)
+    if (is_infinite(a.as_int())) return std::nullopt;
   switch (op) {
     case Op::Neg:
       return wrap(sat_neg(v(0)));

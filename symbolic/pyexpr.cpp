@@ -46,7 +46,8 @@ class Parser {
         i128 v = 0;
         while (j < s_.size() && (std::isdigit(static_cast<unsigned char>(s_[j])) || s_[j] == '_')) {
           if (s_[j] != '_') v = v * 10 + (s_[j] - '0');
-          if (v > (static_cast<i128>(1) << 100)) fail(col, "integer literal too large");
+          if (v > (static_cast<i128>(1) << 63) - 1)
+            fail(col, "integer literal too large (the limit is 2**63-1)");
           ++j;
         }
         if (j < s_.size() && (std::isalpha(static_cast<unsigned char>(s_[j])) || s_[j] == '.')) {
@@ -102,8 +103,9 @@ class Parser {
   };
 
   static bool is_bool(const UOp& u) { return u.dtype().is_bool(); }
-  void want_int(const UOp& u, int col, std::string_view what) {
-    if (is_bool(u)) fail(col, fmt::format("{} needs integers, got a boolean", what));
+  // Python treats a bool as the integer 0 or 1 wherever an integer is needed.
+  static void want_int(UOp& u, int, std::string_view) {
+    if (is_bool(u)) u = u.where(UOp::cint(1), UOp::cint(0));
   }
 
   // a if c else b   (lowest precedence)
@@ -116,15 +118,17 @@ class Parser {
     if (!is_name("else")) fail(peek().col, fmt::format("expected 'else', got '{}'", peek().text));
     ++pos_;
     UOp b = conditional();
-    if (is_bool(a) != is_bool(b))
-      fail(col, "both branches of a conditional must be integers or both booleans");
+    if (is_bool(a) != is_bool(b)) {  // mixed branches: both as integers
+      want_int(a, col, "if");
+      want_int(b, col, "else");
+    }
     if (!is_bool(c)) c = c.ne(c.const_like(static_cast<i128>(0)));  // Python truthiness
     return c.where(a, b);
   }
 
   UOp comparison() {
     UOp left = bit_or();
-    UOp result;
+    std::vector<UOp> chain;
     while (peek().kind == Tok::Op &&
            (peek().text == "<" || peek().text == "<=" || peek().text == ">" ||
             peek().text == ">=" || peek().text == "==" || peek().text == "!=")) {
@@ -132,8 +136,8 @@ class Parser {
       UOp right = bit_or();
       const bool eq = op.text == "==" || op.text == "!=";
       if (eq ? is_bool(left) != is_bool(right) : (is_bool(left) || is_bool(right))) {
-        fail(op.col, eq ? fmt::format("'{}' compares a boolean with an integer", op.text)
-                        : fmt::format("'{}' compares integers", op.text));
+        want_int(left, op.col, op.text);
+        want_int(right, op.col, op.text);
       }
       UOp cmp;
       if (op.text == "<")
@@ -148,10 +152,15 @@ class Parser {
         cmp = left.eq(right);
       else
         cmp = left.ne(right);
-      result = result ? (result & cmp) : cmp;  // a < b < c is (a < b) & (b < c)
+      // a < b < c is `(b < c) if (a < b) else False`: like Python, later comparisons are not
+      // evaluated once one fails (they may divide by zero).
+      chain.push_back(cmp);
       left = right;
     }
-    return result ? result : left;
+    if (chain.empty()) return left;
+    UOp result = chain.back();
+    for (size_t i = chain.size() - 1; i-- > 0;) result = chain[i].where(result, UOp::cbool(false));
+    return result;
   }
 
   template <class Next>
@@ -160,8 +169,10 @@ class Parser {
     while (is_op(sym)) {
       const int col = next().col;
       UOp right = next_level();
-      if (is_bool(left) != is_bool(right))
-        fail(col, fmt::format("'{}' mixes a boolean and an integer", sym));
+      if (is_bool(left) != is_bool(right)) {
+        want_int(left, col, sym);
+        want_int(right, col, sym);
+      }
       left = left.alu(op, {right});
     }
     return left;
