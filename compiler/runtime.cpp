@@ -33,27 +33,24 @@ CompiledMatcher::CompiledMatcher(std::string name, std::span<const RuleInfo> rul
 std::optional<Value> CompiledMatcher::apply(const UOp& node, RewriteContext& ctx,
                                             const RuleInfo** fired, const UOp* gradient) const {
   int rule = -1;
-  if (!match_stats::enabled()) {
-    std::optional<Value> v;
+  // An error inside a rule is reported with the rule's location.
+  auto run = [&]() -> std::optional<Value> {
     try {
-      v = dispatch(node, ctx, gradient, rule);
+      return dispatch(node, ctx, gradient, rule);
     } catch (const EvalError& e) {
       const RuleInfo& r = rules_[static_cast<size_t>(rule)];
       throw RwError(fmt::format("{}: error in rule {}: {}", r.location(), r.name, e.what()));
     }
+  };
+  if (!match_stats::enabled()) {
+    std::optional<Value> v = run();
     if (v && fired) *fired = &rules_[static_cast<size_t>(rule)];
     return v;
   }
   // Statistics: every rule of the root op up to the one that fired counts as attempted; the time
   // of the whole dispatch goes to the last rule tried.
   const auto t0 = std::chrono::steady_clock::now();
-  std::optional<Value> v;
-  try {
-    v = dispatch(node, ctx, gradient, rule);
-  } catch (const EvalError& e) {
-    const RuleInfo& r = rules_[static_cast<size_t>(rule)];
-    throw RwError(fmt::format("{}: error in rule {}: {}", r.location(), r.name, e.what()));
-  }
+  std::optional<Value> v = run();
   const auto dt = std::chrono::steady_clock::now() - t0;
   const std::span<const int> tried = order(node.op());
   for (size_t i = 0; i < tried.size(); ++i) {

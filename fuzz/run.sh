@@ -7,7 +7,7 @@ secs=${1:-300}
 if [ ! -f build-fuzz/build.ninja ]; then
   CC=clang-16 CXX=clang++-16 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DTINYRW_FUZZ=ON -DTINYRW_BUILD_TESTS=OFF -DTINYRW_BUILD_BENCH=OFF \
-    -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer"
+    -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer"
 fi
 cmake --build build-fuzz --target fuzz_rw
 mkdir -p fuzz/findings build-fuzz/corpus

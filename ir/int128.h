@@ -50,6 +50,17 @@ inline constexpr i128 floor_mod(i128 a, i128 b) { return a - floor_div(a, b) * b
 inline constexpr i128 trunc_div(i128 a, i128 b) { return a / b; }
 inline constexpr i128 trunc_mod(i128 a, i128 b) { return a % b; }
 
+inline constexpr i128 gcd(i128 a, i128 b) {
+  if (a < 0) a = -a;
+  if (b < 0) b = -b;
+  while (b) {
+    const i128 t = a % b;
+    a = b;
+    b = t;
+  }
+  return a;
+}
+
 std::string to_string(i128 v);
 
 }  // namespace tinyrw

@@ -7,20 +7,9 @@
 namespace tinyrw::rw {
 namespace {
 
-i128 gcd128(i128 a, i128 b) {
-  if (a < 0) a = -a;
-  if (b < 0) b = -b;
-  while (b) {
-    const i128 t = a % b;
-    a = b;
-    b = t;
-  }
-  return a;
-}
-
 const HelperRegistrar kGcd({"gcd", 2, 2, Type::Int,
                             [](RewriteContext&, std::span<const Value> a) {
-                              return Value::integer(gcd128(a[0].as_int(), a[1].as_int()));
+                              return Value::integer(gcd(a[0].as_int(), a[1].as_int()));
                             },
                             "gcd(a, b): the greatest common divisor of two integers (>= 0)"});
 

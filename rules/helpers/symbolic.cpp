@@ -13,17 +13,6 @@ namespace {
 
 constexpr int kMaxTermDepth = 512;  // deeper sums are left alone (no recursion beyond this)
 
-i128 gcd(i128 a, i128 b) {
-  if (a < 0) a = -a;
-  if (b < 0) b = -b;
-  while (b) {
-    const i128 t = a % b;
-    a = b;
-    b = t;
-  }
-  return a;
-}
-
 // The terms of a sum: x = t0 + t1 + ... (flattening nested ADDs, left to right).
 std::vector<UOp> split_add(const UOp& x) {
   std::vector<UOp> out, stack{x};

@@ -5,6 +5,7 @@
 
 #include "ir/graph.h"
 #include "ir/uop.h"
+#include "tests/symbolic/eval.h"
 
 using namespace tinyrw;
 
@@ -125,54 +126,13 @@ TEST(VMinVMax, SoundOnRandomExpressions) {
         return l.floordiv(UOp::cint(static_cast<int>(rng() % 5) + 1));
     }
   };
-  auto eval = [](const UOp& e, const std::map<std::string, i128>& env) {
-    std::map<const UOpNode*, i128> v;
-    for (const UOp& u : toposort(e)) {
-      auto s = [&](size_t i) { return v.at(u.src(i).node()); };
-      i128 out = 0;
-      switch (u.op()) {
-        case Op::Const:
-          out = u.arg().as_int();
-          break;
-        case Op::DefineVar:
-          out = env.at(u.arg().items()[0].as_string());
-          break;
-        case Op::Add:
-          out = s(0) + s(1);
-          break;
-        case Op::Mul:
-          out = s(0) * s(1);
-          break;
-        case Op::Max:
-          out = std::max(s(0), s(1));
-          break;
-        case Op::FloorDiv:
-          out = floor_div(s(0), s(1));
-          break;
-        case Op::FloorMod:
-          out = floor_mod(s(0), s(1));
-          break;
-        case Op::CmpLt:
-          out = s(0) < s(1);
-          break;
-        case Op::Where:
-          out = s(0) ? s(1) : s(2);
-          break;
-        default:
-          ADD_FAILURE() << "unexpected op";
-          break;
-      }
-      v[u.node()] = out;
-    }
-    return v.at(e.node());
-  };
   for (int t = 0; t < 300; ++t) {
     const UOp e = gen(4);
     const i128 mn = e.vmin().i, mx = e.vmax().i;
     for (i128 va = -4; va <= 6; ++va)
       for (i128 vb = -3; vb <= 3; ++vb)
         for (i128 vc = 1; vc <= 5; ++vc) {
-          const i128 val = eval(e, {{"a", va}, {"b", vb}, {"c", vc}});
+          const i128 val = *test::py_eval(e, {{"a", va}, {"b", vb}, {"c", vc}});
           ASSERT_LE(mn, val) << e.repr(10);
           ASSERT_GE(mx, val) << e.repr(10);
         }

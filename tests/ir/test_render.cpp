@@ -19,10 +19,10 @@ TEST(Render, PythonSyntaxWithMinimalParentheses) {
   EXPECT_EQ(render((a * b).floordiv(2)), "(a*b//2)");  // left-associative: no parentheses
   EXPECT_EQ(render(a - b), "(a+b*-1)");                // tinygrad's form of subtraction
   EXPECT_EQ(render(a.lt(b) & b.lt(x)), "((a<b)&(b<x))");
-  EXPECT_EQ(render(a.lt(b).ne(b.lt(x))), "((a<b)!=(b<x))");  // comparisons never chain
-  EXPECT_EQ(render(a.lt(b).ne(UOp::cbool(true))), "(a>=b)");    // not(a<b)
-  EXPECT_EQ(render(a.ne(b).ne(UOp::cbool(true))), "(a==b)");    // not(a!=b)
-  EXPECT_EQ(render(c.ne(UOp::cbool(true))), "(c!=True)");       // a plain bool stays explicit
+  EXPECT_EQ(render(a.lt(b).ne(b.lt(x))), "((a<b)!=(b<x))");   // comparisons never chain
+  EXPECT_EQ(render(a.lt(b).ne(UOp::cbool(true))), "(a>=b)");  // not(a<b)
+  EXPECT_EQ(render(a.ne(b).ne(UOp::cbool(true))), "(a==b)");  // not(a!=b)
+  EXPECT_EQ(render(c.ne(UOp::cbool(true))), "(c!=True)");     // a plain bool stays explicit
   EXPECT_EQ(render(UOp::cbool(false)), "False");
   EXPECT_EQ(render((a + b) * (a + 1)), "((a+b)*(a+1))");
   EXPECT_EQ(render(UOp::range(UOp::cint(4), 2)), "ridx2");
