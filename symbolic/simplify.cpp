@@ -19,19 +19,27 @@ std::string rules_dir() {
   return TINYRW_SOURCE_RULES_DIR;
 }
 
-Simplifier::Simplifier(bool interpreted, const std::string& set) {
-  if (!interpreted) {
-    matcher_ = rw::compiled_rules(set);
-    if (!matcher_) throw rw::RwError(fmt::format("no compiled rule set '{}'", set));
-    return;
+Simplifier::Simplifier(Mode mode, const std::string& set) {
+  const rw::RuleSetMatcher* compiled = nullptr;
+  if (mode != Mode::Interpreted) {
+    compiled = rw::compiled_rules(set);
+    if (!compiled) throw rw::RwError(fmt::format("no compiled rule set '{}'", set));
+    matcher_ = compiled;
   }
-  rw::Diagnostics diags;
-  const std::string path = rules_dir() + "/symbolic.rw";
-  interpreted_ = rw::interpret(path, set, diags);
-  if (!interpreted_)
-    throw rw::RwError(
-        fmt::format("cannot load rule set '{}' from {}:\n{}", set, path, diags.render()));
-  matcher_ = interpreted_.get();
+  if (mode != Mode::Compiled) {
+    rw::Diagnostics diags;
+    const std::string path = rules_dir() + "/symbolic.rw";
+    interpreted_ = rw::interpret(path, set, diags);
+    if (!interpreted_) {
+      throw rw::RwError(
+          fmt::format("cannot load rule set '{}' from {}:\n{}", set, path, diags.render()));
+    }
+    matcher_ = interpreted_.get();
+  }
+  if (mode == Mode::Differential) {
+    differential_ = std::make_unique<rw::DifferentialMatcher>(*compiled, *interpreted_);
+    matcher_ = differential_.get();
+  }
 }
 
 Simplifier::~Simplifier() = default;

@@ -19,14 +19,19 @@ std::string rules_dir();
 
 class Simplifier {
  public:
+  enum class Mode { Compiled, Interpreted, Differential };
   // set: symbolic_simple, symbolic, symbolic_flat or sym (the strongest, the default).
-  explicit Simplifier(bool interpreted = false, const std::string& set = "sym");
+  // Differential runs both executors side by side and raises at the first difference.
+  explicit Simplifier(Mode mode = Mode::Compiled, const std::string& set = "sym");
+  explicit Simplifier(bool interpreted, const std::string& set = "sym")
+      : Simplifier(interpreted ? Mode::Interpreted : Mode::Compiled, set) {}
   ~Simplifier();
   UOp simplify(const UOp& expr) const;
   const rw::RuleSetMatcher& matcher() const { return *matcher_; }
 
  private:
   std::unique_ptr<rw::InterpretedMatcher> interpreted_;
+  std::unique_ptr<rw::DifferentialMatcher> differential_;
   const rw::RuleSetMatcher* matcher_ = nullptr;
 };
 

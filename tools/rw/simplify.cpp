@@ -23,10 +23,13 @@ namespace {
 int usage() {
   fmt::print(
       stderr,
-      "usage: rw simplify [--var NAME=LO..HI]... [--interp] [--stats] [--viz FILE] (EXPR | --batch "
-      "FILE|-)\n"
+      "usage: rw simplify [--var NAME=LO..HI]... [--interp | --differential] [--stats] [--viz "
+      "FILE]\n"
+      "                   (EXPR | --batch FILE|-)\n"
       "  EXPR uses Python syntax: + - * // % (floor), < <= > >= == !=, & | ^, max(a, b),\n"
-      "  min(a, b), (a if c else b), True, False. Each result is printed on its own line.\n");
+      "  min(a, b), (a if c else b), True, False. Each result is printed on its own line.\n"
+      "  --differential runs the compiled and the interpreted rules side by side and reports the\n"
+      "  first node where they differ.\n");
   return 2;
 }
 
@@ -84,7 +87,8 @@ void report(const std::string& source, int line_no, int col, const std::string& 
 
 int simplify_main(const std::vector<std::string>& args) {
   PyVars vars;
-  bool interpreted = false, stats = false;
+  Simplifier::Mode mode = Simplifier::Mode::Compiled;
+  bool stats = false;
   std::string viz_path, batch, expr;
   bool have_expr = false;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -104,7 +108,9 @@ int simplify_main(const std::vector<std::string>& args) {
         return 2;
       }
     } else if (a == "--interp") {
-      interpreted = true;
+      mode = Simplifier::Mode::Interpreted;
+    } else if (a == "--differential") {
+      mode = Simplifier::Mode::Differential;
     } else if (a == "--stats") {
       stats = true;
     } else if (a == "--viz" && i + 1 < args.size()) {
@@ -129,7 +135,7 @@ int simplify_main(const std::vector<std::string>& args) {
     match_stats::set_enabled(true);
   }
   if (!viz_path.empty()) viz::enable(viz_path);
-  const Simplifier simplifier(interpreted);
+  const Simplifier simplifier(mode);
 
   int failures = 0;
   auto run_line = [&](const std::string& source, int line_no, const std::string& line) {
