@@ -111,6 +111,28 @@ void BM_MatchInterpreted(benchmark::State& state) { match_all(state, *fixture().
 BENCHMARK(BM_MatchCompiled)->Unit(benchmark::kMillisecond)->MinTime(1.0);
 BENCHMARK(BM_MatchInterpreted)->Unit(benchmark::kMillisecond)->MinTime(1.0);
 
+// The product rules: rules/symbolic.rw's strongest set on the same graph.
+struct SymbolicFixture {
+  std::shared_ptr<const ResolvedProgram> program;
+  std::unique_ptr<InterpretedMatcher> interpreted;
+  SymbolicFixture() {
+    Diagnostics d;
+    program = load_rules(TINYRW_SOURCE_DIR "/rules/symbolic.rw", d);
+    if (!program) throw std::runtime_error(d.render());
+    interpreted = std::make_unique<InterpretedMatcher>(program, *program->find("sym"));
+  }
+};
+SymbolicFixture& symbolic() {
+  static SymbolicFixture f;
+  return f;
+}
+void BM_MatchSymbolicCompiled(benchmark::State& state) { match_all(state, *compiled_rules("sym")); }
+void BM_MatchSymbolicInterpreted(benchmark::State& state) {
+  match_all(state, *symbolic().interpreted);
+}
+BENCHMARK(BM_MatchSymbolicCompiled)->Unit(benchmark::kMillisecond)->MinTime(1.0);
+BENCHMARK(BM_MatchSymbolicInterpreted)->Unit(benchmark::kMillisecond)->MinTime(1.0);
+
 }  // namespace
 
 BENCHMARK_MAIN();
