@@ -150,4 +150,19 @@ std::optional<Arg> exec_alu(Op op, DType dtype, std::span<const Arg> srcs) {
   return std::nullopt;
 }
 
+Arg cast_value(DType dtype, const Arg& v) {
+  const DType s = dtype.scalar_type();
+  if (s.is_bool()) return Arg::boolean(v.is_float() ? v.as_float() != 0 : v.as_int() != 0);
+  if (s.is_int()) {
+    if (v.is_float()) {
+      const double f = v.as_float();
+      return Arg::integer(std::isfinite(f) && std::fabs(f) < 1e36
+                              ? truncate_int(s, static_cast<i128>(std::trunc(f)))
+                              : 0);
+    }
+    return Arg::integer(truncate_int(s, v.as_int()));
+  }
+  return Arg::real(truncate_float(s, v.as_float()));
+}
+
 }  // namespace tinyrw

@@ -14,4 +14,8 @@ namespace tinyrw {
 // op is not an ALU op.
 std::optional<Arg> exec_alu(Op op, DType dtype, std::span<const Arg> srcs);
 
+// A value converted to `dtype` as CAST does: ints wrap, floats round, bools are != 0; a non-finite
+// float cast to an integer gives 0 (C leaves it undefined).
+Arg cast_value(DType dtype, const Arg& v);
+
 }  // namespace tinyrw

@@ -14,6 +14,7 @@
 #include "ir/uop.h"
 #include "ir/viz.h"
 #include "tools/rw/simplify.h"
+#include "tools/rw/viz.h"
 
 using namespace tinyrw;
 
@@ -25,6 +26,8 @@ int usage(std::FILE* out, int status) {
              "  simplify [--var NAME=LO..HI]... [--interp] [--stats] [--viz FILE] (EXPR | --batch "
              "FILE|-)\n"
              "         simplify integer index expressions written in Python syntax\n"
+             "  viz [--port N | --html OUT.html | --text [--call N]] DUMP.json\n"
+             "         show a VIZ trace in the browser (127.0.0.1) or in the terminal\n"
              "  demo   build index expressions, derive ranges, substitute a variable\n"
              "  ops    print the op table (name, category, sources, groups)\n");
   return status;
@@ -89,6 +92,7 @@ int main(int argc, char** argv) {
   const std::string_view cmd = argv[1];
   try {
     if (cmd == "simplify") return simplify_main(std::vector<std::string>(argv + 2, argv + argc));
+    if (cmd == "viz") return viz_main(std::vector<std::string>(argv + 2, argv + argc));
     if (cmd == "demo") return demo();
     if (cmd == "ops") return ops();
     if (cmd == "help" || cmd == "--help" || cmd == "-h") return usage(stdout, 0);

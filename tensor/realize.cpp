@@ -1,0 +1,323 @@
+// realize(): cuts the tensor graph into kernels (rules/rangeify.rw decides where), lowers each
+// kernel with the rangeify and symbolic rules, and runs it on the INTERP device.
+#include <cstring>
+#include <map>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "compiler/runtime.h"
+#include "ir/alu.h"
+#include "ir/graph.h"
+#include "ir/viz.h"
+#include "rules/helpers/rangeify.h"
+#include "tensor/tensor.h"
+
+namespace tinyrw {
+
+namespace {
+
+int g_kernel_count = 0;
+
+const rw::RuleSetMatcher& rules(const char* name) {
+  const rw::RuleSetMatcher* m = rw::compiled_rules(name);
+  if (!m) throw std::logic_error(fmt::format("rule set '{}' is not compiled in", name));
+  return *m;
+}
+
+Arg load_element(const Storage& s, int64_t i) {
+  if (i < 0 || i >= s.size) {
+    throw std::out_of_range(
+        fmt::format("INTERP: load of element {} from a buffer of {}", i, s.size));
+  }
+  const uint8_t* p = s.bytes.data() + i * s.dtype.itemsize();
+  auto get = [&](auto x) {
+    std::memcpy(&x, p, sizeof(x));
+    return x;
+  };
+  switch (s.dtype.kind()) {
+    case ScalarKind::Bool:
+      return Arg::boolean(get(uint8_t{}) != 0);
+    case ScalarKind::Int8:
+      return Arg::integer(get(int8_t{}));
+    case ScalarKind::Int16:
+      return Arg::integer(get(int16_t{}));
+    case ScalarKind::Int32:
+      return Arg::integer(get(int32_t{}));
+    case ScalarKind::Int64:
+      return Arg::integer(get(int64_t{}));
+    case ScalarKind::UInt8:
+      return Arg::integer(get(uint8_t{}));
+    case ScalarKind::UInt16:
+      return Arg::integer(get(uint16_t{}));
+    case ScalarKind::UInt32:
+      return Arg::integer(get(uint32_t{}));
+    case ScalarKind::UInt64:
+      return Arg::integer(get(uint64_t{}));
+    case ScalarKind::Float16:
+      return Arg::real(half_to_float(get(uint16_t{})));
+    case ScalarKind::BFloat16:
+      return Arg::real(bfloat16_to_float(get(uint16_t{})));
+    case ScalarKind::Float32:
+      return Arg::real(get(float{}));
+    case ScalarKind::Float64:
+      return Arg::real(get(double{}));
+    default:
+      throw std::logic_error("INTERP: cannot load " + s.dtype.repr());
+  }
+}
+
+void store_element(Storage& s, int64_t i, const Arg& v) {
+  uint8_t* p = s.bytes.data() + i * s.dtype.itemsize();
+  const Arg c = cast_value(s.dtype, v);
+  auto put = [&](auto x) { std::memcpy(p, &x, sizeof(x)); };
+  switch (s.dtype.kind()) {
+    case ScalarKind::Bool:
+      put(static_cast<uint8_t>(c.as_bool()));
+      break;
+    case ScalarKind::Int8:
+      put(static_cast<int8_t>(c.as_int()));
+      break;
+    case ScalarKind::Int16:
+      put(static_cast<int16_t>(c.as_int()));
+      break;
+    case ScalarKind::Int32:
+      put(static_cast<int32_t>(c.as_int()));
+      break;
+    case ScalarKind::Int64:
+      put(static_cast<int64_t>(c.as_int()));
+      break;
+    case ScalarKind::UInt8:
+      put(static_cast<uint8_t>(c.as_int()));
+      break;
+    case ScalarKind::UInt16:
+      put(static_cast<uint16_t>(c.as_int()));
+      break;
+    case ScalarKind::UInt32:
+      put(static_cast<uint32_t>(c.as_int()));
+      break;
+    case ScalarKind::UInt64:
+      put(static_cast<uint64_t>(c.as_int()));
+      break;
+    case ScalarKind::Float16:
+      put(float_to_half(static_cast<float>(c.as_float())));
+      break;
+    case ScalarKind::BFloat16:
+      put(float_to_bfloat16(static_cast<float>(c.as_float())));
+      break;
+    case ScalarKind::Float32:
+      put(static_cast<float>(c.as_float()));
+      break;
+    case ScalarKind::Float64:
+      put(c.as_float());
+      break;
+    default:
+      throw std::logic_error("INTERP: cannot store " + s.dtype.repr());
+  }
+}
+
+// The INTERP device: evaluates a lowered kernel value (ALU ops, loads, ranges, reductions) with
+// the exact semantics of ir/alu.h. Where evaluates only the branch it takes.
+class KernelEvaluator {
+ public:
+  explicit KernelEvaluator(const std::map<int64_t, std::shared_ptr<Storage>>& buffers)
+      : buffers_(buffers) {}
+
+  Arg eval(const UOp& u, std::unordered_map<const UOpNode*, Arg>& memo) {
+    if (auto it = memo.find(u.node()); it != memo.end()) return it->second;
+    Arg out = compute(u, memo);
+    memo.emplace(u.node(), out);
+    return out;
+  }
+  std::unordered_map<const UOpNode*, Arg> ranges;  // current value of each RANGE
+
+ private:
+  Arg compute(const UOp& u, std::unordered_map<const UOpNode*, Arg>& memo) {
+    switch (u.op()) {
+      case Op::Const:
+        return u.arg();
+      case Op::Range:
+        return ranges.at(u.node());
+      case Op::Index: {
+        const UOp& b = u.src(0);
+        if (b.op() != Op::Buffer || u.nsrc() != 2) {
+          throw std::logic_error("INTERP: unlowered index of " + std::string(op_name(b.op())));
+        }
+        const Storage& s = *buffers_.at(static_cast<int64_t>(b.arg().field("slot").as_int()));
+        return load_element(s, static_cast<int64_t>(eval(u.src(1), memo).as_int()));
+      }
+      case Op::Where: {
+        const bool c = eval(u.src(0), memo).as_bool();
+        return cast_value(u.dtype(), eval(u.src(c ? 1 : 2), memo));
+      }
+      case Op::Cast:
+        return cast_value(u.dtype(), eval(u.src(0), memo));
+      case Op::Reduce:
+        return reduce(u);
+      default:
+        break;
+    }
+    if (!groups::alu().contains(u.op())) {
+      throw std::logic_error("INTERP: cannot execute " + std::string(op_info(u.op()).py_name));
+    }
+    std::vector<Arg> args;
+    for (const UOp& s : u.src()) args.push_back(eval(s, memo));
+    auto r = exec_alu(u.op(), u.dtype(), args);
+    if (!r)
+      throw std::runtime_error(
+          fmt::format("INTERP: {} is undefined here (e.g. division by zero)", op_name(u.op())));
+    return *r;
+  }
+
+  Arg reduce(const UOp& u) {
+    const Op op = u.arg().as_op();
+    std::vector<UOp> rs(u.src().begin() + 1, u.src().end());
+    std::optional<Arg> acc;
+    std::vector<int64_t> ctr(rs.size(), 0), bound;
+    for (const UOp& r : rs) bound.push_back(static_cast<int64_t>(r.src(0).arg().as_int()));
+    for (int64_t b : bound)
+      if (b == 0) return identity(op, u.dtype());
+    while (true) {
+      for (size_t k = 0; k < rs.size(); ++k) ranges[rs[k].node()] = Arg::integer(ctr[k]);
+      std::unordered_map<const UOpNode*, Arg> memo;  // the body depends on the reduce ranges
+      const Arg v = eval(u.src(0), memo);
+      if (!acc) {
+        acc = cast_value(u.dtype(), v);
+      } else {
+        const Arg args[] = {*acc, v};
+        acc = *exec_alu(op, u.dtype(), args);
+      }
+      size_t k = rs.size();
+      while (k-- > 0) {
+        if (++ctr[k] < bound[k]) break;
+        ctr[k] = 0;
+      }
+      if (k == static_cast<size_t>(-1)) break;
+    }
+    return *acc;
+  }
+
+  static Arg identity(Op op, DType d) {
+    if (op == Op::Add) return cast_value(d, Arg::integer(0));
+    if (op == Op::Mul) return cast_value(d, Arg::integer(1));
+    return d.is_float() ? Arg::real(-INFINITY) : Arg::integer(d.int_min());
+  }
+
+  const std::map<int64_t, std::shared_ptr<Storage>>& buffers_;
+};
+
+}  // namespace
+
+struct Realizer {
+  std::map<int64_t, std::shared_ptr<Storage>> buffers;
+
+  // A buffer view with the node's shape, backed by new storage filled by one kernel.
+  UOp run_kernel(const UOp& node, std::shared_ptr<Storage>& out) {
+    Dims shape;
+    for (const SInt& d : node.shape()) shape.push_back(d.value());
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    out = std::make_shared<Storage>();
+    static int64_t next_id = int64_t{1} << 40;  // realized buffers: a separate id space
+    out->id = next_id++;
+    out->dtype = node.dtype();
+    out->size = n;
+    out->bytes.assign(static_cast<size_t>(n * node.dtype().itemsize()), 0);
+    buffers[out->id] = out;
+
+    rw::RangeifyContext ctx;
+    std::vector<UOp> ranges;
+    for (int64_t d : shape) ranges.push_back(UOp::range(UOp::cint(d), ctx.next_axis++));
+    std::vector<UOp> src{node};
+    src.insert(src.end(), ranges.begin(), ranges.end());
+    if (ranges.empty()) src.push_back(UOp::cint(0));  // a scalar: index 0 of a 1-element view
+    const UOp root =
+        ranges.empty() ? UOp::make(Op::Index, node.dtype(),
+                                   {UOp::make(Op::Reshape, node.dtype(), {node, shape_to_uop({1})}),
+                                    UOp::cint(0)})
+                       : UOp::make(Op::Index, node.dtype(), src);
+    const UOp value = graph_rewrite(root, &rules("lower"), {.ctx = &ctx, .name = "rangeify"});
+    ++g_kernel_count;
+
+    KernelEvaluator ev(buffers);
+    std::vector<int64_t> ctr(shape.size(), 0);
+    for (int64_t flat = 0; flat < n; ++flat) {
+      for (size_t k = 0; k < shape.size(); ++k) ev.ranges[ranges[k].node()] = Arg::integer(ctr[k]);
+      std::unordered_map<const UOpNode*, Arg> memo;
+      store_element(*out, flat, ev.eval(value, memo));
+      for (size_t k = shape.size(); k-- > 0;) {
+        if (++ctr[k] < shape[k]) break;
+        ctr[k] = 0;
+      }
+    }
+    const UOp buf = UOp::make(Op::Buffer, out->dtype, {},
+                              Arg::record("ParamArg", {{"slot", Arg::integer(out->id)},
+                                                       {"size", Arg::integer(n)},
+                                                       {"device", Arg::string("INTERP")}}));
+    Shape s;
+    for (int64_t d : shape) s.emplace_back(d);
+    return UOp::make(Op::Reshape, out->dtype, {buf, shape_to_uop(s)});
+  }
+
+  // Realizes `root` (and every kernel boundary below it, in dependency order).
+  UOp realize(const UOp& root, std::vector<std::shared_ptr<Storage>>& keep) {
+    viz::Group group("realize");
+    const rw::RuleSetMatcher& boundary = rules("kernel_boundary");
+    std::unordered_map<UOp, UOp> done;
+    RewriteContext rctx;
+    for (const UOp& u : toposort(root)) {
+      const bool is_root = u == root;
+      if (!is_root && !boundary.apply(u, rctx, nullptr).has_value()) continue;
+      const UOp ready = done.empty() ? u : substitute(u, done);
+      std::shared_ptr<Storage> out;
+      done.emplace(u, run_kernel(ready, out));
+      keep.push_back(out);
+    }
+    return done.at(root);
+  }
+};
+
+int last_kernel_count() { return g_kernel_count; }
+
+Tensor& Tensor::realize() {
+  if (uop_.op() == Op::Reshape && uop_.src(0).op() == Op::Buffer) return *this;  // already a buffer
+  Realizer r;
+  for (const auto& s : deps_) r.buffers[s->id] = s;
+  g_kernel_count = 0;
+  std::vector<std::shared_ptr<Storage>> kept;
+  const UOp view = r.realize(uop_, kept);
+  uop_ = view;
+  deps_ = {kept.back()};
+  return *this;
+}
+
+std::vector<double> Tensor::to_doubles() {
+  realize();
+  const Storage& s = *deps_.at(0);
+  std::vector<double> out;
+  for (int64_t i = 0; i < s.size; ++i) out.push_back(load_element(s, i).as_float());
+  return out;
+}
+
+template <class T>
+std::vector<T> Tensor::data() {
+  realize();
+  const Storage& s = *deps_.at(0);
+  std::vector<T> out;
+  for (int64_t i = 0; i < s.size; ++i) {
+    const Arg v = load_element(s, i);
+    if constexpr (std::is_floating_point_v<T>) {
+      out.push_back(static_cast<T>(v.as_float()));
+    } else {
+      out.push_back(static_cast<T>(v.is_float() ? static_cast<i128>(v.as_float()) : v.as_int()));
+    }
+  }
+  return out;
+}
+template std::vector<float> Tensor::data();
+template std::vector<double> Tensor::data();
+template std::vector<int32_t> Tensor::data();
+template std::vector<int64_t> Tensor::data();
+template std::vector<uint8_t> Tensor::data();
+
+}  // namespace tinyrw

@@ -1,0 +1,402 @@
+#include "tensor/tensor.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include <fmt/format.h>
+
+namespace tinyrw {
+
+namespace {
+
+std::string dims_repr(const Dims& d) {
+  std::string s = "(";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
+  return s + (d.size() == 1 ? ",)" : ")");
+}
+
+int64_t product(const Dims& d) {
+  int64_t p = 1;
+  for (int64_t x : d) p *= x;
+  return p;
+}
+
+UOp dims_uop(const Dims& d) {
+  Shape s;
+  for (int64_t x : d) s.emplace_back(x);
+  return shape_to_uop(s);
+}
+
+std::shared_ptr<Storage> new_storage(DType dtype, int64_t size) {
+  static std::atomic<int64_t> next_id{1};
+  auto s = std::make_shared<Storage>();
+  s->id = next_id++;
+  s->dtype = dtype;
+  s->size = size;
+  s->bytes.assign(static_cast<size_t>(size * dtype.itemsize()), 0);
+  return s;
+}
+
+void check_dims(const Dims& shape) {
+  for (int64_t d : shape)
+    if (d < 0) throw TensorError("shape " + dims_repr(shape) + " has a negative dimension");
+}
+
+// Elements stored in the buffer's own representation.
+template <class T>
+void store_element(Storage& s, int64_t i, T v) {
+  uint8_t* p = s.bytes.data() + i * s.dtype.itemsize();
+  auto put = [&](auto x) { std::memcpy(p, &x, sizeof(x)); };
+  switch (s.dtype.kind()) {
+    case ScalarKind::Bool:
+      put(static_cast<uint8_t>(v != 0));
+      break;
+    case ScalarKind::Int8:
+      put(static_cast<int8_t>(v));
+      break;
+    case ScalarKind::Int16:
+      put(static_cast<int16_t>(v));
+      break;
+    case ScalarKind::Int32:
+      put(static_cast<int32_t>(v));
+      break;
+    case ScalarKind::Int64:
+      put(static_cast<int64_t>(v));
+      break;
+    case ScalarKind::UInt8:
+      put(static_cast<uint8_t>(v));
+      break;
+    case ScalarKind::UInt16:
+      put(static_cast<uint16_t>(v));
+      break;
+    case ScalarKind::UInt32:
+      put(static_cast<uint32_t>(v));
+      break;
+    case ScalarKind::UInt64:
+      put(static_cast<uint64_t>(v));
+      break;
+    case ScalarKind::Float16:
+      put(float_to_half(static_cast<float>(v)));
+      break;
+    case ScalarKind::BFloat16:
+      put(float_to_bfloat16(static_cast<float>(v)));
+      break;
+    case ScalarKind::Float32:
+      put(static_cast<float>(v));
+      break;
+    case ScalarKind::Float64:
+      put(static_cast<double>(v));
+      break;
+    default:
+      throw TensorError("cannot store elements of " + s.dtype.repr());
+  }
+}
+
+}  // namespace
+
+// ---- creation
+// ---------------------------------------------------------------------------------------
+
+Tensor Tensor::from_storage(std::shared_ptr<Storage> s, const Dims& shape) {
+  const UOp buf = UOp::make(Op::Buffer, s->dtype, {},
+                            Arg::record("ParamArg", {{"slot", Arg::integer(s->id)},
+                                                     {"size", Arg::integer(s->size)},
+                                                     {"device", Arg::string("INTERP")}}));
+  const UOp view = UOp::make(Op::Reshape, s->dtype, {buf, dims_uop(shape)});
+  return Tensor(view, {std::move(s)});
+}
+
+template <class T>
+Tensor Tensor::from_vector(const std::vector<T>& data, Dims shape, DType dtype) {
+  check_dims(shape);
+  if (static_cast<int64_t>(data.size()) != product(shape)) {
+    throw TensorError(fmt::format("{} values do not fill shape {}", data.size(), dims_repr(shape)));
+  }
+  auto s = new_storage(dtype, static_cast<int64_t>(data.size()));
+  for (size_t i = 0; i < data.size(); ++i) store_element(*s, static_cast<int64_t>(i), data[i]);
+  return from_storage(std::move(s), shape);
+}
+template Tensor Tensor::from_vector(const std::vector<float>&, Dims, DType);
+template Tensor Tensor::from_vector(const std::vector<double>&, Dims, DType);
+template Tensor Tensor::from_vector(const std::vector<int32_t>&, Dims, DType);
+template Tensor Tensor::from_vector(const std::vector<int64_t>&, Dims, DType);
+
+Tensor Tensor::full(Dims shape, double value, DType dtype) {
+  check_dims(shape);
+  const UOp c =
+      dtype.is_float() ? UOp::cfloat(value, dtype) : UOp::constant(dtype, Arg::real(value));
+  const UOp one = UOp::make(Op::Reshape, dtype, {c, dims_uop(Dims(shape.size(), 1))});
+  return Tensor(UOp::make(Op::Expand, dtype, {one, dims_uop(shape)}), {});
+}
+
+Tensor Tensor::empty(Dims shape, DType dtype) {
+  check_dims(shape);
+  return from_storage(new_storage(dtype, product(shape)), shape);
+}
+
+Tensor Tensor::arange(int64_t start, int64_t stop, int64_t step, DType dtype) {
+  if (step == 0) throw TensorError("arange step must not be zero");
+  const int64_t n = std::max<int64_t>(0, (stop - start + step + (step > 0 ? -1 : 1)) / step);
+  std::vector<int64_t> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = start + i * step;
+  return from_vector(v, {n}, dtype);
+}
+
+Tensor Tensor::eye(int64_t n, DType dtype) {
+  std::vector<double> v(static_cast<size_t>(n * n), 0);
+  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i * n + i)] = 1;
+  return from_vector(v, {n, n}, dtype);
+}
+
+// ---- properties
+// ------------------------------------------------------------------------------------------
+
+Dims Tensor::shape() const {
+  Dims out;
+  for (const SInt& d : uop_.shape()) out.push_back(d.value());
+  return out;
+}
+int64_t Tensor::numel() const { return product(shape()); }
+
+int Tensor::axis(int a) const {
+  const int n = static_cast<int>(ndim());
+  if (a < -n || a >= std::max(n, 1)) {
+    throw TensorError(fmt::format("axis {} is out of range for a tensor of {} dimensions", a, n));
+  }
+  return a < 0 ? a + n : a;
+}
+
+// ---- elementwise
+// ---------------------------------------------------------------------------------------
+
+Tensor Tensor::scalar_like(double v) const {
+  return full(shape(), v, dtype().is_float() ? dtype() : dtypes::default_float())
+      .cast(dtype().is_float() ? dtype()
+                               : (std::floor(v) == v ? dtype() : dtypes::default_float()));
+}
+
+Tensor Tensor::cast(DType d) const {
+  if (d == dtype()) return *this;
+  return with(UOp::make(Op::Cast, d, {uop_}));
+}
+
+// numpy broadcasting: shapes align on the right, size-1 axes stretch.
+static Dims broadcast_shape(const Dims& a, const Dims& b, std::string_view what) {
+  const size_t n = std::max(a.size(), b.size());
+  Dims out(n, 1);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t x = i + a.size() >= n ? a[i + a.size() - n] : 1;
+    const int64_t y = i + b.size() >= n ? b[i + b.size() - n] : 1;
+    if (x != y && x != 1 && y != 1) {
+      throw TensorError(
+          fmt::format("cannot broadcast {} and {} for {}", dims_repr(a), dims_repr(b), what));
+    }
+    out[i] = x == 1 ? y : x;
+  }
+  return out;
+}
+
+Tensor Tensor::binary(Op op, const Tensor& o) const {
+  const Dims out = broadcast_shape(shape(), o.shape(), op_name(op));
+  const DType d = least_upper_dtype(dtype(), o.dtype());
+  const Tensor x = cast(d).expand(out), y = o.cast(d).expand(out);
+  std::vector<std::shared_ptr<Storage>> deps = deps_;
+  deps.insert(deps.end(), o.deps_.begin(), o.deps_.end());
+  return Tensor(x.uop_.alu(op, {y.uop_}), std::move(deps));
+}
+
+Tensor Tensor::operator-(const Tensor& o) const { return *this + (-o); }
+Tensor Tensor::operator-() const {
+  if (dtype().is_bool()) return logical_not();
+  return *this * -1.0;
+}
+Tensor Tensor::operator/(const Tensor& o) const {
+  const Tensor a = cast(least_upper_float(dtype())), b = o.cast(least_upper_float(o.dtype()));
+  return a * b.reciprocal();
+}
+Tensor Tensor::logical_not() const { return ne(full(shape(), 1, dtypes::bool_)); }
+Tensor Tensor::where(const Tensor& a, const Tensor& b) const {
+  const Dims s = broadcast_shape(broadcast_shape(shape(), a.shape(), "where"), b.shape(), "where");
+  const DType d = least_upper_dtype(a.dtype(), b.dtype());
+  const Tensor ca = cast(dtypes::bool_).expand(s), ta = a.cast(d).expand(s),
+               tb = b.cast(d).expand(s);
+  std::vector<std::shared_ptr<Storage>> deps = ca.deps_;
+  deps.insert(deps.end(), ta.deps_.begin(), ta.deps_.end());
+  deps.insert(deps.end(), tb.deps_.begin(), tb.deps_.end());
+  return Tensor(ca.uop_.alu(Op::Where, {ta.uop_, tb.uop_}), std::move(deps));
+}
+Tensor Tensor::unary_float(Op op) const {
+  const Tensor x = cast(least_upper_float(dtype()));
+  return x.with(UOp::make(op, x.dtype(), {x.uop_}));
+}
+
+// ---- movement
+// --------------------------------------------------------------------------------------------
+
+Tensor Tensor::reshape(Dims s) const {
+  const int64_t total = numel();
+  int64_t known = 1;
+  int infer = -1;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == -1) {
+      if (infer >= 0) throw TensorError("reshape can infer only one dimension (-1)");
+      infer = static_cast<int>(i);
+    } else if (s[i] < 0) {
+      throw TensorError("reshape to " + dims_repr(s) + ": negative dimension");
+    } else {
+      known *= s[i];
+    }
+  }
+  if (infer >= 0) {
+    if (known == 0 || total % known != 0) {
+      throw TensorError(fmt::format("cannot reshape {} to {}", dims_repr(shape()), dims_repr(s)));
+    }
+    s[static_cast<size_t>(infer)] = total / known;
+  }
+  if (product(s) != total) {
+    throw TensorError(fmt::format("cannot reshape {} ({} elements) to {}", dims_repr(shape()),
+                                  total, dims_repr(s)));
+  }
+  if (s == shape()) return *this;
+  return with(UOp::make(Op::Reshape, dtype(), {uop_, dims_uop(s)}));
+}
+
+Tensor Tensor::permute(std::vector<int> order) const {
+  const size_t n = ndim();
+  if (order.size() != n)
+    throw TensorError(fmt::format("permute needs {} axes, got {}", n, order.size()));
+  std::vector<bool> seen(n, false);
+  std::vector<Arg> perm;
+  for (int& a : order) {
+    a = axis(a);
+    if (seen[static_cast<size_t>(a)]) throw TensorError("permute repeats an axis");
+    seen[static_cast<size_t>(a)] = true;
+    perm.push_back(Arg::integer(a));
+  }
+  return with(UOp::make(Op::Permute, dtype(), {uop_}, Arg::tuple(std::move(perm))));
+}
+
+Tensor Tensor::transpose(int a, int b) const {
+  std::vector<int> order(ndim());
+  std::iota(order.begin(), order.end(), 0);
+  std::swap(order[static_cast<size_t>(axis(a))], order[static_cast<size_t>(axis(b))]);
+  return permute(order);
+}
+
+Tensor Tensor::expand(Dims s) const {
+  Dims cur = shape();
+  if (s.size() < cur.size())
+    throw TensorError(fmt::format("cannot expand {} to {}", dims_repr(cur), dims_repr(s)));
+  Tensor t = *this;
+  if (s.size() > cur.size()) {
+    Dims padded(s.size() - cur.size(), 1);
+    padded.insert(padded.end(), cur.begin(), cur.end());
+    t = reshape(padded);
+    cur = padded;
+  }
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == -1) s[i] = cur[i];
+    if (cur[i] != s[i] && cur[i] != 1) {
+      throw TensorError(fmt::format("cannot expand {} to {}", dims_repr(shape()), dims_repr(s)));
+    }
+  }
+  if (s == cur) return t;
+  return t.with(UOp::make(Op::Expand, dtype(), {t.uop_, dims_uop(s)}));
+}
+
+Tensor Tensor::pad(std::vector<std::pair<int64_t, int64_t>> padding) const {
+  const Dims s = shape();
+  if (padding.size() != s.size())
+    throw TensorError(fmt::format("pad needs {} (before, after) pairs", s.size()));
+  Dims off, out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (padding[i].first < 0 || padding[i].second < 0)
+      throw TensorError("pad amounts must not be negative");
+    off.push_back(padding[i].first);
+    out.push_back(s[i] + padding[i].first + padding[i].second);
+  }
+  if (out == s) return *this;
+  return with(UOp::make(Op::Pad, dtype(), {uop_, dims_uop(off), dims_uop(out)}));
+}
+
+Tensor Tensor::shrink(std::vector<std::pair<int64_t, int64_t>> ranges) const {
+  const Dims s = shape();
+  if (ranges.size() != s.size())
+    throw TensorError(fmt::format("shrink needs {} (start, end) pairs", s.size()));
+  Dims off, out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto [b, e] = ranges[i];
+    if (b < 0 || e > s[i] || b > e) {
+      throw TensorError(
+          fmt::format("shrink ({}, {}) is out of bounds for axis {} of size {}", b, e, i, s[i]));
+    }
+    off.push_back(b);
+    out.push_back(e - b);
+  }
+  if (out == s) return *this;
+  return with(UOp::make(Op::Shrink, dtype(), {uop_, dims_uop(off), dims_uop(out)}));
+}
+
+Tensor Tensor::flip(std::vector<int> axes) const {
+  std::vector<Arg> f(ndim(), Arg::boolean(false));
+  for (int a : axes) f[static_cast<size_t>(axis(a))] = Arg::boolean(true);
+  return with(UOp::make(Op::Flip, dtype(), {uop_}, Arg::tuple(std::move(f))));
+}
+
+// ---- reduce
+// ----------------------------------------------------------------------------------------------
+
+Tensor Tensor::reduce(Op op, std::vector<int> axes, bool keepdim) const {
+  const Dims s = shape();
+  if (axes.empty()) {
+    axes.resize(s.size());
+    std::iota(axes.begin(), axes.end(), 0);
+  }
+  std::vector<bool> reduced(s.size(), false);
+  for (int& a : axes) reduced[static_cast<size_t>(axis(a))] = true;
+  // Reduced axes go first (REDUCE reduces the first n axes), the kept ones keep their order.
+  std::vector<int> order;
+  Dims kept, keep_shape;
+  for (size_t i = 0; i < s.size(); ++i)
+    if (reduced[i]) order.push_back(static_cast<int>(i));
+  const int n = static_cast<int>(order.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (!reduced[i]) {
+      order.push_back(static_cast<int>(i));
+      kept.push_back(s[i]);
+    }
+    keep_shape.push_back(reduced[i] ? 1 : s[i]);
+  }
+  const DType acc = op == Op::Add ? sum_acc_dtype(dtype()) : dtype();
+  const Tensor src = cast(acc).permute(order);
+  const Tensor r =
+      src.with(UOp::make(Op::Reduce, acc, {src.uop_}, Arg::tuple({Arg::op(op), Arg::integer(n)})));
+  return keepdim ? r.reshape(keep_shape) : r;
+}
+
+Tensor Tensor::mean(std::vector<int> axes, bool keepdim) const {
+  const Tensor s = sum(axes, keepdim);
+  const int64_t count = numel() / std::max<int64_t>(1, s.numel());
+  return s.cast(least_upper_float(s.dtype())) *
+         (1.0 / static_cast<double>(std::max<int64_t>(count, 1)));
+}
+
+Tensor Tensor::matmul(const Tensor& o) const {
+  const Dims a = shape(), b = o.shape();
+  if (a.size() != 2 || b.size() != 2) throw TensorError("matmul takes two 2-d tensors");
+  if (a[1] != b[0]) {
+    throw TensorError(fmt::format("matmul shapes {} and {} do not align ({} != {})", dims_repr(a),
+                                  dims_repr(b), a[1], b[0]));
+  }
+  // (m, k) x (k, n): broadcast to (m, k, n), multiply, sum over k.
+  const Tensor x = reshape({a[0], a[1], 1});
+  const Tensor y = o.reshape({1, b[0], b[1]});
+  return (x * y).sum({1});
+}
+
+Tensor Tensor::contiguous() const { return with(UOp::make(Op::Contiguous, dtype(), {uop_})); }
+
+}  // namespace tinyrw

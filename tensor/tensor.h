@@ -1,0 +1,133 @@
+// The Tensor front end: a lazy tensor that builds a UOp graph; `realize` lowers it (through the
+// rules of rules/rangeify.rw) to kernels and runs them on a device.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/uop.h"
+
+namespace tinyrw {
+
+// Host memory of one buffer (the INTERP device computes in it directly).
+struct Storage {
+  int64_t id;
+  DType dtype;
+  int64_t size;  // elements
+  std::vector<uint8_t> bytes;
+};
+
+// A shape or dtype mistake made through the Tensor API, raised where the user made it.
+class TensorError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+using Dims = std::vector<int64_t>;
+
+class Tensor {
+ public:
+  // ---- creation
+  template <class T>
+  static Tensor from_vector(const std::vector<T>& data, Dims shape, DType dtype);
+  static Tensor from_vector(const std::vector<float>& data, Dims shape) {
+    return from_vector(data, std::move(shape), dtypes::float32);
+  }
+  static Tensor full(Dims shape, double value, DType dtype = dtypes::float32);
+  static Tensor zeros(Dims shape, DType dtype = dtypes::float32) {
+    return full(std::move(shape), 0, dtype);
+  }
+  static Tensor ones(Dims shape, DType dtype = dtypes::float32) {
+    return full(std::move(shape), 1, dtype);
+  }
+  static Tensor empty(Dims shape, DType dtype = dtypes::float32);
+  static Tensor arange(int64_t stop) { return arange(0, stop, 1); }
+  static Tensor arange(int64_t start, int64_t stop, int64_t step = 1, DType dtype = dtypes::int32);
+  static Tensor eye(int64_t n, DType dtype = dtypes::float32);
+
+  // ---- properties
+  const UOp& uop() const { return uop_; }
+  Dims shape() const;
+  DType dtype() const { return uop_.dtype(); }
+  size_t ndim() const { return shape().size(); }
+  int64_t numel() const;
+
+  // ---- elementwise (broadcasting, dtype promotion)
+  Tensor operator+(const Tensor& o) const { return binary(Op::Add, o); }
+  Tensor operator-(const Tensor& o) const;
+  Tensor operator*(const Tensor& o) const { return binary(Op::Mul, o); }
+  Tensor operator/(const Tensor& o) const;
+  Tensor operator+(double v) const { return *this + scalar_like(v); }
+  Tensor operator-(double v) const { return *this - scalar_like(v); }
+  Tensor operator*(double v) const { return *this * scalar_like(v); }
+  Tensor operator/(double v) const { return *this / scalar_like(v); }
+  Tensor operator-() const;
+  Tensor maximum(const Tensor& o) const { return binary(Op::Max, o); }
+  Tensor minimum(const Tensor& o) const { return -((-*this).maximum(-o)); }
+  Tensor lt(const Tensor& o) const { return binary(Op::CmpLt, o); }
+  Tensor gt(const Tensor& o) const { return o.lt(*this); }
+  Tensor ne(const Tensor& o) const { return binary(Op::CmpNe, o); }
+  Tensor eq(const Tensor& o) const { return ne(o).logical_not(); }
+  Tensor logical_not() const;
+  Tensor where(const Tensor& a, const Tensor& b) const;
+  Tensor relu() const { return maximum(scalar_like(0)); }
+  Tensor exp2() const { return unary_float(Op::Exp2); }
+  Tensor log2() const { return unary_float(Op::Log2); }
+  Tensor sqrt() const { return unary_float(Op::Sqrt); }
+  Tensor sin() const { return unary_float(Op::Sin); }
+  Tensor reciprocal() const { return unary_float(Op::Reciprocal); }
+  Tensor exp() const { return (*this * (1.0 / 0.6931471805599453)).exp2(); }
+  Tensor log() const { return log2() * 0.6931471805599453; }
+  Tensor sigmoid() const { return ((-*this).exp() + 1.0).reciprocal(); }
+  Tensor cast(DType d) const;
+
+  // ---- movement
+  Tensor reshape(Dims shape) const;  // one dim may be -1
+  Tensor permute(std::vector<int> order) const;
+  Tensor transpose(int a = -2, int b = -1) const;
+  Tensor expand(Dims shape) const;
+  Tensor pad(std::vector<std::pair<int64_t, int64_t>> padding) const;  // zero padding
+  Tensor shrink(std::vector<std::pair<int64_t, int64_t>> ranges) const;
+  Tensor flip(std::vector<int> axes) const;
+
+  // ---- reduce
+  Tensor sum(std::vector<int> axes = {}, bool keepdim = false) const {
+    return reduce(Op::Add, std::move(axes), keepdim);
+  }
+  Tensor max(std::vector<int> axes = {}, bool keepdim = false) const {
+    return reduce(Op::Max, std::move(axes), keepdim);
+  }
+  Tensor mean(std::vector<int> axes = {}, bool keepdim = false) const;
+  Tensor matmul(const Tensor& o) const;
+
+  // ---- realization
+  Tensor contiguous() const;
+  Tensor& realize();
+  template <class T>
+  std::vector<T> data();
+  std::vector<double> to_doubles();
+
+ private:
+  Tensor(UOp u, std::vector<std::shared_ptr<Storage>> deps)
+      : uop_(std::move(u)), deps_(std::move(deps)) {}
+  static Tensor from_storage(std::shared_ptr<Storage> s, const Dims& shape);
+  Tensor scalar_like(double v) const;
+  Tensor binary(Op op, const Tensor& o) const;
+  Tensor unary_float(Op op) const;
+  Tensor reduce(Op op, std::vector<int> axes, bool keepdim) const;
+  Tensor with(UOp u) const { return Tensor(std::move(u), deps_); }
+  int axis(int a) const;
+
+  UOp uop_;
+  std::vector<std::shared_ptr<Storage>> deps_;  // every buffer the graph reads
+  friend struct Realizer;
+};
+
+// How many kernels the last realize() ran (for fusion tests).
+int last_kernel_count();
+
+}  // namespace tinyrw
