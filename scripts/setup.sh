@@ -11,6 +11,7 @@ packages=(
   antlr4 libantlr4-runtime-dev
   llvm-15-dev libz3-dev
   python3
+  nodejs chromium
 )
 
 missing=()

@@ -11,6 +11,8 @@
 #include "ir/graph.h"
 #include "ir/viz.h"
 #include "rules/helpers/rangeify.h"
+#include "runtime/cpu.h"
+#include "runtime/llvm_render.h"
 #include "tensor/tensor.h"
 
 namespace tinyrw {
@@ -18,6 +20,7 @@ namespace tinyrw {
 namespace {
 
 int g_kernel_count = 0;
+std::string g_device;  // "" = the default
 
 const rw::RuleSetMatcher& rules(const char* name) {
   const rw::RuleSetMatcher* m = rw::compiled_rules(name);
@@ -238,25 +241,45 @@ struct Realizer {
                        : UOp::make(Op::Index, node.dtype(), src);
     const UOp value = graph_rewrite(root, &rules("lower"), {.ctx = &ctx, .name = "rangeify"});
     ++g_kernel_count;
+    if (default_device() == "CPU") {
+      run_cpu(value, ranges, shape, *out);
+    } else {
+      run_interp(value, ranges, shape, *out);
+    }
+    const UOp buf = UOp::make(Op::Buffer, out->dtype, {},
+                              Arg::record("ParamArg", {{"slot", Arg::integer(out->id)},
+                                                       {"size", Arg::integer(n)},
+                                                       {"device", Arg::string(default_device())}}));
+    Shape s;
+    for (int64_t d : shape) s.emplace_back(d);
+    return UOp::make(Op::Reshape, out->dtype, {buf, shape_to_uop(s)});
+  }
 
+  void run_cpu(const UOp& value, const std::vector<UOp>& ranges, const Dims& shape, Storage& out) {
+    std::vector<std::pair<int64_t, int64_t>> sizes;
+    for (const auto& [id, s] : buffers) sizes.emplace_back(id, s->size);
+    const RenderedKernel k = render_llvm(value, ranges, out.dtype, shape, sizes);
+    if (debug_level() >= 2) std::fprintf(stderr, "%s\n", k.ir.c_str());
+    const KernelFn fn = cpu_compile(k.ir);
+    std::vector<void*> bufs{out.bytes.data()};
+    for (int64_t slot : k.input_slots) bufs.push_back(buffers.at(slot)->bytes.data());
+    if (out.size > 0) fn(bufs.data());
+  }
+
+  void run_interp(const UOp& value, const std::vector<UOp>& ranges, const Dims& shape,
+                  Storage& out) {
+    const int64_t n = out.size;
     KernelEvaluator ev(buffers);
     std::vector<int64_t> ctr(shape.size(), 0);
     for (int64_t flat = 0; flat < n; ++flat) {
       for (size_t k = 0; k < shape.size(); ++k) ev.ranges[ranges[k].node()] = Arg::integer(ctr[k]);
       std::unordered_map<const UOpNode*, Arg> memo;
-      store_element(*out, flat, ev.eval(value, memo));
+      store_element(out, flat, ev.eval(value, memo));
       for (size_t k = shape.size(); k-- > 0;) {
         if (++ctr[k] < shape[k]) break;
         ctr[k] = 0;
       }
     }
-    const UOp buf = UOp::make(Op::Buffer, out->dtype, {},
-                              Arg::record("ParamArg", {{"slot", Arg::integer(out->id)},
-                                                       {"size", Arg::integer(n)},
-                                                       {"device", Arg::string("INTERP")}}));
-    Shape s;
-    for (int64_t d : shape) s.emplace_back(d);
-    return UOp::make(Op::Reshape, out->dtype, {buf, shape_to_uop(s)});
   }
 
   // Realizes `root` (and every kernel boundary below it, in dependency order).
@@ -278,6 +301,35 @@ struct Realizer {
 };
 
 int last_kernel_count() { return g_kernel_count; }
+
+int debug_level() {
+  const char* d = std::getenv("DEBUG");
+  return d ? std::atoi(d) : 0;
+}
+
+bool device_available(const std::string& name) {
+  if (name == "INTERP") return true;
+  if (name == "CPU") return cpu_available();
+  return false;
+}
+
+void set_default_device(const std::string& name) {
+  if (!name.empty() && name != "INTERP" && name != "CPU") {
+    throw TensorError("unknown device '" + name + "' (INTERP or CPU)");
+  }
+  g_device = name;
+}
+
+std::string default_device() {
+  if (!g_device.empty()) return g_device;
+  if (const char* d = std::getenv("DEV")) {
+    const std::string dev = d;
+    if (dev != "INTERP" && dev != "CPU")
+      throw TensorError("DEV=" + dev + ": unknown device (INTERP or CPU)");
+    return dev;
+  }
+  return cpu_available() ? "CPU" : "INTERP";
+}
 
 Tensor& Tensor::realize() {
   if (uop_.op() == Op::Reshape && uop_.src(0).op() == Op::Buffer) return *this;  // already a buffer

@@ -130,4 +130,11 @@ class Tensor {
 // How many kernels the last realize() ran (for fusion tests).
 int last_kernel_count();
 
+// Devices: INTERP (the reference) and CPU (LLVM JIT). The default is $DEV, else CPU when it is
+// available, else INTERP. set_default_device("") restores that default.
+void set_default_device(const std::string& name);
+std::string default_device();
+bool device_available(const std::string& name);
+int debug_level();  // $DEBUG (2: print each kernel's source)
+
 }  // namespace tinyrw

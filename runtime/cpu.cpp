@@ -1,0 +1,107 @@
+#include "runtime/cpu.h"
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+
+#include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
+#include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+#include <llvm/IRReader/IRReader.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/SourceMgr.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/raw_ostream.h>
+
+namespace tinyrw {
+
+namespace {
+
+class Jit {
+ public:
+  static Jit& get() {
+    static Jit* j = new Jit();  // lives for the process: compiled kernels stay callable
+    return *j;
+  }
+  KernelFn compile(const std::string& ir) {
+    std::lock_guard lock(mu_);
+    if (auto it = cache_.find(ir); it != cache_.end()) return it->second;
+    const std::string name =
+        "kernel_" + std::to_string(next_name_++);  // unique even after failures
+    auto ctx = std::make_unique<llvm::LLVMContext>();
+    llvm::SMDiagnostic err;
+    std::string text = ir;
+    text.replace(text.find("@kernel("), 8, "@" + name + "(");
+    auto module = llvm::parseIR(llvm::MemoryBufferRef(text, name), err, *ctx);
+    if (!module) {
+      std::string msg;
+      llvm::raw_string_ostream os(msg);
+      err.print(name.c_str(), os);
+      throw std::runtime_error("CPU: the kernel's LLVM IR does not parse: " + os.str());
+    }
+    module->setDataLayout(jit_->getDataLayout());
+    module->setTargetTriple(jit_->getTargetTriple().str());
+    optimize(*module);
+    if (auto e =
+            jit_->addIRModule(llvm::orc::ThreadSafeModule(std::move(module), std::move(ctx)))) {
+      throw std::runtime_error("CPU: cannot add the kernel: " + llvm::toString(std::move(e)));
+    }
+    auto sym = jit_->lookup(name);
+    if (!sym)
+      throw std::runtime_error("CPU: cannot find the kernel: " + llvm::toString(sym.takeError()));
+    auto fn = reinterpret_cast<KernelFn>(sym->getValue());
+    cache_.emplace(ir, fn);
+    return fn;
+  }
+
+ private:
+  Jit() {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    auto jit = llvm::orc::LLJITBuilder().create();
+    if (!jit)
+      throw std::runtime_error("CPU: cannot create the JIT: " + llvm::toString(jit.takeError()));
+    jit_ = std::move(*jit);
+    // libm (sinf, exp2f, ...) and the rest of the process resolve the kernels' calls.
+    auto gen = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
+        jit_->getDataLayout().getGlobalPrefix());
+    if (!gen) throw std::runtime_error("CPU: " + llvm::toString(gen.takeError()));
+    jit_->getMainJITDylib().addGenerator(std::move(*gen));
+  }
+  static void optimize(llvm::Module& m) {
+    llvm::LoopAnalysisManager lam;
+    llvm::FunctionAnalysisManager fam;
+    llvm::CGSCCAnalysisManager cgam;
+    llvm::ModuleAnalysisManager mam;
+    llvm::PassBuilder pb;
+    pb.registerModuleAnalyses(mam);
+    pb.registerCGSCCAnalyses(cgam);
+    pb.registerFunctionAnalyses(fam);
+    pb.registerLoopAnalyses(lam);
+    pb.crossRegisterProxies(lam, fam, cgam, mam);
+    pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2).run(m, mam);
+  }
+  std::mutex mu_;
+  std::unique_ptr<llvm::orc::LLJIT> jit_;
+  std::map<std::string, KernelFn> cache_;
+  int next_name_ = 0;
+};
+
+}  // namespace
+
+KernelFn cpu_compile(const std::string& ir) { return Jit::get().compile(ir); }
+
+bool cpu_available() {
+  try {
+    Jit::get();
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+}  // namespace tinyrw

@@ -1,0 +1,16 @@
+// The CPU device: LLVM IR compiled by LLVM's ORC JIT (no external compiler at run time).
+#pragma once
+
+#include <string>
+
+namespace tinyrw {
+
+// A compiled kernel: bufs[0] is the output, bufs[1..] the inputs in the renderer's order.
+using KernelFn = void (*)(void** bufs);
+
+// Compiles (and caches by IR text) a module whose function is named `kernel`. Throws
+// std::runtime_error with LLVM's message when the IR does not compile.
+KernelFn cpu_compile(const std::string& ir);
+bool cpu_available();
+
+}  // namespace tinyrw

@@ -1,0 +1,390 @@
+#include "runtime/llvm_render.h"
+
+#include <bit>
+#include <cmath>
+#include <map>
+#include <set>
+#include <stdexcept>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "ir/graph.h"
+
+namespace tinyrw {
+
+namespace {
+
+std::string ll_type(DType d) {
+  if (d.is_bool()) return "i1";
+  if (d.is_index()) return "i64";
+  if (d.is_int()) return fmt::format("i{}", d.itemsize() * 8);
+  if (d == dtypes::float32) return "float";
+  if (d == dtypes::float64) return "double";
+  throw std::invalid_argument("CPU: dtype " + d.repr() + " is not supported yet");
+}
+// In memory bools are bytes.
+std::string mem_type(DType d) { return d.is_bool() ? "i8" : ll_type(d); }
+
+std::string ll_const(DType d, const Arg& v) {
+  if (d.is_bool()) return v.as_bool() ? "true" : "false";
+  if (d.is_int()) return to_string(v.as_int());
+  const double x =
+      d == dtypes::float32 ? static_cast<double>(static_cast<float>(v.as_float())) : v.as_float();
+  return fmt::format("0x{:016X}", std::bit_cast<uint64_t>(x));
+}
+
+class Emitter {
+ public:
+  Emitter(const std::vector<std::pair<int64_t, int64_t>>& sizes) : sizes_(sizes) {}
+
+  std::string tmp() { return fmt::format("%t{}", next_++); }
+  std::string label(const char* base) { return fmt::format("{}{}", base, next_++); }
+  void line(const std::string& s) { body_ += "  " + s + "\n"; }
+  void block(const std::string& name) { body_ += name + ":\n"; }
+
+  // An i64 loop over [0, n): emits the head, leaves the body open; returns the index value.
+  struct Loop {
+    std::string ptr, head, body, exit, idx;
+  };
+  Loop open_loop(int64_t n) {
+    Loop l{tmp(), label("head"), label("body"), label("exit"), ""};
+    allocas_ += fmt::format("  {} = alloca i64\n", l.ptr);
+    line(fmt::format("store i64 0, ptr {}", l.ptr));
+    line(fmt::format("br label %{}", l.head));
+    block(l.head);
+    l.idx = tmp();
+    line(fmt::format("{} = load i64, ptr {}", l.idx, l.ptr));
+    const std::string c = tmp();
+    line(fmt::format("{} = icmp slt i64 {}, {}", c, l.idx, n));
+    line(fmt::format("br i1 {}, label %{}, label %{}", c, l.body, l.exit));
+    block(l.body);
+    return l;
+  }
+  void close_loop(const Loop& l) {
+    const std::string nx = tmp();
+    line(fmt::format("{} = add i64 {}, 1", nx, l.idx));
+    line(fmt::format("store i64 {}, ptr {}", nx, l.ptr));
+    line(fmt::format("br label %{}", l.head));
+    block(l.exit);
+  }
+
+  std::string emit(const UOp& u) {
+    for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
+      if (auto f = it->find(u.node()); f != it->end()) return f->second;
+    }
+    std::string v = compute(u);
+    scopes_.back().emplace(u.node(), v);
+    return v;
+  }
+
+  std::vector<std::unordered_map<const UOpNode*, std::string>> scopes_{1};
+  std::map<int64_t, int> buffer_index;  // slot -> argument position (output is 0)
+  std::string allocas_, body_;
+
+ private:
+  std::string buffer_ptr(int64_t slot) { return fmt::format("%b{}", buffer_index.at(slot)); }
+
+  std::string compute(const UOp& u) {
+    const DType d = u.dtype();
+    const std::string t = u.op() == Op::Index || groups::alu().contains(u.op()) ||
+                                  u.op() == Op::Const || u.op() == Op::Cast || u.op() == Op::Reduce
+                              ? ll_type(d)
+                              : "";
+    switch (u.op()) {
+      case Op::Const:
+        return ll_const(d, u.arg());
+      case Op::Index:
+        return load(u, t);
+      case Op::Cast:
+        return cast(emit(u.src(0)), u.src(0).dtype(), d);
+      case Op::Reduce:
+        return reduce(u, t);
+      default:
+        break;
+    }
+    if (!groups::alu().contains(u.op())) {
+      throw std::invalid_argument("CPU: cannot render " + std::string(op_info(u.op()).py_name));
+    }
+    std::vector<std::string> a;
+    for (const UOp& s : u.src()) a.push_back(emit(s));
+    const DType sd = u.src(0).dtype();
+    return alu(u.op(), d, sd, ll_type(sd), a);
+  }
+
+  std::string load(const UOp& u, const std::string& t) {
+    const UOp& b = u.src(0);
+    if (b.op() != Op::Buffer || u.nsrc() != 2) throw std::invalid_argument("CPU: unlowered index");
+    const int64_t slot = static_cast<int64_t>(b.arg().field("slot").as_int());
+    int64_t size = 1;
+    for (const auto& [s, n] : sizes_)
+      if (s == slot) size = n;
+    // Clamp the index: a masked (padded) lane may compute an address outside the buffer, and
+    // where() evaluates both sides here.
+    const std::string idx = emit(u.src(1)), lo = tmp(), c = tmp();
+    line(fmt::format("{} = call i64 @llvm.smax.i64(i64 {}, i64 0)", lo, idx));
+    line(fmt::format("{} = call i64 @llvm.smin.i64(i64 {}, i64 {})", c, lo,
+                     std::max<int64_t>(size - 1, 0)));
+    const std::string p = tmp(), v = tmp();
+    line(fmt::format("{} = getelementptr {}, ptr {}, i64 {}", p, mem_type(u.dtype()),
+                     buffer_ptr(slot), c));
+    line(fmt::format("{} = load {}, ptr {}", v, mem_type(u.dtype()), p));
+    if (!u.dtype().is_bool()) return v;
+    const std::string bv = tmp();
+    line(fmt::format("{} = icmp ne i8 {}, 0", bv, v));
+    (void)t;
+    return bv;
+  }
+
+  std::string cast(const std::string& x, DType from, DType to) {
+    const std::string ft = ll_type(from), tt = ll_type(to), r = tmp();
+    if (ft == tt) return x;
+    if (to.is_bool()) {
+      line(from.is_float() ? fmt::format("{} = fcmp une {} {}, 0.0", r, ft, x)
+                           : fmt::format("{} = icmp ne {} {}, 0", r, ft, x));
+      return r;
+    }
+    if (from.is_float() && to.is_float()) {
+      line(fmt::format("{} = {} {} {} to {}", r,
+                       from.itemsize() < to.itemsize() ? "fpext" : "fptrunc", ft, x, tt));
+    } else if (from.is_float()) {
+      line(
+          fmt::format("{} = {} {} {} to {}", r, to.is_unsigned() ? "fptoui" : "fptosi", ft, x, tt));
+    } else if (to.is_float()) {
+      line(fmt::format("{} = {} {} {} to {}", r,
+                       from.is_unsigned() || from.is_bool() ? "uitofp" : "sitofp", ft, x, tt));
+    } else {
+      const int fb = from.is_bool() ? 1 : from.is_index() ? 64 : from.itemsize() * 8;
+      const int tb = to.is_index() ? 64 : to.itemsize() * 8;
+      const char* op = fb > tb ? "trunc" : (from.is_unsigned() || from.is_bool()) ? "zext" : "sext";
+      line(fmt::format("{} = {} {} {} to {}", r, op, ft, x, tt));
+    }
+    return r;
+  }
+
+  std::string alu(Op op, DType d, DType sd, const std::string& st,
+                  const std::vector<std::string>& a) {
+    const bool fl = sd.is_float();
+    const bool un = sd.is_unsigned() || sd.is_bool();
+    const std::string t = ll_type(d), r = tmp();
+    auto bin = [&](const char* iop, const char* fop) {
+      line(fmt::format("{} = {} {} {}, {}", r, fl ? fop : iop, t, a[0], a[1]));
+      return r;
+    };
+    auto intrinsic = [&](const char* name, size_t n) {
+      std::string args;
+      for (size_t i = 0; i < n; ++i) args += (i ? ", " : "") + t + " " + a[i];
+      line(fmt::format("{} = call {} @llvm.{}.{}({})", r, t, name, t == "float" ? "f32" : "f64",
+                       args));
+      intrinsics_.insert(fmt::format("declare {} @llvm.{}.{}({})", t, name,
+                                     t == "float" ? "f32" : "f64", n == 1 ? t : t + ", " + t));
+      return r;
+    };
+    switch (op) {
+      case Op::Add:
+        return bin("add", "fadd");
+      case Op::Sub:
+        return bin("sub", "fsub");
+      case Op::Mul:
+        return bin("mul", "fmul");
+      case Op::FDiv:
+        return bin("sdiv", "fdiv");
+      case Op::And:
+        return bin("and", "and");
+      case Op::Or:
+        return bin("or", "or");
+      case Op::Xor:
+        return bin("xor", "xor");
+      case Op::Shl:
+        return bin("shl", "shl");
+      case Op::Shr:
+        return bin(un ? "lshr" : "ashr", "ashr");
+      case Op::Max: {
+        const std::string c = tmp();
+        line(fl ? fmt::format("{} = fcmp ogt {} {}, {}", c, t, a[0], a[1])
+                : fmt::format("{} = icmp {} {} {}, {}", c, un ? "ugt" : "sgt", t, a[0], a[1]));
+        if (!fl) {
+          line(fmt::format("{} = select i1 {}, {} {}, {} {}", r, c, t, a[0], t, a[1]));
+          return r;
+        }
+        const std::string m = tmp(), nan = tmp();
+        line(fmt::format("{} = select i1 {}, {} {}, {} {}", m, c, t, a[0], t, a[1]));
+        line(fmt::format("{} = fcmp uno {} {}, {}", nan, t, a[0], a[1]));  // nan in, nan out
+        line(fmt::format("{} = select i1 {}, {} 0x7FF8000000000000, {} {}", r, nan, t, t, m));
+        return r;
+      }
+      case Op::CmpLt:
+        line(fl ? fmt::format("{} = fcmp olt {} {}, {}", r, st, a[0], a[1])
+                : fmt::format("{} = icmp {} {} {}, {}", r, un ? "ult" : "slt", st, a[0], a[1]));
+        return r;
+      case Op::CmpNe:
+        line(fl ? fmt::format("{} = fcmp une {} {}, {}", r, st, a[0], a[1])
+                : fmt::format("{} = icmp ne {} {}, {}", r, st, a[0], a[1]));
+        return r;
+      case Op::CmpEq:
+        line(fl ? fmt::format("{} = fcmp oeq {} {}, {}", r, st, a[0], a[1])
+                : fmt::format("{} = icmp eq {} {}, {}", r, st, a[0], a[1]));
+        return r;
+      case Op::Where:
+        line(fmt::format("{} = select i1 {}, {} {}, {} {}", r, a[0], t, a[1], t, a[2]));
+        return r;
+      case Op::Neg:
+        line(fl ? fmt::format("{} = fneg {} {}", r, t, a[0])
+                : fmt::format("{} = sub {} 0, {}", r, t, a[0]));
+        return r;
+      case Op::Reciprocal:
+        line(fmt::format("{} = fdiv {} 1.0, {}", r, t, a[0]));
+        return r;
+      case Op::Sqrt:
+        return intrinsic("sqrt", 1);
+      case Op::Exp2:
+        return intrinsic("exp2", 1);
+      case Op::Log2:
+        return intrinsic("log2", 1);
+      case Op::Sin:
+        return intrinsic("sin", 1);
+      case Op::Trunc:
+        return fl ? intrinsic("trunc", 1) : a[0];
+      case Op::Pow:
+        return intrinsic("pow", 2);
+      case Op::MulAcc: {
+        const std::string m = tmp();
+        line(fmt::format("{} = {} {} {}, {}", m, fl ? "fmul" : "mul", t, a[0], a[1]));
+        line(fmt::format("{} = {} {} {}, {}", r, fl ? "fadd" : "add", t, m, a[2]));
+        return r;
+      }
+      case Op::CDiv:
+      case Op::CMod:
+      case Op::FloorDiv:
+      case Op::FloorMod:
+        return divmod(op, t, un, a[0], a[1]);
+      default:
+        throw std::invalid_argument(fmt::format("CPU: cannot render {}", op_name(op)));
+    }
+  }
+
+  // Integer division: a zero divisor is replaced by 1 (no trap; INTERP reports the error).
+  std::string divmod(Op op, const std::string& t, bool un, const std::string& x,
+                     const std::string& y) {
+    const std::string z = tmp(), b = tmp(), q = tmp(), m = tmp();
+    line(fmt::format("{} = icmp eq {} {}, 0", z, t, y));
+    line(fmt::format("{} = select i1 {}, {} 1, {} {}", b, z, t, t, y));
+    line(fmt::format("{} = {} {} {}, {}", q, un ? "udiv" : "sdiv", t, x, b));
+    line(fmt::format("{} = {} {} {}, {}", m, un ? "urem" : "srem", t, x, b));
+    if (op == Op::CDiv) return q;
+    if (op == Op::CMod || un) return op == Op::FloorDiv ? q : m;
+    // floor semantics: when the remainder is nonzero and its sign differs from the divisor's,
+    // the quotient is one lower and the modulo one divisor higher.
+    const std::string nz = tmp(), sm = tmp(), sb = tmp(), diff = tmp(), adj = tmp(), r = tmp();
+    line(fmt::format("{} = icmp ne {} {}, 0", nz, t, m));
+    line(fmt::format("{} = icmp slt {} {}, 0", sm, t, m));
+    line(fmt::format("{} = icmp slt {} {}, 0", sb, t, b));
+    line(fmt::format("{} = xor i1 {}, {}", diff, sm, sb));
+    line(fmt::format("{} = and i1 {}, {}", adj, nz, diff));
+    if (op == Op::FloorDiv) {
+      const std::string q1 = tmp();
+      line(fmt::format("{} = sub {} {}, 1", q1, t, q));
+      line(fmt::format("{} = select i1 {}, {} {}, {} {}", r, adj, t, q1, t, q));
+    } else {
+      const std::string m1 = tmp();
+      line(fmt::format("{} = add {} {}, {}", m1, t, m, b));
+      line(fmt::format("{} = select i1 {}, {} {}, {} {}", r, adj, t, m1, t, m));
+    }
+    return r;
+  }
+
+  std::string reduce(const UOp& u, const std::string& t) {
+    const Op op = u.arg().as_op();
+    const DType d = u.dtype();
+    const std::string acc = tmp();
+    allocas_ += fmt::format("  {} = alloca {}\n", acc, t);
+    const std::string init = op == Op::Add   ? (d.is_float() ? "0.0" : "0")
+                             : op == Op::Mul ? (d.is_float() ? "1.0" : "1")
+                             : d.is_float()  ? "0xFFF0000000000000"
+                                             : to_string(d.int_min());
+    line(fmt::format("store {} {}, ptr {}", t, init, acc));
+    std::vector<Loop> loops;
+    scopes_.emplace_back();
+    for (size_t k = 1; k < u.nsrc(); ++k) {
+      const UOp& r = u.src(k);
+      loops.push_back(open_loop(static_cast<int64_t>(r.src(0).arg().as_int())));
+      scopes_.back().emplace(r.node(), loops.back().idx);
+    }
+    const std::string v = emit(u.src(0)), cur = tmp();
+    line(fmt::format("{} = load {}, ptr {}", cur, t, acc));
+    const std::string nx = alu(op, d, d, t, {cur, v});
+    line(fmt::format("store {} {}, ptr {}", t, nx, acc));
+    scopes_.pop_back();
+    for (auto it = loops.rbegin(); it != loops.rend(); ++it) close_loop(*it);
+    const std::string out = tmp();
+    line(fmt::format("{} = load {}, ptr {}", out, t, acc));
+    return out;
+  }
+
+ public:
+  std::set<std::string> intrinsics_;
+
+ private:
+  const std::vector<std::pair<int64_t, int64_t>>& sizes_;
+  int next_ = 0;
+};
+
+}  // namespace
+
+RenderedKernel render_llvm(const UOp& value, const std::vector<UOp>& ranges, DType out_dtype,
+                           const std::vector<int64_t>& out_shape,
+                           const std::vector<std::pair<int64_t, int64_t>>& buffer_sizes) {
+  RenderedKernel out;
+  Emitter e(buffer_sizes);
+  for (const UOp& u : toposort(value)) {
+    if (u.op() != Op::Buffer) continue;
+    const int64_t slot = static_cast<int64_t>(u.arg().field("slot").as_int());
+    if (e.buffer_index.emplace(slot, static_cast<int>(out.input_slots.size()) + 1).second)
+      out.input_slots.push_back(slot);
+  }
+  std::string params;
+  for (size_t i = 0; i <= out.input_slots.size(); ++i) {
+    params += fmt::format(
+        "  %p{0} = getelementptr ptr, ptr %bufs, i64 {0}\n  %b{0} = load ptr, ptr %p{0}\n", i);
+  }
+  // output loops, row-major
+  std::vector<Emitter::Loop> loops;
+  for (size_t k = 0; k < ranges.size(); ++k) {
+    loops.push_back(e.open_loop(out_shape[k]));
+    e.scopes_.back().emplace(ranges[k].node(), loops.back().idx);
+  }
+  e.scopes_.emplace_back();  // values of one output element
+  std::string flat = "0";
+  int64_t stride = 1;
+  for (size_t k = ranges.size(); k-- > 0;) {
+    const std::string m = e.tmp(), a = e.tmp();
+    e.line(fmt::format("{} = mul i64 {}, {}", m, loops[k].idx, stride));
+    e.line(fmt::format("{} = add i64 {}, {}", a, flat, m));
+    flat = a;
+    stride *= out_shape[k];
+  }
+  std::string v = e.emit(value);
+  if (value.dtype() != out_dtype)
+    throw std::invalid_argument("CPU: kernel value and output dtype differ");
+  if (out_dtype.is_bool()) {
+    const std::string z = e.tmp();
+    e.line(fmt::format("{} = zext i1 {} to i8", z, v));
+    v = z;
+  }
+  const std::string p = e.tmp();
+  e.line(fmt::format("{} = getelementptr {}, ptr %b0, i64 {}", p, mem_type(out_dtype), flat));
+  e.line(fmt::format("store {} {}, ptr {}", mem_type(out_dtype), v, p));
+  e.scopes_.pop_back();
+  for (auto it = loops.rbegin(); it != loops.rend(); ++it) e.close_loop(*it);
+
+  out.ir =
+      "; tinyrw kernel\n"
+      "declare i64 @llvm.smax.i64(i64, i64)\n"
+      "declare i64 @llvm.smin.i64(i64, i64)\n";
+  for (const std::string& d : e.intrinsics_) out.ir += d + "\n";
+  out.ir += "\ndefine void @kernel(ptr %bufs) {\nentry:\n" + e.allocas_ + params + e.body_ +
+            "  ret void\n}\n";
+  return out;
+}
+
+}  // namespace tinyrw

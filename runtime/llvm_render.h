@@ -1,0 +1,25 @@
+// Renders a lowered kernel (the value of one output element over its output ranges, with loads,
+// ALU ops, where and reductions) as LLVM IR text: one function `void kernel(ptr bufs)` whose
+// argument is an array of buffer pointers, the output first.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/uop.h"
+
+namespace tinyrw {
+
+struct RenderedKernel {
+  std::string ir;                    // the module text; the function is named `kernel`
+  std::vector<int64_t> input_slots;  // buffer slots in argument order (after the output)
+};
+
+// `ranges` are the output RANGEs (row-major); `out_dtype` the stored element type. Throws
+// std::invalid_argument for a dtype or op the CPU renderer does not support.
+RenderedKernel render_llvm(const UOp& value, const std::vector<UOp>& ranges, DType out_dtype,
+                           const std::vector<int64_t>& out_shape,
+                           const std::vector<std::pair<int64_t, int64_t>>& buffer_sizes);
+
+}  // namespace tinyrw

@@ -1,0 +1,216 @@
+// Tensor operations against plain C++ reference loops, on every available device; fusion
+// (kernel counts) and errors raised where the user made them.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "tensor/tensor.h"
+
+using namespace tinyrw;
+
+namespace {
+
+std::vector<float> iota_values(size_t n, float start = 1, float step = 1) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = start + step * static_cast<float>(i);
+  return v;
+}
+
+void expect_near(const std::vector<double>& got, const std::vector<double>& want,
+                 double tol = 1e-5) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], tol * std::max(1.0, std::fabs(want[i]))) << "at " << i;
+}
+
+class TensorOps : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (!device_available(GetParam()))
+      GTEST_SKIP() << "device " << GetParam() << " is not available here";
+    set_default_device(GetParam());
+  }
+  void TearDown() override { set_default_device(""); }
+};
+
+}  // namespace
+
+TEST_P(TensorOps, ElementwiseWithBroadcasting) {
+  const auto av = iota_values(6), bv = iota_values(3, 10, 10);
+  Tensor a = Tensor::from_vector(av, {2, 3}), b = Tensor::from_vector(bv, {3});
+  std::vector<double> want_add, want_mul, want_max, want_div;
+  for (size_t i = 0; i < 2; ++i)
+    for (size_t j = 0; j < 3; ++j) {
+      const double x = av[i * 3 + j], y = bv[j];
+      want_add.push_back(x + y);
+      want_mul.push_back(x * y);
+      want_max.push_back(std::max(x, 25.0));
+      want_div.push_back(static_cast<float>(x / y));
+    }
+  expect_near((a + b).to_doubles(), want_add);
+  expect_near((a * b).to_doubles(), want_mul);
+  expect_near(a.maximum(Tensor::full({1}, 25)).to_doubles(), std::vector<double>(6, 25.0));
+  expect_near((a / b).to_doubles(), want_div);
+  expect_near((-a).to_doubles(), {-1, -2, -3, -4, -5, -6});
+}
+
+TEST_P(TensorOps, UnaryMath) {
+  const auto v = iota_values(5, 0.5f, 0.5f);
+  Tensor t = Tensor::from_vector(v, {5});
+  std::vector<double> e, l, s, q, sg;
+  for (float x : v) {
+    e.push_back(std::exp(x));
+    l.push_back(std::log(x));
+    s.push_back(std::sin(x));
+    q.push_back(std::sqrt(x));
+    sg.push_back(1 / (1 + std::exp(-x)));
+  }
+  expect_near(t.exp().to_doubles(), e, 1e-5);
+  expect_near(t.log().to_doubles(), l, 1e-5);
+  expect_near(t.sin().to_doubles(), s, 1e-5);
+  expect_near(t.sqrt().to_doubles(), q, 1e-5);
+  expect_near(t.sigmoid().to_doubles(), sg, 1e-5);
+  expect_near((t - 1.5).relu().to_doubles(), {0, 0, 0, 0.5, 1.0});
+}
+
+TEST_P(TensorOps, ComparisonsAndWhere) {
+  Tensor a = Tensor::from_vector(std::vector<float>{1, 5, 3, 7}, {4});
+  Tensor b = Tensor::from_vector(std::vector<float>{2, 4, 3, 8}, {4});
+  expect_near(a.lt(b).where(a, b).to_doubles(), {1, 4, 3, 7});
+  expect_near(a.eq(b).cast(dtypes::float32).to_doubles(), {0, 0, 1, 0});
+  expect_near(a.ne(b).cast(dtypes::int32).to_doubles(), {1, 1, 0, 1});
+}
+
+TEST_P(TensorOps, Movement) {
+  const auto v = iota_values(24, 0);
+  Tensor t = Tensor::from_vector(v, {2, 3, 4});
+  std::vector<double> perm;  // permute (2, 0, 1): out[k][i][j] = t[i][j][k]
+  for (int k = 0; k < 4; ++k)
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 3; ++j) perm.push_back(v[static_cast<size_t>(i * 12 + j * 4 + k)]);
+  expect_near(t.permute({2, 0, 1}).to_doubles(), perm);
+  expect_near(t.reshape({4, -1}).to_doubles(), std::vector<double>(v.begin(), v.end()));
+  std::vector<double> shr;  // shrink to [1:2, 0:3:, 1:3]
+  for (int j = 0; j < 3; ++j)
+    for (int k = 1; k < 3; ++k) shr.push_back(v[static_cast<size_t>(12 + j * 4 + k)]);
+  expect_near(t.shrink({{1, 2}, {0, 3}, {1, 3}}).to_doubles(), shr);
+  std::vector<double> fl;
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j)
+      for (int k = 3; k >= 0; --k) fl.push_back(v[static_cast<size_t>(i * 12 + j * 4 + k)]);
+  expect_near(t.flip({2}).to_doubles(), fl);
+  Tensor m = Tensor::from_vector(std::vector<float>{1, 2, 3, 4}, {2, 2});
+  expect_near(m.pad({{1, 1}, {0, 1}}).to_doubles(), {0, 0, 0, 1, 2, 0, 3, 4, 0, 0, 0, 0});
+  expect_near(m.reshape({2, 1, 2}).expand({2, 3, 2}).to_doubles(),
+              {1, 2, 1, 2, 1, 2, 3, 4, 3, 4, 3, 4});
+  expect_near(m.transpose().to_doubles(), {1, 3, 2, 4});
+}
+
+TEST_P(TensorOps, Reductions) {
+  const auto v = iota_values(12);
+  Tensor t = Tensor::from_vector(v, {3, 4});
+  std::vector<double> rows(3, 0), cols(4, 0), rmax(3, -1e9);
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 4; ++j) {
+      rows[i] += v[static_cast<size_t>(i * 4 + j)];
+      cols[j] += v[static_cast<size_t>(i * 4 + j)];
+      rmax[i] = std::max(rmax[i], static_cast<double>(v[static_cast<size_t>(i * 4 + j)]));
+    }
+  expect_near(t.sum().to_doubles(), {78});
+  expect_near(t.sum({1}).to_doubles(), rows);
+  expect_near(t.sum({0}).to_doubles(), cols);
+  expect_near(t.sum({1}, true).reshape({3}).to_doubles(), rows);
+  EXPECT_EQ(t.sum({1}, true).shape(), (Dims{3, 1}));
+  expect_near(t.max({1}).to_doubles(), rmax);
+  expect_near(t.mean().to_doubles(), {6.5});
+}
+
+TEST_P(TensorOps, Matmul) {
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-1, 1);
+  const int m = 5, k = 7, n = 3;
+  std::vector<float> a(m * k), b(k * n);
+  for (float& x : a) x = u(rng);
+  for (float& x : b) x = u(rng);
+  std::vector<double> want(m * n, 0);
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) {
+      float acc = 0;
+      for (int p = 0; p < k; ++p)
+        acc += a[static_cast<size_t>(i * k + p)] * b[static_cast<size_t>(p * n + j)];
+      want[static_cast<size_t>(i * n + j)] = acc;
+    }
+  expect_near(Tensor::from_vector(a, {m, k}).matmul(Tensor::from_vector(b, {k, n})).to_doubles(),
+              want, 1e-4);
+}
+
+TEST_P(TensorOps, ZeroAndOneSizedDims) {
+  Tensor e = Tensor::zeros({0, 3});
+  EXPECT_EQ((e + 1.0).numel(), 0);
+  EXPECT_TRUE((e + 1.0).to_doubles().empty());
+  expect_near(e.sum({0}).to_doubles(), {0, 0, 0});
+  Tensor one = Tensor::from_vector(std::vector<float>{4}, {1, 1});
+  expect_near((one * Tensor::from_vector(iota_values(3), {3})).to_doubles(), {4, 8, 12});
+}
+
+TEST_P(TensorOps, IntegerDtypes) {
+  Tensor a = Tensor::from_vector(std::vector<int32_t>{7, -7, 100, 3}, {4}, dtypes::int32);
+  Tensor b = Tensor::from_vector(std::vector<int32_t>{2, 2, 30, 5}, {4}, dtypes::int32);
+  EXPECT_EQ((a + b).data<int32_t>(), (std::vector<int32_t>{9, -5, 130, 8}));
+  EXPECT_EQ((a * b).data<int32_t>(), (std::vector<int32_t>{14, -14, 3000, 15}));
+  EXPECT_EQ(a.sum().data<int32_t>(), (std::vector<int32_t>{103}));
+  Tensor c =
+      Tensor::from_vector(std::vector<int32_t>{100, 200}, {2}, dtypes::int32).cast(dtypes::int8);
+  EXPECT_EQ(c.data<int32_t>(), (std::vector<int32_t>{100, -56}));  // wraps like C
+  EXPECT_EQ(Tensor::arange(2, 11, 3).data<int32_t>(), (std::vector<int32_t>{2, 5, 8}));
+}
+
+TEST_P(TensorOps, NonContiguousViewsChained) {
+  const auto v = iota_values(16, 0);
+  Tensor t = Tensor::from_vector(v, {4, 4});
+  // transpose, shrink and flip, then elementwise with the original
+  Tensor x = t.transpose().shrink({{1, 3}, {0, 4}}).flip({0});
+  std::vector<double> want;
+  for (int i = 2; i >= 1; --i)
+    for (int j = 0; j < 4; ++j)
+      want.push_back(v[static_cast<size_t>(j * 4 + i)] + v[static_cast<size_t>(i * 4 + j)]);
+  expect_near((x + t.shrink({{1, 3}, {0, 4}}).flip({0})).to_doubles(), want);
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, TensorOps, ::testing::Values("INTERP", "CPU"));
+
+TEST(TensorFusion, KernelCounts) {
+  set_default_device("INTERP");
+  Tensor a = Tensor::from_vector(iota_values(8), {8}), b = Tensor::from_vector(iota_values(8), {8}),
+         c = Tensor::from_vector(iota_values(8), {8});
+  (void)(a + b * c).to_doubles();
+  EXPECT_EQ(last_kernel_count(), 1);
+  (void)(a + b).sum().to_doubles();
+  EXPECT_EQ(last_kernel_count(), 1);
+  (void)a.reshape({2, 4}).matmul(b.reshape({4, 2})).to_doubles();
+  EXPECT_EQ(last_kernel_count(), 1);
+  (void)(a - a.mean()).to_doubles();
+  EXPECT_LE(last_kernel_count(), 2);
+  set_default_device("");
+}
+
+TEST(TensorErrors, RaisedWhereTheUserMadeThem) {
+  Tensor a = Tensor::zeros({2, 3});
+  EXPECT_THROW(a.reshape({4, 2}), TensorError);
+  EXPECT_THROW(a.reshape({-1, -1}), TensorError);
+  EXPECT_THROW(a + Tensor::zeros({4}), TensorError);
+  EXPECT_THROW(a.permute({0, 0}), TensorError);
+  EXPECT_THROW(a.sum({5}), TensorError);
+  EXPECT_THROW(a.shrink({{0, 3}, {0, 3}}), TensorError);
+  EXPECT_THROW(a.expand({4, 3}), TensorError);
+  EXPECT_THROW(a.matmul(Tensor::zeros({2, 3})), TensorError);
+  EXPECT_THROW(Tensor::from_vector(std::vector<float>{1, 2, 3}, {2, 2}), TensorError);
+  try {
+    (void)(a + Tensor::zeros({4}));
+  } catch (const TensorError& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot broadcast (2, 3) and (4,)"), std::string::npos)
+        << e.what();
+  }
+}
