@@ -119,12 +119,16 @@ class Emitter {
     int64_t size = 1;
     for (const auto& [s, n] : sizes_)
       if (s == slot) size = n;
-    // Clamp the index: a masked (padded) lane may compute an address outside the buffer, and
-    // where() evaluates both sides here.
-    const std::string idx = emit(u.src(1)), lo = tmp(), c = tmp();
-    line(fmt::format("{} = call i64 @llvm.smax.i64(i64 {}, i64 0)", lo, idx));
-    line(fmt::format("{} = call i64 @llvm.smin.i64(i64 {}, i64 {})", c, lo,
-                     std::max<int64_t>(size - 1, 0)));
+    // An index that may leave the buffer (a masked, padded lane: where() evaluates both sides
+    // here) is clamped; one whose range provably stays inside is used as it is.
+    std::string c = emit(u.src(1));
+    if (u.src(1).vmin() < Num::of(0) || u.src(1).vmax() > Num::of(size - 1)) {
+      const std::string lo = tmp(), cl = tmp();
+      line(fmt::format("{} = call i64 @llvm.smax.i64(i64 {}, i64 0)", lo, c));
+      line(fmt::format("{} = call i64 @llvm.smin.i64(i64 {}, i64 {})", cl, lo,
+                       std::max<int64_t>(size - 1, 0)));
+      c = cl;
+    }
     const std::string p = tmp(), v = tmp();
     line(fmt::format("{} = getelementptr {}, ptr {}, i64 {}", p, mem_type(u.dtype()),
                      buffer_ptr(slot), c));
