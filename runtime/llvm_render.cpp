@@ -88,7 +88,8 @@ class Emitter {
   std::string compute(const UOp& u) {
     const DType d = u.dtype();
     const std::string t = u.op() == Op::Index || groups::alu().contains(u.op()) ||
-                                  u.op() == Op::Const || u.op() == Op::Cast || u.op() == Op::Reduce
+                                  u.op() == Op::Const || u.op() == Op::Cast ||
+                                  u.op() == Op::Bitcast || u.op() == Op::Reduce
                               ? ll_type(d)
                               : "";
     switch (u.op()) {
@@ -98,6 +99,11 @@ class Emitter {
         return load(u, t);
       case Op::Cast:
         return cast(emit(u.src(0)), u.src(0).dtype(), d);
+      case Op::Bitcast: {
+        const std::string x = emit(u.src(0)), r = tmp();
+        line(fmt::format("{} = bitcast {} {} to {}", r, ll_type(u.src(0).dtype()), x, ll_type(d)));
+        return r;
+      }
       case Op::Reduce:
         return reduce(u, t);
       default:

@@ -155,6 +155,13 @@ class KernelEvaluator {
       }
       case Op::Cast:
         return cast_value(u.dtype(), eval(u.src(0), memo));
+      case Op::Bitcast: {  // reinterpret the bytes: through a one-element buffer of each type
+        const DType from = u.src(0).dtype();
+        Storage tmp{0, from, 1, std::vector<uint8_t>(static_cast<size_t>(from.itemsize()))};
+        store_element(tmp, 0, eval(u.src(0), memo));
+        tmp.dtype = u.dtype();
+        return load_element(tmp, 0);
+      }
       case Op::Reduce:
         return reduce(u);
       default:

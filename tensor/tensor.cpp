@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <optional>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -398,5 +400,217 @@ Tensor Tensor::matmul(const Tensor& o) const {
 }
 
 Tensor Tensor::contiguous() const { return with(UOp::make(Op::Contiguous, dtype(), {uop_})); }
+
+// ---- more creation
+// ---------------------------------------------------------------------------------------
+
+Tensor Tensor::linspace(double start, double stop, int64_t steps, DType dtype) {
+  if (steps < 0) throw TensorError("linspace needs steps >= 0");
+  std::vector<double> v(static_cast<size_t>(steps));
+  for (int64_t i = 0; i < steps; ++i) {
+    v[static_cast<size_t>(i)] = steps == 1 ? start
+                                           : start + (stop - start) * static_cast<double>(i) /
+                                                         static_cast<double>(steps - 1);
+  }
+  return from_vector(v, {steps}, dtype);
+}
+
+namespace {
+// threefry-2x32 with 20 rounds (Salmon et al.), the generator tinygrad uses.
+std::pair<uint32_t, uint32_t> threefry2x32(uint32_t k0, uint32_t k1, uint32_t x0, uint32_t x1) {
+  static const int kRot[8] = {13, 15, 26, 6, 17, 29, 16, 24};
+  const uint32_t k2 = k0 ^ k1 ^ 0x1BD11BDAu;
+  const uint32_t ks[3] = {k0, k1, k2};
+  x0 += k0;
+  x1 += k1;
+  for (int r = 0; r < 20; ++r) {
+    x0 += x1;
+    x1 = (x1 << kRot[r % 8]) | (x1 >> (32 - kRot[r % 8]));
+    x1 ^= x0;
+    if (r % 4 == 3) {
+      const int s = r / 4 + 1;
+      x0 += ks[s % 3];
+      x1 += ks[(s + 1) % 3] + static_cast<uint32_t>(s);
+    }
+  }
+  return {x0, x1};
+}
+}  // namespace
+
+Tensor Tensor::rand(Dims shape, uint64_t seed, DType dtype) {
+  check_dims(shape);
+  const int64_t n = product(shape);
+  std::vector<double> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; i += 2) {
+    const auto [a, b] = threefry2x32(static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32),
+                                     static_cast<uint32_t>(i), static_cast<uint32_t>(i >> 32));
+    // 24 random mantissa bits: a uniform float in [0, 1)
+    v[static_cast<size_t>(i)] = static_cast<double>(a >> 8) / 16777216.0;
+    if (i + 1 < n) v[static_cast<size_t>(i + 1)] = static_cast<double>(b >> 8) / 16777216.0;
+  }
+  return from_vector(v, shape, dtype);
+}
+
+Tensor Tensor::randn(Dims shape, uint64_t seed, DType dtype) {
+  // Box-Muller on two uniform tensors
+  const Tensor u1 = rand(shape, seed, dtypes::float32),
+               u2 = rand(shape, seed ^ 0x9E3779B97F4A7C15ULL, dtypes::float32);
+  return ((-((-u1) + 1.0).log() * 2.0).sqrt() * (u2 * 6.283185307179586).cos()).cast(dtype);
+}
+
+// ---- more elementwise
+// ------------------------------------------------------------------------------------
+
+Tensor Tensor::gelu() const {
+  return *this * 0.5 * ((*this + *this * *this * *this * 0.044715) * 0.7978845608028654).tanh() +
+         *this * 0.5;
+}
+
+Tensor Tensor::pow(const Tensor& e) const {
+  const Tensor x = cast(least_upper_float(dtype()));
+  return (x.log2() * e.cast(x.dtype())).exp2();
+}
+
+Tensor Tensor::bitwise(Op op, const Tensor& o) const {
+  if (dtype().is_float() || o.dtype().is_float())
+    throw TensorError(std::string(op_name(op)) + " needs integer or bool tensors");
+  return binary(op, o);
+}
+
+Tensor Tensor::bitcast(DType d) const {
+  if (d.itemsize() != dtype().itemsize()) {
+    throw TensorError(
+        fmt::format("bitcast from {} to {} changes the item size", dtype().repr(), d.repr()));
+  }
+  return with(UOp::make(Op::Bitcast, d, {uop_}));
+}
+
+// ---- more movement
+// ---------------------------------------------------------------------------------------
+
+Tensor Tensor::unsqueeze(int a) const {
+  const int n = static_cast<int>(ndim());
+  if (a < 0) a += n + 1;
+  if (a < 0 || a > n) throw TensorError(fmt::format("unsqueeze axis {} out of range", a));
+  Dims s = shape();
+  s.insert(s.begin() + a, 1);
+  return reshape(s);
+}
+
+Tensor Tensor::slice(std::vector<std::tuple<int64_t, int64_t, int64_t>> sl) const {
+  const Dims s = shape();
+  if (sl.size() > s.size()) throw TensorError("too many slice axes");
+  Tensor t = *this;
+  for (size_t k = 0; k < sl.size(); ++k) {
+    auto [start, stop, step] = sl[k];
+    const int64_t n = s[k];
+    if (step == 0) throw TensorError("slice step must not be zero");
+    auto norm = [&](int64_t v, int64_t lo, int64_t hi) {
+      return std::clamp(v < 0 ? v + n : v, lo, hi);
+    };
+    std::vector<std::pair<int64_t, int64_t>> shr(t.ndim());
+    for (size_t i = 0; i < t.ndim(); ++i) shr[i] = {0, t.shape()[i]};
+    if (step > 0) {
+      start = norm(start, 0, n);
+      stop = std::max(norm(stop, 0, n), start);
+    } else {  // a negative step walks from start down to stop (exclusive): flip, then step forward
+      const int64_t hi = norm(start, -1, n - 1), lo = stop < -n ? -1 : norm(stop, -1, n - 1);
+      const int64_t len = std::max<int64_t>(0, hi - lo);
+      t = t.flip({static_cast<int>(k)});
+      start = n - 1 - hi;
+      stop = start + len;
+      step = -step;
+    }
+    shr[k] = {start, stop};
+    t = t.shrink(shr);
+    if (step > 1) {  // keep every step-th element: pad to a multiple, split the axis, take column 0
+      const int64_t len = stop - start, count = (len + step - 1) / step;
+      std::vector<std::pair<int64_t, int64_t>> pad(t.ndim(), {0, 0});
+      pad[k] = {0, count * step - len};
+      t = t.pad(pad);
+      Dims split = t.shape();
+      split[k] = count;
+      split.insert(split.begin() + static_cast<long>(k) + 1, step);
+      t = t.reshape(split);
+      std::vector<std::pair<int64_t, int64_t>> take;
+      for (int64_t d : split) take.emplace_back(0, d);
+      take[k + 1] = {0, 1};
+      Dims merged = split;
+      merged.erase(merged.begin() + static_cast<long>(k) + 1);
+      t = t.shrink(take).reshape(merged);
+    }
+  }
+  return t;
+}
+
+Tensor Tensor::cat(const std::vector<Tensor>& ts, int axis) {
+  if (ts.empty()) throw TensorError("cat needs at least one tensor");
+  const int a = ts[0].axis(axis);
+  const Dims base = ts[0].shape();
+  int64_t total = 0;
+  for (const Tensor& t : ts) {
+    Dims s = t.shape();
+    if (s.size() != base.size()) throw TensorError("cat: tensors have different ranks");
+    for (size_t i = 0; i < s.size(); ++i)
+      if (static_cast<int>(i) != a && s[i] != base[i])
+        throw TensorError(fmt::format("cat: shapes {} and {} differ off axis {}", dims_repr(base),
+                                      dims_repr(s), a));
+    total += s[static_cast<size_t>(a)];
+  }
+  // every piece padded with zeros to the full length, then summed
+  std::optional<Tensor> out;
+  int64_t offset = 0;
+  for (const Tensor& t : ts) {
+    std::vector<std::pair<int64_t, int64_t>> pad(base.size(), {0, 0});
+    const int64_t len = t.shape()[static_cast<size_t>(a)];
+    pad[static_cast<size_t>(a)] = {offset, total - offset - len};
+    offset += len;
+    Tensor p = t.pad(pad);
+    out = out ? *out + p : p;
+  }
+  return *out;
+}
+
+Tensor Tensor::stack(const std::vector<Tensor>& ts, int axis) {
+  std::vector<Tensor> u;
+  for (const Tensor& t : ts) u.push_back(t.unsqueeze(axis));
+  return cat(u, axis);
+}
+
+// ---- more reduce
+// ------------------------------------------------------------------------------------------
+
+Tensor Tensor::var(std::vector<int> axes, bool keepdim, int correction) const {
+  const Tensor m = mean(axes, true);
+  const Tensor d = cast(least_upper_float(dtype())) - m;
+  const Tensor ss = (d * d).sum(axes, keepdim);
+  const int64_t n = numel() / std::max<int64_t>(1, ss.numel());
+  return ss * (1.0 / static_cast<double>(std::max<int64_t>(n - correction, 1)));
+}
+
+Tensor Tensor::argmax(int ax, bool keepdim) const {
+  const int a = axis(ax);
+  const int64_t n = shape()[static_cast<size_t>(a)];
+  const Tensor is_max = eq(max({a}, true)).cast(dtypes::int32);
+  Dims wshape(ndim(), 1);
+  wshape[static_cast<size_t>(a)] = n;
+  // the first maximum gets the largest weight n - i
+  const Tensor weights =
+      (Tensor::full({n}, static_cast<double>(n), dtypes::int32) - arange(n)).reshape(wshape);
+  const Tensor best = (is_max * weights).max({a}, keepdim);
+  return Tensor::full(best.shape(), static_cast<double>(n), dtypes::int32) - best;
+}
+
+Tensor Tensor::softmax(int ax) const {
+  const int a = axis(ax);
+  const Tensor e = (*this - max({a}, true)).exp();
+  return e / e.sum({a}, true);
+}
+
+Tensor Tensor::log_softmax(int ax) const {
+  const int a = axis(ax);
+  const Tensor shifted = *this - max({a}, true);
+  return shifted - shifted.exp().sum({a}, true).log();
+}
 
 }  // namespace tinyrw

@@ -48,6 +48,10 @@ class Tensor {
   static Tensor arange(int64_t stop) { return arange(0, stop, 1); }
   static Tensor arange(int64_t start, int64_t stop, int64_t step = 1, DType dtype = dtypes::int32);
   static Tensor eye(int64_t n, DType dtype = dtypes::float32);
+  static Tensor linspace(double start, double stop, int64_t steps, DType dtype = dtypes::float32);
+  // Uniform [0, 1) and standard normal values from threefry-2x32 keyed by `seed`.
+  static Tensor rand(Dims shape, uint64_t seed = 0, DType dtype = dtypes::float32);
+  static Tensor randn(Dims shape, uint64_t seed = 0, DType dtype = dtypes::float32);
 
   // ---- properties
   const UOp& uop() const { return uop_; }
@@ -69,6 +73,11 @@ class Tensor {
   Tensor maximum(const Tensor& o) const { return binary(Op::Max, o); }
   Tensor minimum(const Tensor& o) const { return -((-*this).maximum(-o)); }
   Tensor lt(const Tensor& o) const { return binary(Op::CmpLt, o); }
+  Tensor le(const Tensor& o) const { return gt(o).logical_not(); }
+  Tensor ge(const Tensor& o) const { return lt(o).logical_not(); }
+  Tensor bitwise_and(const Tensor& o) const { return bitwise(Op::And, o); }
+  Tensor bitwise_or(const Tensor& o) const { return bitwise(Op::Or, o); }
+  Tensor bitwise_xor(const Tensor& o) const { return bitwise(Op::Xor, o); }
   Tensor gt(const Tensor& o) const { return o.lt(*this); }
   Tensor ne(const Tensor& o) const { return binary(Op::CmpNe, o); }
   Tensor eq(const Tensor& o) const { return ne(o).logical_not(); }
@@ -83,6 +92,12 @@ class Tensor {
   Tensor exp() const { return (*this * (1.0 / 0.6931471805599453)).exp2(); }
   Tensor log() const { return log2() * 0.6931471805599453; }
   Tensor sigmoid() const { return ((-*this).exp() + 1.0).reciprocal(); }
+  Tensor cos() const { return (*this + 1.5707963267948966).sin(); }
+  Tensor tanh() const { return (*this * 2.0).sigmoid() * 2.0 - 1.0; }
+  Tensor gelu() const;
+  Tensor rsqrt() const { return sqrt().reciprocal(); }
+  Tensor pow(const Tensor& e) const;  // exp2(e * log2(x)); negative bases give nan
+  Tensor bitcast(DType d) const;
   Tensor cast(DType d) const;
 
   // ---- movement
@@ -93,6 +108,11 @@ class Tensor {
   Tensor pad(std::vector<std::pair<int64_t, int64_t>> padding) const;  // zero padding
   Tensor shrink(std::vector<std::pair<int64_t, int64_t>> ranges) const;
   Tensor flip(std::vector<int> axes) const;
+  // Python-style slicing per axis: (start, stop, step) with negative steps; stop clamps.
+  Tensor slice(std::vector<std::tuple<int64_t, int64_t, int64_t>> s) const;
+  static Tensor cat(const std::vector<Tensor>& ts, int axis = 0);
+  static Tensor stack(const std::vector<Tensor>& ts, int axis = 0);
+  Tensor unsqueeze(int axis) const;
 
   // ---- reduce
   Tensor sum(std::vector<int> axes = {}, bool keepdim = false) const {
@@ -101,7 +121,20 @@ class Tensor {
   Tensor max(std::vector<int> axes = {}, bool keepdim = false) const {
     return reduce(Op::Max, std::move(axes), keepdim);
   }
+  Tensor min(std::vector<int> axes = {}, bool keepdim = false) const {
+    return -((-*this).max(std::move(axes), keepdim));
+  }
+  Tensor prod(std::vector<int> axes = {}, bool keepdim = false) const {
+    return reduce(Op::Mul, std::move(axes), keepdim);
+  }
   Tensor mean(std::vector<int> axes = {}, bool keepdim = false) const;
+  Tensor var(std::vector<int> axes = {}, bool keepdim = false, int correction = 1) const;
+  Tensor std(std::vector<int> axes = {}, bool keepdim = false, int correction = 1) const {
+    return var(std::move(axes), keepdim, correction).sqrt();
+  }
+  Tensor argmax(int axis, bool keepdim = false) const;
+  Tensor softmax(int axis = -1) const;
+  Tensor log_softmax(int axis = -1) const;
   Tensor matmul(const Tensor& o) const;
 
   // ---- realization
@@ -110,6 +143,13 @@ class Tensor {
   template <class T>
   std::vector<T> data();
   std::vector<double> to_doubles();
+  template <class T>
+  T item() {
+    if (numel() != 1)
+      throw TensorError("item() needs exactly one element, the tensor has " +
+                        std::to_string(numel()));
+    return data<T>()[0];
+  }
 
  private:
   Tensor(UOp u, std::vector<std::shared_ptr<Storage>> deps)
@@ -119,6 +159,7 @@ class Tensor {
   Tensor binary(Op op, const Tensor& o) const;
   Tensor unary_float(Op op) const;
   Tensor reduce(Op op, std::vector<int> axes, bool keepdim) const;
+  Tensor bitwise(Op op, const Tensor& o) const;
   Tensor with(UOp u) const { return Tensor(std::move(u), deps_); }
   int axis(int a) const;
 

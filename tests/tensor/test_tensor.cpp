@@ -214,3 +214,97 @@ TEST(TensorErrors, RaisedWhereTheUserMadeThem) {
         << e.what();
   }
 }
+
+TEST_P(TensorOps, MoreElementwise) {
+  const std::vector<float> v = {-1.5f, -0.5f, 0.25f, 1.0f, 2.0f};
+  Tensor t = Tensor::from_vector(v, {5});
+  std::vector<double> c, th, ge, rs, pw;
+  for (float x : v) {
+    c.push_back(std::cos(x));
+    th.push_back(std::tanh(x));
+    ge.push_back(0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))));
+    rs.push_back(x > 0 ? 1 / std::sqrt(x) : NAN);
+    pw.push_back(std::pow(std::fabs(x), 1.5));
+  }
+  expect_near(t.cos().to_doubles(), c, 1e-5);
+  expect_near(t.tanh().to_doubles(), th, 1e-5);
+  expect_near(t.gelu().to_doubles(), ge, 1e-5);
+  auto r = t.shrink({{2, 5}}).rsqrt().to_doubles();
+  expect_near(r, std::vector<double>(rs.begin() + 2, rs.end()), 1e-5);
+  Tensor ab = t.maximum(-t);
+  expect_near(ab.pow(Tensor::full({5}, 1.5)).to_doubles(), pw, 1e-4);
+  expect_near(t.le(Tensor::full({1}, 0.25)).cast(dtypes::float32).to_doubles(), {1, 1, 1, 0, 0});
+  expect_near(t.ge(Tensor::full({1}, 0.25)).cast(dtypes::float32).to_doubles(), {0, 0, 1, 1, 1});
+  Tensor i = Tensor::from_vector(std::vector<int32_t>{12, 10, 7}, {3}, dtypes::int32);
+  Tensor j = Tensor::from_vector(std::vector<int32_t>{10, 6, 1}, {3}, dtypes::int32);
+  EXPECT_EQ(i.bitwise_and(j).data<int32_t>(), (std::vector<int32_t>{8, 2, 1}));
+  EXPECT_EQ(i.bitwise_or(j).data<int32_t>(), (std::vector<int32_t>{14, 14, 7}));
+  EXPECT_EQ(i.bitwise_xor(j).data<int32_t>(), (std::vector<int32_t>{6, 12, 6}));
+  EXPECT_EQ(
+      Tensor::from_vector(std::vector<float>{1.0f}, {1}).bitcast(dtypes::int32).data<int32_t>(),
+      (std::vector<int32_t>{0x3f800000}));
+  EXPECT_THROW(t.bitcast(dtypes::int64), TensorError);
+}
+
+TEST_P(TensorOps, MoreReductions) {
+  const std::vector<float> v = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8};
+  Tensor t = Tensor::from_vector(v, {3, 4});
+  expect_near(t.min({1}).to_doubles(), {1, 2, 3});
+  expect_near(t.prod({0}).to_doubles(), {3 * 5 * 5, 1 * 9 * 3, 4 * 2 * 5, 1 * 6 * 8});
+  EXPECT_EQ(t.argmax(1).data<int32_t>(), (std::vector<int32_t>{2, 1, 3}));
+  EXPECT_EQ(t.argmax(0).data<int32_t>(), (std::vector<int32_t>{1, 1, 2, 2}));
+  double mean = 0, var = 0;
+  for (float x : v) mean += x / 12.0;
+  for (float x : v) var += (x - mean) * (x - mean) / 11.0;
+  expect_near(t.var().to_doubles(), {var}, 1e-5);
+  expect_near(t.std().to_doubles(), {std::sqrt(var)}, 1e-5);
+  std::vector<double> sm, lsm;
+  for (int r = 0; r < 3; ++r) {
+    double mx = -1e9, z = 0;
+    for (int c = 0; c < 4; ++c)
+      mx = std::max(mx, static_cast<double>(v[static_cast<size_t>(r * 4 + c)]));
+    for (int c = 0; c < 4; ++c) z += std::exp(v[static_cast<size_t>(r * 4 + c)] - mx);
+    for (int c = 0; c < 4; ++c) {
+      sm.push_back(std::exp(v[static_cast<size_t>(r * 4 + c)] - mx) / z);
+      lsm.push_back(v[static_cast<size_t>(r * 4 + c)] - mx - std::log(z));
+    }
+  }
+  expect_near(t.softmax().to_doubles(), sm, 1e-5);
+  expect_near(t.log_softmax().to_doubles(), lsm, 1e-5);
+  EXPECT_FLOAT_EQ(t.sum().item<float>(), 52.0f);
+  EXPECT_THROW(t.item<float>(), TensorError);
+}
+
+TEST_P(TensorOps, CreationAndSlicing) {
+  expect_near(Tensor::linspace(0, 1, 5).to_doubles(), {0, 0.25, 0.5, 0.75, 1});
+  expect_near(Tensor::eye(3).to_doubles(), {1, 0, 0, 0, 1, 0, 0, 0, 1});
+  const auto r = Tensor::rand({1000}, 42).to_doubles();
+  double mean = 0;
+  for (double x : r) {
+    EXPECT_GE(x, 0.0);
+    EXPECT_LT(x, 1.0);
+    mean += x / 1000;
+  }
+  EXPECT_NEAR(mean, 0.5, 0.05);
+  EXPECT_EQ(Tensor::rand({8}, 7).to_doubles(), Tensor::rand({8}, 7).to_doubles());  // seedable
+  EXPECT_NE(Tensor::rand({8}, 7).to_doubles(), Tensor::rand({8}, 8).to_doubles());
+  const auto n = Tensor::randn({2000}, 3).to_doubles();
+  double m = 0, s2 = 0;
+  for (double x : n) m += x / 2000;
+  for (double x : n) s2 += (x - m) * (x - m) / 2000;
+  EXPECT_NEAR(m, 0.0, 0.1);
+  EXPECT_NEAR(s2, 1.0, 0.15);
+  const auto v = iota_values(10, 0);
+  Tensor t = Tensor::from_vector(v, {10});
+  expect_near(t.slice({{1, 8, 3}}).to_doubles(), {1, 4, 7});
+  expect_near(t.slice({{8, 1, -2}}).to_doubles(), {8, 6, 4, 2});
+  expect_near(t.slice({{-3, 100, 1}}).to_doubles(), {7, 8, 9});
+  Tensor m2 = Tensor::from_vector(iota_values(12, 0), {3, 4});
+  expect_near(m2.slice({{0, 3, 2}, {1, 4, 2}}).to_doubles(), {1, 3, 9, 11});
+  Tensor a = Tensor::from_vector(std::vector<float>{1, 2}, {1, 2}),
+         b = Tensor::from_vector(std::vector<float>{3, 4, 5, 6}, {2, 2});
+  expect_near(Tensor::cat({a, b}, 0).to_doubles(), {1, 2, 3, 4, 5, 6});
+  EXPECT_EQ(Tensor::stack({a, a}, 0).shape(), (Dims{2, 1, 2}));
+  expect_near(Tensor::stack({a, a}, 0).to_doubles(), {1, 2, 1, 2});
+  EXPECT_THROW(Tensor::cat({a, Tensor::zeros({2, 3})}, 0), TensorError);
+}
