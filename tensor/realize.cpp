@@ -1,5 +1,7 @@
 // realize(): cuts the tensor graph into kernels (rules/rangeify.rw decides where), lowers each
 // kernel with the rangeify and symbolic rules, and runs it on the INTERP device.
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <unordered_map>
@@ -248,10 +250,20 @@ struct Realizer {
                        : UOp::make(Op::Index, node.dtype(), src);
     const UOp value = graph_rewrite(root, &rules("lower"), {.ctx = &ctx, .name = "rangeify"});
     ++g_kernel_count;
-    if (default_device() == "CPU") {
+    const std::string device = default_device();
+    if (debug_level() >= 2 && device != "CPU")
+      std::fprintf(stderr, "kernel %d (INTERP): %s\n", g_kernel_count, value.repr(6).c_str());
+    const auto t0 = std::chrono::steady_clock::now();
+    if (device == "CPU") {
       run_cpu(value, ranges, shape, *out);
     } else {
       run_interp(value, ranges, shape, *out);
+    }
+    if (debug_level() >= 2) {
+      const double us =
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+      std::fprintf(stderr, "kernel %d on %s: %lld elements, %.1f us\n", g_kernel_count,
+                   device.c_str(), static_cast<long long>(n), us);
     }
     const UOp buf = UOp::make(Op::Buffer, out->dtype, {},
                               Arg::record("ParamArg", {{"slot", Arg::integer(out->id)},
