@@ -146,8 +146,7 @@ TEST(SymbolicProperty, RandomExpressionsKeepTheirValueInBothExecutors) {
   EXPECT_GT(checked, 20000);
   EXPECT_GT(smaller, 2500);  // nearly every result is at most as long as its input
   if (std::system("command -v python3 > /dev/null 2>&1") == 0) {
-    const int rc =
-        std::system(("python3 " + ::testing::TempDir() + "symbolic_property.py").c_str());
+    const int rc = std::system(("python3 " + py_path).c_str());
     EXPECT_EQ(rc, 0) << "Python evaluates some output differently (see MISMATCH lines above)";
   } else {
     std::printf("python3 not found: skipped the check by Python itself\n");
