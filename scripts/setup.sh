@@ -13,6 +13,8 @@ packages=(
   python3
   nodejs chromium
 )
+# npm: Debian ships it apart from nodejs; a nodejs that bundles npm conflicts with that package.
+if ! command -v npm > /dev/null 2>&1; then packages+=(npm); fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Bundles the VIZ viewer into one self-contained HTML page and a C++ source holding its bytes.
 //
-//   node build.cjs [--src DIR] --out DIR
+//   node build.cjs [--src DIR] [--out DIR]     (DIR defaults to ../build-viewer, ignored by git)
 //
 // DIR/viewer.html        the page, with the CSS and the JS (d3, dagre, src/*.js) inlined; the
 //                        markers @@TINYRW_CONFIG@@ and @@TINYRW_DUMP@@ are left for `rw viz`
@@ -21,7 +21,7 @@ function arg(name, dflt) {
 
 const here = __dirname;
 const srcDir = path.resolve(arg('--src', path.join(here, 'src')));
-const outDir = path.resolve(arg('--out', path.join(here, 'dist')));
+const outDir = path.resolve(arg('--out', path.join(here, '..', 'build-viewer')));
 const nodePaths = (process.env.NODE_PATH || '').split(path.delimiter).filter(Boolean);
 
 let esbuild;

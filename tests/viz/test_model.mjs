@@ -128,6 +128,16 @@ test('exprText follows Python precedence like ir/render.cpp', () => {
   assert.equal(M.exprText(d, 10), 'SINK(max((a if a>=b else b), (a-(a-b))//b))');
 });
 
+test('layoutCost: a constant shared by a long chain is cheap once drawn per use', () => {
+  const nodes = [node(0, 'DEFINE_VAR', [], "('x', 0, 9)"), node(1, 'CONST', [], '1')];
+  for (let i = 0; i < 300; ++i) nodes.push(node(nodes.length, 'ADD', [i ? nodes.length - 1 : 0, 1]));
+  const d = M.parseDump(doc(nodes, [call(nodes.length - 1, null, [])]));
+  const order = d.graphAt(0, 0).order;
+  const shared = M.layoutCost(d, order, false).cost, dup = M.layoutCost(d, order, true).cost;
+  assert.ok(shared > 40000, `one CONST node: ~n^2/2 dummy nodes (${shared})`);
+  assert.equal(dup, 302 - 1 + 300, 'one CONST per use: no dummies');
+});
+
 test('diffLines: applying the diff turns a into b', () => {
   let seed = 7;
   const rnd = (n) => (seed = (seed * 1103515245 + 12345) % 2147483648) % n;

@@ -1,4 +1,6 @@
 // rw: the tinyrw command-line tool.
+//   rw simplify  simplifies index expressions in Python syntax (tools/rw/simplify.cpp)
+//   rw viz    shows a VIZ dump: server, --html page or --text (tools/rw/viz.cpp)
 //   rw demo   builds index expressions, derives their ranges, substitutes a variable (through
 //             graph_rewrite) and prints each step; VIZ=1 records the rewrites
 //   rw ops    prints the op table

@@ -7,16 +7,16 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/time.h>
-#include <strings.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -102,7 +102,8 @@ struct Dump {
   // The node like `id` with sources `src`: the table's node of that structure, or a new one.
   int rebuild(int id, const std::vector<int>& src) {
     if (intern.empty()) {
-      for (size_t i = 0; i < nodes.size(); ++i) intern.emplace(key(nodes[i], nodes[i].src), static_cast<int>(i));
+      for (size_t i = 0; i < nodes.size(); ++i)
+        intern.emplace(key(nodes[i], nodes[i].src), static_cast<int>(i));
     }
     std::string k = key(nodes[static_cast<size_t>(id)], src);
     if (auto it = intern.find(k); it != intern.end()) return it->second;
@@ -140,10 +141,11 @@ Dump load_dump(const std::string& text) {
     doc = json::parse(text);
   } catch (const json::parse_error& e) {
     const size_t end = text.find_last_not_of(" \t\r\n");
-    if (end == std::string::npos) throw DumpError("This VIZ dump cannot be read: the file is empty");
+    if (end == std::string::npos)
+      throw DumpError("This VIZ dump cannot be read: the file is empty");
     const std::string msg = strip_json_prefix(e.what());
-    const bool truncated = msg.find("end of input") != std::string::npos ||
-                           (text[end] != '}' && text[end] != ']');
+    const bool truncated =
+        msg.find("end of input") != std::string::npos || (text[end] != '}' && text[end] != ']');
     throw DumpError(
         "This VIZ dump cannot be read: it is not valid JSON (" + msg + ")" +
         (truncated ? ". The file looks truncated: was the traced program killed before VIZ wrote "
@@ -182,7 +184,8 @@ Dump load_dump(const std::string& text) {
     const std::string w = fmt::format("nodes[{}]", i);
     if (!n.is_object()) fail(w, "is not an object");
     if (!n.contains("id") || n["id"] != i)
-      fail(w + ".id", fmt::format("is {}, expected {}", n.contains("id") ? n["id"].dump() : "undefined", i));
+      fail(w + ".id",
+           fmt::format("is {}, expected {}", n.contains("id") ? n["id"].dump() : "undefined", i));
     Node node;
     node.op = str_field(n, "op", w);
     node.dtype = str_field(n, "dtype", w);
@@ -207,7 +210,8 @@ Dump load_dump(const std::string& text) {
     const std::string w = fmt::format("groups[{}]", i);
     if (!g.is_object()) fail(w, "is not an object");
     if (!g.contains("id") || g["id"] != i)
-      fail(w + ".id", fmt::format("is {}, expected {}", g.contains("id") ? g["id"].dump() : "undefined", i));
+      fail(w + ".id",
+           fmt::format("is {}, expected {}", g.contains("id") ? g["id"].dump() : "undefined", i));
     Group grp;
     grp.name = str_field(g, "name", w);
     const json p = g.contains("parent") ? g["parent"] : json();
@@ -224,13 +228,15 @@ Dump load_dump(const std::string& text) {
     const std::string w = fmt::format("calls[{}]", i);
     if (!c.is_object()) fail(w, "is not an object");
     if (!c.contains("id") || c["id"] != i)
-      fail(w + ".id", fmt::format("is {}, expected {}", c.contains("id") ? c["id"].dump() : "undefined", i));
+      fail(w + ".id",
+           fmt::format("is {}, expected {}", c.contains("id") ? c["id"].dump() : "undefined", i));
     Call call;
     const json g = c.contains("group") ? c["group"] : json();
     if (!g.is_null()) {
-      if (!is_int(g) || g.get<int64_t>() < 0 || g.get<int64_t>() >= static_cast<int64_t>(d.groups.size()))
-        fail(w + ".group", fmt::format("{} is not null or a group id (the dump has {} groups)", g.dump(),
-                                       d.groups.size()));
+      if (!is_int(g) || g.get<int64_t>() < 0 ||
+          g.get<int64_t>() >= static_cast<int64_t>(d.groups.size()))
+        fail(w + ".group", fmt::format("{} is not null or a group id (the dump has {} groups)",
+                                       g.dump(), d.groups.size()));
       call.group = g.get<int>();
     }
     call.name = str_field(c, "name", w);
@@ -240,8 +246,10 @@ Dump load_dump(const std::string& text) {
       fail(w + ".depth", "is not a non-negative integer");
     call.depth = c["depth"].get<int64_t>();
     call.root = node_ref(w + ".root", c.contains("root") ? c["root"] : json());
-    if (c.contains("result") && !c["result"].is_null()) call.result = node_ref(w + ".result", c["result"]);
-    if (!c.contains("matches") || !c["matches"].is_array()) fail(w + ".matches", "is missing or not an array");
+    if (c.contains("result") && !c["result"].is_null())
+      call.result = node_ref(w + ".result", c["result"]);
+    if (!c.contains("matches") || !c["matches"].is_array())
+      fail(w + ".matches", "is missing or not an array");
     for (size_t j = 0; j < c["matches"].size(); ++j) {
       const json& m = c["matches"][j];
       const std::string mw = fmt::format("{}.matches[{}]", w, j);
@@ -249,10 +257,12 @@ Dump load_dump(const std::string& text) {
       Match match;
       match.before = node_ref(mw + ".before", m.contains("before") ? m["before"] : json());
       match.after = node_ref(mw + ".after", m.contains("after") ? m["after"] : json());
-      if (!m.contains("rule") || !m["rule"].is_object()) fail(mw + ".rule", "is missing or not an object");
+      if (!m.contains("rule") || !m["rule"].is_object())
+        fail(mw + ".rule", "is missing or not an object");
       const json& r = m["rule"];
-      if (!r.contains("name") || !r["name"].is_string() || !r.contains("file") || !r["file"].is_string() ||
-          !r.contains("source") || !r["source"].is_string() || !r.contains("line") || !is_int(r["line"]))
+      if (!r.contains("name") || !r["name"].is_string() || !r.contains("file") ||
+          !r["file"].is_string() || !r.contains("source") || !r["source"].is_string() ||
+          !r.contains("line") || !is_int(r["line"]))
         fail(mw + ".rule", "needs name, file, source (strings) and line (an integer)");
       match.rule_name = r["name"].get<std::string>();
       match.rule_file = r["file"].get<std::string>();
@@ -392,7 +402,8 @@ std::vector<std::string> pretty_lines(const Dump& d, int root, size_t max_lines 
       printed.insert(f.n);
       const std::string name = refs[f.n] > 1 ? fmt::format("x{}:=", f.n) : "";
       const std::string tag = u.tag ? ", tag=" + *u.tag : "";
-      lines.push_back(fmt::format("{}{}UOp(Ops.{}, {}, arg={}{}, src=(", ind, name, u.op, u.dtype, u.arg, tag));
+      lines.push_back(
+          fmt::format("{}{}UOp(Ops.{}, {}, arg={}{}, src=(", ind, name, u.op, u.dtype, u.arg, tag));
       f.i = 0;
     }
     if (static_cast<size_t>(f.i) < u.src.size()) {
@@ -414,9 +425,9 @@ struct BinSyntax {
 
 const BinSyntax* binary_syntax(const std::string& op) {
   static const std::unordered_map<std::string, BinSyntax> table = {
-      {"ADD", {"+", 11}},   {"SUB", {"-", 11}},  {"MUL", {"*", 12}},  {"FLOORDIV", {"//", 12}},
+      {"ADD", {"+", 11}},      {"SUB", {"-", 11}},  {"MUL", {"*", 12}},   {"FLOORDIV", {"//", 12}},
       {"FLOORMOD", {"%", 12}}, {"CMPLT", {"<", 6}}, {"CMPNE", {"!=", 6}}, {"CMPEQ", {"==", 6}},
-      {"AND", {"&", 9}},    {"OR", {"|", 7}},    {"XOR", {"^", 8}},   {"SHL", {"<<", 10}},
+      {"AND", {"&", 9}},       {"OR", {"|", 7}},    {"XOR", {"^", 8}},    {"SHL", {"<<", 10}},
       {"SHR", {">>", 10}}};
   auto it = table.find(op);
   return it == table.end() ? nullptr : &it->second;
@@ -440,16 +451,21 @@ std::string expr_text(const Dump& d, int root, size_t max_len = 400) {
     if (auto it = prec_memo.find(n); it != prec_memo.end()) return it->second;
     const Node& u = d.nodes[static_cast<size_t>(n)];
     int p = 20;
-    if (const BinSyntax* b = binary_syntax(u.op)) p = b->prec;
-    else if (u.op == "CONST") p = !u.arg.empty() && u.arg[0] == '-' ? 13 : 20;
-    else if (u.op == "NEG") p = 13;
-    else if (u.op == "BIND" && !u.src.empty()) p = prec(u.src[0]);
+    if (const BinSyntax* b = binary_syntax(u.op))
+      p = b->prec;
+    else if (u.op == "CONST")
+      p = !u.arg.empty() && u.arg[0] == '-' ? 13 : 20;
+    else if (u.op == "NEG")
+      p = 13;
+    else if (u.op == "BIND" && !u.src.empty())
+      p = prec(u.src[0]);
     prec_memo[n] = p;
     return p;
   };
   using Item = std::variant<std::string, std::pair<int, bool>>;
   std::vector<Item> stack;
-  stack.emplace_back(std::pair<int, bool>{root, binary_syntax(d.nodes[static_cast<size_t>(root)].op) != nullptr});
+  stack.emplace_back(
+      std::pair<int, bool>{root, binary_syntax(d.nodes[static_cast<size_t>(root)].op) != nullptr});
   std::string out;
   while (!stack.empty()) {
     if (out.size() > max_len) return out.substr(0, max_len) + "…";
@@ -490,7 +506,8 @@ std::string expr_text(const Dump& d, int root, size_t max_len = 400) {
       parts.emplace_back(std::string(b->sym));
       child(1, r <= b->prec);
     } else if (u.op == "CONST" && u.src.empty()) {
-      parts.emplace_back(u.arg == "inf" || u.arg == "-inf" || u.arg == "nan" ? "float('" + u.arg + "')" : u.arg);
+      parts.emplace_back(
+          u.arg == "inf" || u.arg == "-inf" || u.arg == "nan" ? "float('" + u.arg + "')" : u.arg);
     } else if (u.op == "DEFINE_VAR" || u.op == "SPECIAL") {
       parts.emplace_back(leaf_name(u.arg));
     } else if (u.op == "RANGE" && !u.arg.empty() &&
@@ -522,8 +539,8 @@ std::string expr_text(const Dump& d, int root, size_t max_len = 400) {
       } else if (u.op == "CAST" && u.src.size() == 1) {
         const std::string& t = u.dtype;
         const bool is_float = t.rfind("dtypes.float", 0) == 0 || t.rfind("dtypes.half", 0) == 0 ||
-                              t.rfind("dtypes.double", 0) == 0 || t.rfind("dtypes.bfloat16", 0) == 0 ||
-                              t.rfind("dtypes.fp8", 0) == 0;
+                              t.rfind("dtypes.double", 0) == 0 ||
+                              t.rfind("dtypes.bfloat16", 0) == 0 || t.rfind("dtypes.fp8", 0) == 0;
         fn = t == "dtypes.bool" ? "bool" : is_float ? "float" : "int";
         generic = false;
       }
@@ -532,7 +549,8 @@ std::string expr_text(const Dump& d, int root, size_t max_len = 400) {
         if (i) parts.emplace_back(std::string(", "));
         child(i, false);
       }
-      if (generic && u.arg != "None") parts.emplace_back((u.src.empty() ? "" : ", ") + std::string("arg=") + u.arg);
+      if (generic && u.arg != "None")
+        parts.emplace_back((u.src.empty() ? "" : ", ") + std::string("arg=") + u.arg);
       parts.emplace_back(std::string(")"));
     }
     for (size_t i = parts.size(); i-- > 0;) stack.push_back(std::move(parts[i]));
@@ -547,8 +565,8 @@ struct DiffLine {
   std::string s;
 };
 
-std::vector<DiffLine> diff_lines(const std::vector<std::string>& a, const std::vector<std::string>& b,
-                                 long max_d = 3000) {
+std::vector<DiffLine> diff_lines(const std::vector<std::string>& a,
+                                 const std::vector<std::string>& b, long max_d = 3000) {
   const long n = static_cast<long>(a.size()), m = static_cast<long>(b.size());
   long lo = 0;
   while (lo < n && lo < m && a[lo] == b[lo]) ++lo;
@@ -574,7 +592,8 @@ std::vector<DiffLine> diff_lines(const std::vector<std::string>& a, const std::v
     for (long D = 0; D <= std::min(max, max_d) && found < 0; ++D) {
       trace.push_back(v);
       for (long k = -D; k <= D; k += 2) {
-        long x = k == -D || (k != D && v[off + k - 1] < v[off + k + 1]) ? v[off + k + 1] : v[off + k - 1] + 1;
+        long x = k == -D || (k != D && v[off + k - 1] < v[off + k + 1]) ? v[off + k + 1]
+                                                                        : v[off + k - 1] + 1;
         long y = x - k;
         while (x < N && y < M && A(x) == B(y)) ++x, ++y;
         v[off + k] = x;
@@ -595,8 +614,10 @@ std::vector<DiffLine> diff_lines(const std::vector<std::string>& a, const std::v
         const long pk = k == -D || (k != D && vv[off + k - 1] < vv[off + k + 1]) ? k + 1 : k - 1;
         const long px = vv[off + pk], py = px - pk;
         while (x > px && y > py) rev.push_back({' ', A(--x)}), --y;
-        if (x == px) rev.push_back({'+', B(--y)});
-        else rev.push_back({'-', A(--x)});
+        if (x == px)
+          rev.push_back({'+', B(--y)});
+        else
+          rev.push_back({'-', A(--x)});
       }
       while (x > 0 && y > 0) rev.push_back({' ', A(--x)}), --y;
       mid.assign(rev.rbegin(), rev.rend());
@@ -616,7 +637,8 @@ std::string format_ns(double ns) {
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(fmt::format("cannot open '{}': {}", path, std::strerror(errno)));
+  if (!in)
+    throw std::runtime_error(fmt::format("cannot open '{}': {}", path, std::strerror(errno)));
   std::ostringstream ss;
   ss << in.rdbuf();
   if (in.bad()) throw std::runtime_error(fmt::format("cannot read '{}'", path));
@@ -625,13 +647,15 @@ std::string read_file(const std::string& path) {
 
 // ---- rw viz --text
 
-void print_block(std::FILE* out, const std::string& indent, const std::string& key, const std::string& text) {
+void print_block(std::FILE* out, const std::string& indent, const std::string& key,
+                 const std::string& text) {
   std::string t = text;
   size_t start = 0;
   bool first = true;
   while (true) {
     const size_t nl = t.find('\n', start);
-    const std::string line = t.substr(start, nl == std::string::npos ? std::string::npos : nl - start);
+    const std::string line =
+        t.substr(start, nl == std::string::npos ? std::string::npos : nl - start);
     fmt::print(out, "{}{:<8}{}\n", indent, first ? key : "", line);
     first = false;
     if (nl == std::string::npos) break;
@@ -670,14 +694,16 @@ void print_call_steps(std::FILE* out, Dump& d, size_t ci, const std::string& ind
     std::vector<bool> keep(diff.size(), false);
     for (size_t i = 0; i < diff.size(); ++i)
       if (diff[i].t != ' ')
-        for (size_t j = i >= 3 ? i - 3 : 0; j <= std::min(diff.size() - 1, i + 3); ++j) keep[j] = true;
+        for (size_t j = i >= 3 ? i - 3 : 0; j <= std::min(diff.size() - 1, i + 3); ++j)
+          keep[j] = true;
     size_t skipped = 0;
     for (size_t i = 0; i <= diff.size(); ++i) {
       if (i < diff.size() && !keep[i]) {
         ++skipped;
         continue;
       }
-      if (skipped) fmt::print(out, "{}  @@ {} unchanged line{} @@\n", ind, skipped, skipped == 1 ? "" : "s");
+      if (skipped)
+        fmt::print(out, "{}  @@ {} unchanged line{} @@\n", ind, skipped, skipped == 1 ? "" : "s");
       skipped = 0;
       if (i < diff.size()) fmt::print(out, "{}  {} {}\n", ind, diff[i].t, diff[i].s);
     }
@@ -687,15 +713,17 @@ void print_call_steps(std::FILE* out, Dump& d, size_t ci, const std::string& ind
   }
   if (c.result) {
     fmt::print(out, "{}final graph n{}: {}\n", ind, prev_root,
-               prev_root == *c.result ? "the call's result"
-                                      : fmt::format("differs from the recorded result n{}", *c.result));
+               prev_root == *c.result
+                   ? "the call's result"
+                   : fmt::format("differs from the recorded result n{}", *c.result));
   }
 }
 
 int print_text(Dump& d, const std::string& path, std::optional<long> only_call) {
   std::FILE* out = stdout;
   if (only_call && (*only_call < 0 || static_cast<size_t>(*only_call) >= d.calls.size())) {
-    fmt::print(stderr, "rw viz: error: --call {}: the dump has {} calls\n", *only_call, d.calls.size());
+    fmt::print(stderr, "rw viz: error: --call {}: the dump has {} calls\n", *only_call,
+               d.calls.size());
     return 2;
   }
   fmt::print(out, "VIZ dump {}: {} calls, {} matches, {} nodes, {} groups\n", path, d.calls.size(),
@@ -708,13 +736,14 @@ int print_text(Dump& d, const std::string& path, std::optional<long> only_call) 
     size_t i = 0;
     while (i < chain.size() && i < path_.size() && chain[i] == path_[i]) ++i;
     for (size_t j = i; j < path_.size(); ++j)
-      fmt::print(out, "\n{}group {}\n", std::string(2 * j, ' '), d.groups[static_cast<size_t>(path_[j])].name);
+      fmt::print(out, "\n{}group {}\n", std::string(2 * j, ' '),
+                 d.groups[static_cast<size_t>(path_[j])].name);
     if (i == path_.size() && i < chain.size()) fmt::print(out, "\n");
     chain = path_;
     const std::string ind(2 * (path_.size() + static_cast<size_t>(c.depth)), ' ');
     const std::string ind2 = ind + "  ";
-    fmt::print(out, "{}call #{} {}  {}  depth {}  {} match{}  at {}\n", ind, ci, c.name, c.mode, c.depth,
-               c.matches.size(), c.matches.size() == 1 ? "" : "es", c.location);
+    fmt::print(out, "{}call #{} {}  {}  depth {}  {} match{}  at {}\n", ind, ci, c.name, c.mode,
+               c.depth, c.matches.size(), c.matches.size() == 1 ? "" : "es", c.location);
     fmt::print(out, "{}{:<8}{}\n", ind2, "root", node_text(d, c.root));
     if (only_call) {
       print_call_steps(out, d, ci, ind2);
@@ -730,8 +759,10 @@ int print_text(Dump& d, const std::string& path, std::optional<long> only_call) 
         fmt::print(out, "{}  {:<8}{}\n", ind2, "after", node_text(d, m.after));
       }
     }
-    if (c.result) fmt::print(out, "{}{:<8}{}\n", ind2, "result", node_text(d, *c.result));
-    else fmt::print(out, "{}{:<8}none: the call did not finish (it threw)\n", ind2, "result");
+    if (c.result)
+      fmt::print(out, "{}{:<8}{}\n", ind2, "result", node_text(d, *c.result));
+    else
+      fmt::print(out, "{}{:<8}none: the call did not finish (it threw)\n", ind2, "result");
   }
   std::fflush(out);
   return 0;
@@ -745,24 +776,29 @@ std::string script_safe(std::string_view json_text) {
   std::string out;
   out.reserve(json_text.size() + json_text.size() / 64);
   for (char ch : json_text) {
-    if (ch == '<') out += "\\u003c";
-    else out += ch;
+    if (ch == '<')
+      out += "\\u003c";
+    else
+      out += ch;
   }
   return out;
 }
 
-std::string make_page(const std::string& source, const std::string* dump_text, const std::string& dump_url) {
+std::string make_page(const std::string& source, const std::string* dump_text,
+                      const std::string& dump_url) {
   std::string page(viz_assets::kViewerHtml, viz_assets::kViewerHtmlSize);
   json cfg = {{"source", source}};
   if (!dump_url.empty()) cfg["dumpUrl"] = dump_url;
-  const std::string cfg_text = script_safe(cfg.dump(-1, ' ', false, json::error_handler_t::replace));
+  const std::string cfg_text =
+      script_safe(cfg.dump(-1, ' ', false, json::error_handler_t::replace));
   const std::string cfg_marker = "@@TINYRW_CONFIG@@", dump_marker = "@@TINYRW_DUMP@@";
   const size_t c = page.find(cfg_marker);
   const size_t dm = page.find(dump_marker);
   if (c == std::string::npos || dm == std::string::npos || dm < c)
     throw std::runtime_error("the embedded viewer page is damaged (markers missing); rebuild rw");
   std::string out;
-  out.reserve(page.size() + (dump_text ? dump_text->size() + dump_text->size() / 64 : 0) + cfg_text.size());
+  out.reserve(page.size() + (dump_text ? dump_text->size() + dump_text->size() / 64 : 0) +
+              cfg_text.size());
   out.append(page, 0, c);
   out += cfg_text;
   out.append(page, c + cfg_marker.size(), dm - c - cfg_marker.size());
@@ -796,8 +832,8 @@ bool send_all(int fd, std::string_view data) {
   return true;
 }
 
-void respond(int fd, int status, std::string_view reason, std::string_view type, std::string_view body,
-             bool head_only, std::string_view extra = {}) {
+void respond(int fd, int status, std::string_view reason, std::string_view type,
+             std::string_view body, bool head_only, std::string_view extra = {}) {
   std::string h = fmt::format(
       "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nCache-Control: no-store\r\n"
       "X-Content-Type-Options: nosniff\r\nConnection: close\r\n{}\r\n",
@@ -812,7 +848,9 @@ void handle(int fd, const std::string& dump_path, int port) {
   std::string req;
   char buf[4096];
   while (req.find("\r\n\r\n") == std::string::npos && req.find("\n\n") == std::string::npos) {
-    if (req.size() > 16384) return respond(fd, 431, "Request Header Fields Too Large", "text/plain", "too large\n", false);
+    if (req.size() > 16384)
+      return respond(fd, 431, "Request Header Fields Too Large", "text/plain", "too large\n",
+                     false);
     const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
     if (n < 0 && errno == EINTR && !g_stop) continue;
     if (n <= 0) {
@@ -841,22 +879,25 @@ void handle(int fd, const std::string& dump_path, int port) {
     }
   }
   const std::string p = std::to_string(port);
-  if (!host.empty() && host != "127.0.0.1:" + p && host != "localhost:" + p && host != "127.0.0.1" &&
-      host != "localhost")
+  if (!host.empty() && host != "127.0.0.1:" + p && host != "localhost:" + p &&
+      host != "127.0.0.1" && host != "localhost")
     return respond(fd, 403, "Forbidden", "text/plain", "forbidden host\n", false);
   const bool head = method == "HEAD";
   if (method != "GET" && !head)
-    return respond(fd, 405, "Method Not Allowed", "text/plain", "only GET and HEAD\n", false, "Allow: GET, HEAD\r\n");
+    return respond(fd, 405, "Method Not Allowed", "text/plain", "only GET and HEAD\n", false,
+                   "Allow: GET, HEAD\r\n");
   const std::string path = target.substr(0, target.find_first_of("?#"));
   if (path == "/" || path == "/index.html") {
-    return respond(fd, 200, "OK", "text/html; charset=utf-8", make_page(dump_path, nullptr, "/dump.json"), head);
+    return respond(fd, 200, "OK", "text/html; charset=utf-8",
+                   make_page(dump_path, nullptr, "/dump.json"), head);
   }
   if (path == "/dump.json") {
     std::string text;
     try {
       text = read_file(dump_path);  // read afresh: reloading the page shows a new trace
     } catch (const std::exception& e) {
-      return respond(fd, 500, "Internal Server Error", "text/plain; charset=utf-8", std::string(e.what()) + "\n", head);
+      return respond(fd, 500, "Internal Server Error", "text/plain; charset=utf-8",
+                     std::string(e.what()) + "\n", head);
     }
     return respond(fd, 200, "OK", "application/json; charset=utf-8", text, head);
   }
@@ -877,8 +918,9 @@ int serve(const std::string& dump_path, int port) {
   addr.sin_port = htons(static_cast<uint16_t>(port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd, 16) != 0) {
-    fmt::print(stderr, "rw viz: error: cannot listen on 127.0.0.1:{}: {} (--port 0 picks a free port)\n", port,
-               std::strerror(errno));
+    fmt::print(stderr,
+               "rw viz: error: cannot listen on 127.0.0.1:{}: {} (--port 0 picks a free port)\n",
+               port, std::strerror(errno));
     ::close(fd);
     return 1;
   }
@@ -886,7 +928,7 @@ int serve(const std::string& dump_path, int port) {
   getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   const int actual = ntohs(addr.sin_port);
 
-  struct sigaction sa{};
+  struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = 0;  // no SA_RESTART: accept() returns EINTR and the loop ends
@@ -940,7 +982,8 @@ int viz_main(const std::vector<std::string>& args) {
       html_out = args[++i];
     } else if (a == "--port" && i + 1 < args.size()) {
       if (!parse_long(args[++i], port) || port < 0 || port > 65535) {
-        fmt::print(stderr, "rw viz: error: bad --port '{}' (0..65535; 0 picks a free port)\n", args[i]);
+        fmt::print(stderr, "rw viz: error: bad --port '{}' (0..65535; 0 picks a free port)\n",
+                   args[i]);
         return 2;
       }
     } else if (a == "--call" && i + 1 < args.size()) {
@@ -960,7 +1003,8 @@ int viz_main(const std::vector<std::string>& args) {
       return usage(stderr, 2);
     }
   }
-  if (dump_path.empty() || (text && !html_out.empty()) || (have_call && !text)) return usage(stderr, 2);
+  if (dump_path.empty() || (text && !html_out.empty()) || (have_call && !text))
+    return usage(stderr, 2);
 
   std::string dump_text;
   try {
@@ -984,7 +1028,8 @@ int viz_main(const std::vector<std::string>& args) {
     warn_if_bad(dump_path, dump_text);
     const std::string page = make_page(dump_path, &dump_text, "");
     std::ofstream out(html_out, std::ios::binary | std::ios::trunc);
-    if (!out || !out.write(page.data(), static_cast<std::streamsize>(page.size())) || !out.flush()) {
+    if (!out || !out.write(page.data(), static_cast<std::streamsize>(page.size())) ||
+        !out.flush()) {
       fmt::print(stderr, "rw viz: error: cannot write '{}'\n", html_out);
       return 2;
     }

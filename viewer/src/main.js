@@ -7,13 +7,17 @@
 import {select, zoom, zoomIdentity, line, curveBasis} from 'd3';
 import {Graph, layout} from '@dagrejs/dagre';
 import {
-  DumpError, parseDump, exprText, prettyLines, diffLines, hunks, nodeLabel, formatNs, basename,
+  DumpError, parseDump, exprText, prettyLines, diffLines, hunks, nodeLabel, formatNs, basename, layoutCost,
 } from './model.js';
 
 const t0 = performance.now();
 const body = document.body;
 const $ = (sel) => document.querySelector(sel);
-const LAYOUT_LIMIT = 600;  // nodes; bigger graphs are laid out on request
+// Graphs whose estimated layout cost (nodes + dummy nodes, see layoutCost) is above this are laid
+// out on request; above DUP_LEAVES, leaves used many times (constants, variables) are drawn once
+// per use, which removes most long edges.
+const LAYOUT_LIMIT = 2500;
+const DUP_LEAVES = 600;
 const ROW_H = 22;
 
 function el(tag, cls, text) {
@@ -255,7 +259,7 @@ class App {
       case 'PageUp': this.go(this.call, this.step - 10); break;
       case 'Home': this.go(this.call, 0); break;
       case 'End': this.go(this.call, n); break;
-      case 'f': this.fit(); break;
+      case 'f': this.fit(true); break;
       case 'Escape': this.pick(null); break;
       default: return;
     }
@@ -386,13 +390,20 @@ class App {
     new ResizeObserver(() => this.fit()).observe(svg.node());
   }
 
-  fit() {
+  // Fits the graph in view; a graph too big to read that way is shown around the first changed
+  // node (or the root) instead, unless `whole` (the f key).
+  fit(whole = false) {
     if (!this.size) return;
     const box = this.svg.node().getBoundingClientRect();
     if (!box.width || !box.height) return;
     const {w, h} = this.size;
-    const s = Math.min(box.width / (w + 40), box.height / (h + 40), 1.5);
-    const tx = (box.width - w * s) / 2, ty = (box.height - h * s) / 2;
+    let s = Math.min(box.width / (w + 40), box.height / (h + 40), 1.5);
+    let tx = (box.width - w * s) / 2, ty = (box.height - h * s) / 2;
+    if (!whole && s < 0.3 && this.focus) {
+      s = 0.8;
+      tx = box.width / 2 - this.focus.x * s;
+      ty = box.height / 2 - this.focus.y * s;
+    }
     this.svg.call(this.zoom.transform, zoomIdentity.translate(tx, ty).scale(s));
   }
 
@@ -405,7 +416,7 @@ class App {
       return;
     }
     const d = this.d, u = d.nodes[id];
-    info.textContent = `n${id}${u.rebuilt ? ' (rebuilt)' : ''}  ${u.op}  ${u.dtype}\n` +
+    info.textContent = `n${id}${u.rebuilt ? '* (rebuilt: not in the dump\'s node table)' : ''}  ${u.op}  ${u.dtype}\n` +
         `arg  ${u.arg}${u.tag === null || u.tag === undefined ? '' : `\ntag  ${u.tag}`}\n` +
         `src  (${u.src.map((s) => `n${s}`).join(', ')})\n${exprText(d, id, 600)}`;
     info.hidden = false;
@@ -417,7 +428,16 @@ class App {
     const key = `${this.call}:${k}`;
     this.viewport.selectAll('*').remove();
     $('#node-info').hidden = true;
-    if (g.order.length > LAYOUT_LIMIT && this.forceLayout !== key) {
+    let plan = layoutCost(d, g.order, false), dup = false;
+    if (plan.cost > DUP_LEAVES) {
+      const p2 = layoutCost(d, g.order, true);
+      if (p2.cost < plan.cost) {
+        plan = p2;
+        dup = true;
+      }
+    }
+    body.dataset.layoutCost = plan.cost;
+    if (plan.cost > LAYOUT_LIMIT && this.forceLayout !== key) {
       note.replaceChildren(el('div', '', `The graph at this step has ${g.order.length} nodes; laying it out ` +
                                             'may take a while. The diff below shows it as text.'));
       const b = el('button', '', 'Lay it out');
@@ -432,21 +452,30 @@ class App {
     }
     note.hidden = true;
     const next = k < c.matches.length ? c.matches[k].before : -1;
+    const isDup = (id) => dup && d.nodes[id].src.length === 0 && (plan.uses.get(id) || 0) > 1;
     const gl = new Graph({multigraph: true});
     gl.setGraph({rankdir: 'TB', nodesep: 22, ranksep: 38, edgesep: 10, marginx: 16, marginy: 16});
     gl.setDefaultEdgeLabel(() => ({}));
-    const labels = new Map();
+    const labels = new Map(), real = new Map();  // layout key -> node id
+    const addNode = (lk, id) => {
+      if (!labels.has(id)) {
+        const [op, arg, dt] = nodeLabel(d.nodes[id]);
+        const lines = [`${op}  n${id}${d.nodes[id].rebuilt ? '*' : ''}`];
+        if (arg) lines.push(arg);
+        lines.push(dt);
+        labels.set(id, lines);
+      }
+      const lines = labels.get(id);
+      real.set(lk, id);
+      gl.setNode(lk, {width: Math.max(...lines.map((s) => s.length)) * 7.3 + 18, height: lines.length * 15 + 10});
+    };
+    for (const id of g.order) if (!isDup(id)) addNode(String(id), id);
     for (const id of g.order) {
-      const [op, arg, dt] = nodeLabel(d.nodes[id]);
-      const lines = [op + '  n' + id];
-      if (arg) lines.push(arg);
-      lines.push(dt);
-      labels.set(id, lines);
-      const w = Math.max(...lines.map((s) => s.length)) * 7.3 + 18;
-      gl.setNode(String(id), {width: w, height: lines.length * 15 + 10});
-    }
-    for (const id of g.order) {
-      d.nodes[id].src.forEach((s, i) => gl.setEdge(String(s), String(id), {i}, `${s}>${id}>${i}`));
+      d.nodes[id].src.forEach((s, i) => {
+        let from = String(s);
+        if (isDup(s)) addNode(from = `${s}@${id}.${i}`, s);
+        gl.setEdge(from, String(id), {i}, `${from}>${id}>${i}`);
+      });
     }
     layout(gl);
     const gg = gl.graph();
@@ -456,17 +485,23 @@ class App {
     const path = line().x((p) => p.x).y((p) => p.y).curve(curveBasis);
     for (const e of gl.edges()) {
       const ed = gl.edge(e);
-      const target = Number(e.w), isChanged = changed.has(target);
+      const target = real.get(e.w), isChanged = changed.has(target);
       vp.append('path').attr('class', isChanged ? 'edge changed' : 'edge').attr('d', path(ed.points))
           .attr('marker-end', `url(#${isChanged ? 'arrow-changed' : 'arrow'})`);
       if (d.nodes[target].src.length > 1) {
+        // The source's index, beside the edge a little before the arrowhead.
         const p = ed.points[ed.points.length - 1], q = ed.points[Math.max(0, ed.points.length - 2)];
-        vp.append('text').attr('class', 'edge-index').attr('x', p.x + (q.x <= p.x ? -9 : 4))
-            .attr('y', p.y - 8).text(String(e.name.split('>')[2]));
+        const len = Math.hypot(q.x - p.x, q.y - p.y) || 1, ux = (q.x - p.x) / len, uy = (q.y - p.y) / len;
+        const side = q.x <= p.x ? -1 : 1;
+        vp.append('text').attr('class', 'edge-index').attr('text-anchor', side < 0 ? 'end' : 'start')
+            .attr('x', p.x + ux * 16 + side * 5).attr('y', p.y + uy * 16 + 3).text(String(e.name.split('>')[2]));
       }
     }
-    for (const id of g.order) {
-      const nd = gl.node(String(id)), u = d.nodes[id];
+    this.focus = null;
+    for (const lk of gl.nodes()) {
+      const id = real.get(lk), nd = gl.node(lk), u = d.nodes[id];
+      if (changed.has(id) && (!this.focus || this.focus.root)) this.focus = {x: nd.x, y: nd.y};
+      if (id === g.root && !this.focus) this.focus = {x: nd.x, y: nd.y, root: true};
       const cls = ['node', opClass(u.op)];
       if (changed.has(id)) cls.push('changed');
       if (id === next) cls.push('next');

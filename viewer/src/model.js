@@ -435,6 +435,28 @@ export function exprText(d, root, maxLen = 400) {
   return out;
 }
 
+// About how much work laying out the graph `order` is for dagre: its nodes plus the dummy nodes
+// that edges spanning several ranks need (ranks by longest path). With dupLeaves, a leaf (a node
+// without sources) used more than once counts once per use, as the viewer then draws it.
+export function layoutCost(d, order, dupLeaves) {
+  const rank = new Map(), uses = new Map();
+  for (const id of order) {
+    let r = 0;
+    for (const s of d.nodes[id].src) {
+      r = Math.max(r, rank.get(s) + 1);
+      uses.set(s, (uses.get(s) || 0) + 1);
+    }
+    rank.set(id, r);
+  }
+  const dup = (id) => dupLeaves && d.nodes[id].src.length === 0 && (uses.get(id) || 0) > 1;
+  let cost = 0;
+  for (const id of order) {
+    cost += dup(id) ? uses.get(id) : 1;
+    for (const s of d.nodes[id].src) if (!dup(s)) cost += rank.get(id) - rank.get(s) - 1;
+  }
+  return {cost, uses};
+}
+
 // A short label for a node in the graph drawing: [op, arg or '', dtype without "dtypes."].
 export function nodeLabel(node) {
   const dt = node.dtype.startsWith('dtypes.') ? node.dtype.slice(7) : node.dtype;
