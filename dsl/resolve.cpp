@@ -635,10 +635,7 @@ class Resolver {
           });
           return f;
         }());
-        const std::string want = info.max_src < 0 ? fmt::format("at least {}", info.min_src)
-                                 : info.min_src == info.max_src
-                                     ? fmt::format("{}", info.min_src)
-                                     : fmt::format("{} to {}", info.min_src, info.max_src);
+        const std::string want = arity_text(info);
         diags_.error(c.loc, fmt::format("wrong arity: {} takes {} sources, the pattern has {}",
                                         names, want, n_src));
         return {};
@@ -870,7 +867,7 @@ class Resolver {
                                  info.name, info.name));
       } else if (!info.accepts_arity(static_cast<int>(r.kids.size()))) {
         diags_.error(e.loc, fmt::format("wrong arity: {} takes {} sources, got {}", info.name,
-                                        info.min_src, r.kids.size()));
+                                        arity_text(info), r.kids.size()));
       }
       return r;
     }
