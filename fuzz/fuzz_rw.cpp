@@ -9,7 +9,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   tinyrw::rw::Diagnostics diags;
-  auto program = tinyrw::rw::load_rules_text("fuzz.rw", std::string(reinterpret_cast<const char*>(data), size), diags);
+  auto program = tinyrw::rw::load_rules_text(
+      "fuzz.rw", std::string(reinterpret_cast<const char*>(data), size), diags);
   (void)program;
   (void)diags.render();
   return 0;

@@ -106,7 +106,8 @@ TEST(SymbolicProperty, RandomExpressionsKeepTheirValueInBothExecutors) {
   std::mt19937 rng(99);
   ExprGen gen(2024, vars);
   int checked = 0, smaller = 0;
-  const std::string py_path = ::testing::TempDir() + "symbolic_property_" + std::to_string(::getpid()) + ".py";
+  const std::string py_path =
+      ::testing::TempDir() + "symbolic_property_" + std::to_string(::getpid()) + ".py";
   std::ofstream py(py_path);
   py << "import sys\nbad = 0\n";
   for (int t = 0; t < 3000; ++t) {
