@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include "tensor/storage.h"
+
 namespace tinyrw {
 
 namespace {
@@ -47,56 +49,6 @@ void check_dims(const Dims& shape) {
     if (d < 0) throw TensorError("shape " + dims_repr(shape) + " has a negative dimension");
 }
 
-// Elements stored in the buffer's own representation.
-template <class T>
-void store_element(Storage& s, int64_t i, T v) {
-  uint8_t* p = s.bytes.data() + i * s.dtype.itemsize();
-  auto put = [&](auto x) { std::memcpy(p, &x, sizeof(x)); };
-  switch (s.dtype.kind()) {
-    case ScalarKind::Bool:
-      put(static_cast<uint8_t>(v != 0));
-      break;
-    case ScalarKind::Int8:
-      put(static_cast<int8_t>(v));
-      break;
-    case ScalarKind::Int16:
-      put(static_cast<int16_t>(v));
-      break;
-    case ScalarKind::Int32:
-      put(static_cast<int32_t>(v));
-      break;
-    case ScalarKind::Int64:
-      put(static_cast<int64_t>(v));
-      break;
-    case ScalarKind::UInt8:
-      put(static_cast<uint8_t>(v));
-      break;
-    case ScalarKind::UInt16:
-      put(static_cast<uint16_t>(v));
-      break;
-    case ScalarKind::UInt32:
-      put(static_cast<uint32_t>(v));
-      break;
-    case ScalarKind::UInt64:
-      put(static_cast<uint64_t>(v));
-      break;
-    case ScalarKind::Float16:
-      put(float_to_half(static_cast<float>(v)));
-      break;
-    case ScalarKind::BFloat16:
-      put(float_to_bfloat16(static_cast<float>(v)));
-      break;
-    case ScalarKind::Float32:
-      put(static_cast<float>(v));
-      break;
-    case ScalarKind::Float64:
-      put(static_cast<double>(v));
-      break;
-    default:
-      throw TensorError("cannot store elements of " + s.dtype.repr());
-  }
-}
-
 }  // namespace
 
 // ---- creation
@@ -118,7 +70,11 @@ Tensor Tensor::from_vector(const std::vector<T>& data, Dims shape, DType dtype) 
     throw TensorError(fmt::format("{} values do not fill shape {}", data.size(), dims_repr(shape)));
   }
   auto s = new_storage(dtype, static_cast<int64_t>(data.size()));
-  for (size_t i = 0; i < data.size(); ++i) store_element(*s, static_cast<int64_t>(i), data[i]);
+  for (size_t i = 0; i < data.size(); ++i) {
+    const Arg v = std::is_floating_point_v<T> ? Arg::real(static_cast<double>(data[i]))
+                                              : Arg::integer(static_cast<i128>(data[i]));
+    store_element(*s, static_cast<int64_t>(i), v);
+  }
   return from_storage(std::move(s), shape);
 }
 template Tensor Tensor::from_vector(const std::vector<float>&, Dims, DType);

@@ -1,0 +1,16 @@
+// Element access to host buffers in their own representation (bools are bytes, halves are
+// IEEE binary16 bits, ...), shared by tensor creation, the INTERP device and data readback.
+#pragma once
+
+#include <cstdint>
+
+#include "ir/arg.h"
+#include "tensor/tensor.h"
+
+namespace tinyrw {
+
+Arg load_element(const Storage& s, int64_t i);
+// Converts v to the buffer's dtype as a CAST does, then stores it.
+void store_element(Storage& s, int64_t i, const Arg& v);
+
+}  // namespace tinyrw
