@@ -15,22 +15,30 @@ namespace tinyrw {
 
 namespace {
 
+// 16-bit floats compute in float and round every result to their precision (as INTERP does).
+bool is_half(DType d) { return d == dtypes::float16 || d == dtypes::bfloat16; }
+
 std::string ll_type(DType d) {
   if (d.is_bool()) return "i1";
   if (d.is_index()) return "i64";
   if (d.is_int()) return fmt::format("i{}", d.itemsize() * 8);
-  if (d == dtypes::float32) return "float";
+  if (d == dtypes::float32 || is_half(d)) return "float";
   if (d == dtypes::float64) return "double";
-  throw std::invalid_argument("CPU: dtype " + d.repr() + " is not supported yet");
+  throw std::invalid_argument("CPU: dtype " + d.repr() + " is not supported");
 }
-// In memory bools are bytes.
-std::string mem_type(DType d) { return d.is_bool() ? "i8" : ll_type(d); }
+// In memory bools are bytes, halves `half` and bfloat16 the top 16 bits of a float.
+std::string mem_type(DType d) {
+  if (d.is_bool()) return "i8";
+  if (d == dtypes::float16) return "half";
+  if (d == dtypes::bfloat16) return "i16";
+  return ll_type(d);
+}
 
 std::string ll_const(DType d, const Arg& v) {
   if (d.is_bool()) return v.as_bool() ? "true" : "false";
   if (d.is_int()) return to_string(v.as_int());
   const double x =
-      d == dtypes::float32 ? static_cast<double>(static_cast<float>(v.as_float())) : v.as_float();
+      d == dtypes::float64 ? v.as_float() : static_cast<double>(static_cast<float>(v.as_float()));
   return fmt::format("0x{:016X}", std::bit_cast<uint64_t>(x));
 }
 
@@ -69,6 +77,65 @@ class Emitter {
     block(l.exit);
   }
 
+  // A float value rounded to a 16-bit float's precision (still a float).
+  std::string round16(DType d, const std::string& v) {
+    if (!is_half(d)) return v;
+    if (d == dtypes::float16) {
+      const std::string h = tmp(), r = tmp();
+      line(fmt::format("{} = fptrunc float {} to half", h, v));
+      line(fmt::format("{} = fpext half {} to float", r, h));
+      return r;
+    }
+    // bfloat16: round to nearest even on the top 16 bits
+    const std::string u = tmp(), sh = tmp(), lsb = tmp(), bias = tmp(), sum = tmp(), m = tmp(),
+                      r = tmp();
+    line(fmt::format("{} = bitcast float {} to i32", u, v));
+    line(fmt::format("{} = lshr i32 {}, 16", sh, u));
+    line(fmt::format("{} = and i32 {}, 1", lsb, sh));
+    line(fmt::format("{} = add i32 {}, 32767", bias, lsb));
+    line(fmt::format("{} = add i32 {}, {}", sum, u, bias));
+    line(fmt::format("{} = and i32 {}, -65536", m, sum));
+    line(fmt::format("{} = bitcast i32 {} to float", r, m));
+    return r;
+  }
+  // A value loaded in memory representation, as a computation value.
+  std::string from_memory(DType d, const std::string& v) {
+    if (d == dtypes::float16) {
+      const std::string r = tmp();
+      line(fmt::format("{} = fpext half {} to float", r, v));
+      return r;
+    }
+    if (d == dtypes::bfloat16) {
+      const std::string z = tmp(), sh = tmp(), r = tmp();
+      line(fmt::format("{} = zext i16 {} to i32", z, v));
+      line(fmt::format("{} = shl i32 {}, 16", sh, z));
+      line(fmt::format("{} = bitcast i32 {} to float", r, sh));
+      return r;
+    }
+    if (d.is_bool()) {
+      const std::string r = tmp();
+      line(fmt::format("{} = icmp ne i8 {}, 0", r, v));
+      return r;
+    }
+    return v;
+  }
+  std::string to_memory(DType d, const std::string& v) {
+    const std::string r = tmp();
+    if (d == dtypes::float16) {
+      line(fmt::format("{} = fptrunc float {} to half", r, v));
+    } else if (d == dtypes::bfloat16) {
+      const std::string u = tmp(), sh = tmp();
+      line(fmt::format("{} = bitcast float {} to i32", u, v));
+      line(fmt::format("{} = lshr i32 {}, 16", sh, u));
+      line(fmt::format("{} = trunc i32 {} to i16", r, sh));
+    } else if (d.is_bool()) {
+      line(fmt::format("{} = zext i1 {} to i8", r, v));
+    } else {
+      return v;
+    }
+    return r;
+  }
+
   std::string emit(const UOp& u) {
     for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
       if (auto f = it->find(u.node()); f != it->end()) return f->second;
@@ -98,8 +165,11 @@ class Emitter {
       case Op::Index:
         return load(u, t);
       case Op::Cast:
-        return cast(emit(u.src(0)), u.src(0).dtype(), d);
+        return round16(d, cast(emit(u.src(0)), u.src(0).dtype(), d));
       case Op::Bitcast: {
+        if (is_half(d) || is_half(u.src(0).dtype())) {
+          throw std::invalid_argument("CPU: bitcast of 16-bit floats is not supported");
+        }
         const std::string x = emit(u.src(0)), r = tmp();
         line(fmt::format("{} = bitcast {} {} to {}", r, ll_type(u.src(0).dtype()), x, ll_type(d)));
         return r;
@@ -115,7 +185,7 @@ class Emitter {
     std::vector<std::string> a;
     for (const UOp& s : u.src()) a.push_back(emit(s));
     const DType sd = u.src(0).dtype();
-    return alu(u.op(), d, sd, ll_type(sd), a);
+    return round16(d, alu(u.op(), d, sd, ll_type(sd), a));
   }
 
   std::string load(const UOp& u, const std::string& t) {
@@ -139,11 +209,8 @@ class Emitter {
     line(fmt::format("{} = getelementptr {}, ptr {}, i64 {}", p, mem_type(u.dtype()),
                      buffer_ptr(slot), c));
     line(fmt::format("{} = load {}, ptr {}", v, mem_type(u.dtype()), p));
-    if (!u.dtype().is_bool()) return v;
-    const std::string bv = tmp();
-    line(fmt::format("{} = icmp ne i8 {}, 0", bv, v));
     (void)t;
-    return bv;
+    return from_memory(u.dtype(), v);
   }
 
   std::string cast(const std::string& x, DType from, DType to) {
@@ -376,11 +443,7 @@ RenderedKernel render_llvm(const UOp& value, const std::vector<UOp>& ranges, DTy
   std::string v = e.emit(value);
   if (value.dtype() != out_dtype)
     throw std::invalid_argument("CPU: kernel value and output dtype differ");
-  if (out_dtype.is_bool()) {
-    const std::string z = e.tmp();
-    e.line(fmt::format("{} = zext i1 {} to i8", z, v));
-    v = z;
-  }
+  v = e.to_memory(out_dtype, v);
   const std::string p = e.tmp();
   e.line(fmt::format("{} = getelementptr {}, ptr %b0, i64 {}", p, mem_type(out_dtype), flat));
   e.line(fmt::format("store {} {}, ptr {}", mem_type(out_dtype), v, p));

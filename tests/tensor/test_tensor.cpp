@@ -308,3 +308,36 @@ TEST_P(TensorOps, CreationAndSlicing) {
   expect_near(Tensor::stack({a, a}, 0).to_doubles(), {1, 2, 1, 2});
   EXPECT_THROW(Tensor::cat({a, Tensor::zeros({2, 3})}, 0), TensorError);
 }
+
+TEST_P(TensorOps, EveryFloatDtype) {
+  for (DType d : {dtypes::float16, dtypes::bfloat16, dtypes::float32, dtypes::float64}) {
+    const std::vector<double> v = {0.1, 1.5, -2.25, 3.0};
+    Tensor a = Tensor::from_vector(v, {4}, d),
+           b = Tensor::from_vector(std::vector<double>{0.3, 0.5, 0.75, -1}, {4}, d);
+    std::vector<double> want;
+    for (size_t i = 0; i < 4; ++i) {
+      // each input and the result are rounded to the dtype's precision
+      const double x = truncate_float(d, v[i]),
+                   y = truncate_float(d, std::vector<double>{0.3, 0.5, 0.75, -1}[i]);
+      want.push_back(truncate_float(d, truncate_float(d, x * y) + x));
+    }
+    const auto got = (a * b + a).to_doubles();
+    for (size_t i = 0; i < 4; ++i) EXPECT_EQ(got[i], want[i]) << d.repr() << " at " << i;
+    EXPECT_EQ((a * b + a).dtype(), d);
+  }
+}
+
+TEST_P(TensorOps, EveryIntDtypeWraps) {
+  for (DType d : {dtypes::int8, dtypes::int16, dtypes::int32, dtypes::int64, dtypes::uint8,
+                  dtypes::uint16, dtypes::uint32, dtypes::uint64}) {
+    Tensor a = Tensor::from_vector(std::vector<int64_t>{100, 7, 1}, {3}, d);
+    const auto got = (a * a + a).data<int64_t>();
+    for (size_t i = 0; i < 3; ++i) {
+      const i128 x = std::vector<i128>{100, 7, 1}[i];
+      EXPECT_EQ(static_cast<i128>(got[i]), truncate_int(d, truncate_int(d, x * x) + x))
+          << d.repr() << " at " << i;
+    }
+  }
+  Tensor b = Tensor::from_vector(std::vector<int32_t>{1, 0, 1}, {3}, dtypes::bool_);
+  EXPECT_EQ(b.logical_not().cast(dtypes::int32).data<int32_t>(), (std::vector<int32_t>{0, 1, 0}));
+}
