@@ -139,12 +139,7 @@ struct Realizer {
     for (const SInt& d : node.shape()) shape.push_back(d.value());
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
-    out = std::make_shared<Storage>();
-    static int64_t next_id = int64_t{1} << 40;  // realized buffers: a separate id space
-    out->id = next_id++;
-    out->dtype = node.dtype();
-    out->size = n;
-    out->bytes.assign(static_cast<size_t>(n * node.dtype().itemsize()), 0);
+    out = allocate_storage(node.dtype(), n);
     buffers[out->id] = out;
 
     rw::RangeifyContext ctx;

@@ -1,13 +1,62 @@
 #include "tensor/storage.h"
 
+#include <atomic>
 #include <cstring>
+#include <mutex>
 #include <stdexcept>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
 #include "ir/alu.h"
 
 namespace tinyrw {
+
+namespace {
+constexpr size_t kPoolMin = 64 * 1024;          // smaller buffers are not worth pooling
+constexpr size_t kPoolLimit = size_t{1} << 30;  // bytes kept for reuse at most
+
+struct Pool {
+  std::mutex mu;
+  std::unordered_multimap<size_t, std::vector<uint8_t>> free;
+  size_t bytes = 0;
+};
+Pool& pool() {
+  static Pool* p = new Pool();
+  return *p;
+}
+}  // namespace
+
+Storage::~Storage() {
+  const size_t n = bytes.size();
+  if (n < kPoolMin) return;
+  Pool& p = pool();
+  std::lock_guard lock(p.mu);
+  if (p.bytes + n > kPoolLimit) return;
+  p.bytes += n;
+  p.free.emplace(n, std::move(bytes));
+}
+
+std::shared_ptr<Storage> allocate_storage(DType dtype, int64_t size) {
+  static std::atomic<int64_t> next_id{1};
+  auto s = std::make_shared<Storage>();
+  s->id = next_id++;
+  s->dtype = dtype;
+  s->size = size;
+  const size_t n = static_cast<size_t>(size * dtype.itemsize());
+  {
+    Pool& p = pool();
+    std::lock_guard lock(p.mu);
+    if (auto it = p.free.find(n); it != p.free.end()) {
+      s->bytes = std::move(it->second);
+      p.bytes -= n;
+      p.free.erase(it);
+      return s;
+    }
+  }
+  s->bytes.assign(n, 0);
+  return s;
+}
 
 Arg load_element(const Storage& s, int64_t i) {
   if (i < 0 || i >= s.size) {

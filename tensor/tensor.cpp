@@ -34,16 +34,6 @@ UOp dims_uop(const Dims& d) {
   return shape_to_uop(s);
 }
 
-std::shared_ptr<Storage> new_storage(DType dtype, int64_t size) {
-  static std::atomic<int64_t> next_id{1};
-  auto s = std::make_shared<Storage>();
-  s->id = next_id++;
-  s->dtype = dtype;
-  s->size = size;
-  s->bytes.assign(static_cast<size_t>(size * dtype.itemsize()), 0);
-  return s;
-}
-
 void check_dims(const Dims& shape) {
   for (int64_t d : shape)
     if (d < 0) throw TensorError("shape " + dims_repr(shape) + " has a negative dimension");
@@ -69,7 +59,7 @@ Tensor Tensor::from_vector(const std::vector<T>& data, Dims shape, DType dtype) 
   if (static_cast<int64_t>(data.size()) != product(shape)) {
     throw TensorError(fmt::format("{} values do not fill shape {}", data.size(), dims_repr(shape)));
   }
-  auto s = new_storage(dtype, static_cast<int64_t>(data.size()));
+  auto s = allocate_storage(dtype, static_cast<int64_t>(data.size()));
   for (size_t i = 0; i < data.size(); ++i) {
     const Arg v = std::is_floating_point_v<T> ? Arg::real(static_cast<double>(data[i]))
                                               : Arg::integer(static_cast<i128>(data[i]));
@@ -92,7 +82,7 @@ Tensor Tensor::full(Dims shape, double value, DType dtype) {
 
 Tensor Tensor::empty(Dims shape, DType dtype) {
   check_dims(shape);
-  return from_storage(new_storage(dtype, product(shape)), shape);
+  return from_storage(allocate_storage(dtype, product(shape)), shape);
 }
 
 Tensor Tensor::arange(int64_t start, int64_t stop, int64_t step, DType dtype) {

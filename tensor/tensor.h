@@ -19,7 +19,11 @@ struct Storage {
   DType dtype;
   int64_t size;  // elements
   std::vector<uint8_t> bytes;
+  ~Storage();  // large buffers go back to a pool for reuse (no fresh page faults per kernel)
 };
+// Host storage for `size` elements, from the pool when a freed buffer of that size is there
+// (its old contents remain: every kernel writes its whole output).
+std::shared_ptr<Storage> allocate_storage(DType dtype, int64_t size);
 
 // A shape or dtype mistake made through the Tensor API, raised where the user made it.
 class TensorError : public std::invalid_argument {
