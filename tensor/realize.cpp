@@ -153,6 +153,7 @@ struct Realizer {
                                    {UOp::make(Op::Reshape, node.dtype(), {node, shape_to_uop({1})}),
                                     UOp::cint(0)})
                        : UOp::make(Op::Index, node.dtype(), src);
+    viz::Group kernel_group("kernel " + std::to_string(g_kernel_count + 1));
     const UOp value = graph_rewrite(root, &rules("lower"), {.ctx = &ctx, .name = "rangeify"});
     ++g_kernel_count;
     const std::string device = default_device();

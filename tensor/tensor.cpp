@@ -48,7 +48,7 @@ Tensor Tensor::from_storage(std::shared_ptr<Storage> s, const Dims& shape) {
   const UOp buf = UOp::make(Op::Buffer, s->dtype, {},
                             Arg::record("ParamArg", {{"slot", Arg::integer(s->id)},
                                                      {"size", Arg::integer(s->size)},
-                                                     {"device", Arg::string("INTERP")}}));
+                                                     {"device", Arg::string(default_device())}}));
   const UOp view = UOp::make(Op::Reshape, s->dtype, {buf, dims_uop(shape)});
   return Tensor(view, {std::move(s)});
 }
