@@ -370,15 +370,54 @@ class Emitter {
     return r;
   }
 
+ public:
+  static std::string reduce_identity(Op op, DType d) {
+    return op == Op::Add   ? (d.is_float() ? "0.0" : "0")
+           : op == Op::Mul ? (d.is_float() ? "1.0" : "1")
+           : d.is_float()  ? "0xFFF0000000000000"
+                           : to_string(d.int_min());
+  }
+
+  // acc[j] = acc[j] op body for the innermost output index j (the reduction loops outside it), so
+  // the j loop reads memory contiguously and vectorizes (a matmul's inner loop walks B's rows).
+  void reduce_rows(const UOp& red, const UOp& last_range, int64_t n, const std::string& acc) {
+    const Op op = red.arg().as_op();
+    const DType d = red.dtype();
+    const std::string t = ll_type(d);
+    {
+      const Loop init = open_loop(n);
+      const std::string p = tmp();
+      line(fmt::format("{} = getelementptr {}, ptr {}, i64 {}", p, t, acc, init.idx));
+      line(fmt::format("store {} {}, ptr {}", t, reduce_identity(op, d), p));
+      close_loop(init);
+    }
+    std::vector<Loop> loops;
+    scopes_.emplace_back();
+    for (size_t k = 1; k < red.nsrc(); ++k) {
+      loops.push_back(open_loop(static_cast<int64_t>(red.src(k).src(0).arg().as_int())));
+      scopes_.back().emplace(red.src(k).node(), loops.back().idx);
+    }
+    const Loop j = open_loop(n);
+    scopes_.emplace_back();
+    scopes_.back().emplace(last_range.node(), j.idx);
+    const std::string v = emit(red.src(0)), p = tmp(), cur = tmp();
+    line(fmt::format("{} = getelementptr {}, ptr {}, i64 {}", p, t, acc, j.idx));
+    line(fmt::format("{} = load {}, ptr {}", cur, t, p));
+    const std::string nx = round16(d, alu(op, d, d, t, {cur, v}));
+    line(fmt::format("store {} {}, ptr {}", t, nx, p));
+    scopes_.pop_back();
+    close_loop(j);
+    scopes_.pop_back();
+    for (auto it = loops.rbegin(); it != loops.rend(); ++it) close_loop(*it);
+  }
+
+ private:
   std::string reduce(const UOp& u, const std::string& t) {
     const Op op = u.arg().as_op();
     const DType d = u.dtype();
     const std::string acc = tmp();
     allocas_ += fmt::format("  {} = alloca {}\n", acc, t);
-    const std::string init = op == Op::Add   ? (d.is_float() ? "0.0" : "0")
-                             : op == Op::Mul ? (d.is_float() ? "1.0" : "1")
-                             : d.is_float()  ? "0xFFF0000000000000"
-                                             : to_string(d.int_min());
+    const std::string init = reduce_identity(op, d);
     line(fmt::format("store {} {}, ptr {}", t, init, acc));
     std::vector<Loop> loops;
     scopes_.emplace_back();
@@ -408,6 +447,24 @@ class Emitter {
 
 }  // namespace
 
+namespace {
+RenderedKernel& finish(RenderedKernel& out, Emitter& e) {
+  std::string params;
+  for (size_t i = 0; i <= out.input_slots.size(); ++i) {
+    params += fmt::format(
+        "  %p{0} = getelementptr ptr, ptr %bufs, i64 {0}\n  %b{0} = load ptr, ptr %p{0}\n", i);
+  }
+  out.ir =
+      "; tinyrw kernel\n"
+      "declare i64 @llvm.smax.i64(i64, i64)\n"
+      "declare i64 @llvm.smin.i64(i64, i64)\n";
+  for (const std::string& d : e.intrinsics_) out.ir += d + "\n";
+  out.ir += "\ndefine void @kernel(ptr %bufs) {\nentry:\n" + e.allocas_ + params + e.body_ +
+            "  ret void\n}\n";
+  return out;
+}
+}  // namespace
+
 RenderedKernel render_llvm(const UOp& value, const std::vector<UOp>& ranges, DType out_dtype,
                            const std::vector<int64_t>& out_shape,
                            const std::vector<std::pair<int64_t, int64_t>>& buffer_sizes) {
@@ -419,16 +476,42 @@ RenderedKernel render_llvm(const UOp& value, const std::vector<UOp>& ranges, DTy
     if (e.buffer_index.emplace(slot, static_cast<int>(out.input_slots.size()) + 1).second)
       out.input_slots.push_back(slot);
   }
-  std::string params;
-  for (size_t i = 0; i <= out.input_slots.size(); ++i) {
-    params += fmt::format(
-        "  %p{0} = getelementptr ptr, ptr %bufs, i64 {0}\n  %b{0} = load ptr, ptr %p{0}\n", i);
-  }
+  // A reduction at the root over rows of at most kRowLimit: the innermost output loop runs
+  // inside the reduction (see reduce_rows), then the row is stored.
+  constexpr int64_t kRowLimit = 4096;
+  const bool rows = value.op() == Op::Reduce && !ranges.empty() && out_shape.back() <= kRowLimit &&
+                    out_shape.back() > 1 && value.dtype() == out_dtype;
   // output loops, row-major
   std::vector<Emitter::Loop> loops;
-  for (size_t k = 0; k < ranges.size(); ++k) {
+  for (size_t k = 0; k < ranges.size() - (rows ? 1 : 0); ++k) {
     loops.push_back(e.open_loop(out_shape[k]));
     e.scopes_.back().emplace(ranges[k].node(), loops.back().idx);
+  }
+  if (rows) {
+    const DType d = value.dtype();
+    const int64_t n = out_shape.back();
+    const std::string acc = e.tmp();
+    e.allocas_ += fmt::format("  {} = alloca [{} x {}]\n", acc, n, ll_type(d));
+    e.reduce_rows(value, ranges.back(), n, acc);
+    const Emitter::Loop j = e.open_loop(n);
+    std::string flat = j.idx;
+    int64_t stride = n;
+    for (size_t k = ranges.size() - 1; k-- > 0;) {
+      const std::string m = e.tmp(), a = e.tmp();
+      e.line(fmt::format("{} = mul i64 {}, {}", m, loops[k].idx, stride));
+      e.line(fmt::format("{} = add i64 {}, {}", a, flat, m));
+      flat = a;
+      stride *= out_shape[k];
+    }
+    const std::string p = e.tmp(), v = e.tmp(), q = e.tmp();
+    e.line(fmt::format("{} = getelementptr {}, ptr {}, i64 {}", p, ll_type(d), acc, j.idx));
+    e.line(fmt::format("{} = load {}, ptr {}", v, ll_type(d), p));
+    const std::string mv = e.to_memory(out_dtype, v);
+    e.line(fmt::format("{} = getelementptr {}, ptr %b0, i64 {}", q, mem_type(out_dtype), flat));
+    e.line(fmt::format("store {} {}, ptr {}", mem_type(out_dtype), mv, q));
+    e.close_loop(j);
+    for (auto it = loops.rbegin(); it != loops.rend(); ++it) e.close_loop(*it);
+    return finish(out, e);
   }
   e.scopes_.emplace_back();  // values of one output element
   std::string flat = "0";
@@ -449,15 +532,7 @@ RenderedKernel render_llvm(const UOp& value, const std::vector<UOp>& ranges, DTy
   e.line(fmt::format("store {} {}, ptr {}", mem_type(out_dtype), v, p));
   e.scopes_.pop_back();
   for (auto it = loops.rbegin(); it != loops.rend(); ++it) e.close_loop(*it);
-
-  out.ir =
-      "; tinyrw kernel\n"
-      "declare i64 @llvm.smax.i64(i64, i64)\n"
-      "declare i64 @llvm.smin.i64(i64, i64)\n";
-  for (const std::string& d : e.intrinsics_) out.ir += d + "\n";
-  out.ir += "\ndefine void @kernel(ptr %bufs) {\nentry:\n" + e.allocas_ + params + e.body_ +
-            "  ret void\n}\n";
-  return out;
+  return finish(out, e);
 }
 
 }  // namespace tinyrw
