@@ -85,12 +85,12 @@ std::optional<Arg> float_alu(Op op, DType dt, std::span<const Arg> s) {
       return round(v(0) * v(1));
     case Op::FDiv:
       return round(v(0) / v(1));
-    case Op::Max:
-      return round(std::isnan(v(0)) || std::isnan(v(1)) ? NAN : std::max(v(0), v(1)));
+    case Op::Max:  // a if a > b else b (max(-0.0, 0.0) is 0.0, as the CPU's select gives)
+      return round(std::isnan(v(0)) || std::isnan(v(1)) ? NAN : v(0) > v(1) ? v(0) : v(1));
     case Op::Pow:
       return round(std::pow(v(0), v(1)));
     case Op::MulAcc:
-      return round(v(0) * v(1) + v(2));
+      return round(std::fma(v(0), v(1), v(2)));
     default:
       return std::nullopt;
   }

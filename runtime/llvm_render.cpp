@@ -254,7 +254,10 @@ class Emitter {
       line(fmt::format("{} = call {} @llvm.{}.{}({})", r, t, name, t == "float" ? "f32" : "f64",
                        args));
       intrinsics_.insert(fmt::format("declare {} @llvm.{}.{}({})", t, name,
-                                     t == "float" ? "f32" : "f64", n == 1 ? t : t + ", " + t));
+                                     t == "float" ? "f32" : "f64",
+                                     n == 1   ? t
+                                     : n == 2 ? t + ", " + t
+                                              : t + ", " + t + ", " + t));
       return r;
     };
     switch (op) {
@@ -325,9 +328,10 @@ class Emitter {
       case Op::Pow:
         return intrinsic("pow", 2);
       case Op::MulAcc: {
+        if (fl) return intrinsic("fma", 3);  // one rounding of a*b+c
         const std::string m = tmp();
-        line(fmt::format("{} = {} {} {}, {}", m, fl ? "fmul" : "mul", t, a[0], a[1]));
-        line(fmt::format("{} = {} {} {}, {}", r, fl ? "fadd" : "add", t, m, a[2]));
+        line(fmt::format("{} = mul {} {}, {}", m, t, a[0], a[1]));
+        line(fmt::format("{} = add {} {}, {}", r, t, m, a[2]));
         return r;
       }
       case Op::CDiv:

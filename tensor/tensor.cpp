@@ -156,6 +156,26 @@ Tensor Tensor::binary(Op op, const Tensor& o) const {
   return Tensor(x.uop_.alu(op, {y.uop_}), std::move(deps));
 }
 
+Tensor Tensor::alu(Op op, const std::vector<Tensor>& srcs) {
+  if (srcs.empty() || !op_info(op).is_alu() ||
+      !op_info(op).accepts_arity(static_cast<int>(srcs.size()))) {
+    throw TensorError(fmt::format("{} is not an ALU op of {} sources", op_name(op), srcs.size()));
+  }
+  std::vector<UOp> src;
+  std::vector<std::shared_ptr<Storage>> deps;
+  for (const Tensor& t : srcs) {
+    if (t.shape() != srcs[0].shape()) {
+      throw TensorError(fmt::format("{}: sources have different shapes", op_name(op)));
+    }
+    src.push_back(t.uop_);
+    deps.insert(deps.end(), t.deps_.begin(), t.deps_.end());
+  }
+  const DType d = groups::comparison().contains(op) ? dtypes::bool_
+                  : op == Op::Where                 ? srcs[1].dtype()
+                                                    : srcs[0].dtype();
+  return Tensor(UOp::make(op, d, src), std::move(deps));
+}
+
 Tensor Tensor::operator-(const Tensor& o) const { return *this + (-o); }
 Tensor Tensor::operator-() const {
   if (dtype().is_bool()) return logical_not();

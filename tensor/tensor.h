@@ -65,6 +65,9 @@ class Tensor {
   int64_t numel() const;
 
   // ---- elementwise (broadcasting, dtype promotion)
+  // Any ALU op on sources of one shape and dtype (comparisons give bool); the building block of
+  // the operators below, and of the spec tests.
+  static Tensor alu(Op op, const std::vector<Tensor>& srcs);
   Tensor operator+(const Tensor& o) const { return binary(Op::Add, o); }
   Tensor operator-(const Tensor& o) const;
   Tensor operator*(const Tensor& o) const { return binary(Op::Mul, o); }

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Removing or altering a row of spec/tinyspec.tex must make a spec test fail: each mutation of a
+# copy of the document is checked with the spec tests, which must then fail.
+set -u
+test_spec=$1
+doc=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail=0
+mutate() {  # NAME FILTER SED-EXPRESSION
+  sed "$3" "$doc" > "$work/$1.tex"
+  if cmp -s "$doc" "$work/$1.tex"; then echo "mutation $1 changed nothing"; fail=1; return; fi
+  if TINYSPEC_PATH="$work/$1.tex" "$test_spec" --gtest_filter="$2" > "$work/$1.log" 2>&1; then
+    echo "mutation $1: the spec tests still pass"; fail=1
+  else
+    echo "mutation $1: detected"
+  fi
+}
+mutate remove_add_row 'Spec.OpsTable*' '/^\\op{Add} & elementwise binary/d'
+mutate wrong_arity 'Spec.OpsTable*' 's/^\\op{Where} & elementwise ternary & 3/\\op{Where} \& elementwise ternary \& 2/'
+mutate extra_op 'Spec.OpsTable*' 's/^\\op{Mul} & elementwise binary & 2 \(.*\)$/&\n\\op{Frobnicate} \& elementwise binary \& 2 \& made up \\\\/'
+mutate wrong_formula 'Devices/SpecSemantics.*/0' 's/^\\op{Add} & int float & \\sem{a + b}/\\op{Add} \& int float \& \\sem{a - b}/'
+mutate wrong_floor 'Devices/SpecSemantics.*/0' 's/\\sem{floor(a \/ b)}/\\sem{trunc(a \/ b)}/'
+mutate wrong_range 'Spec.Ranges*' 's/\\sem{\[a + b, A + B\]}/\\sem{[a + b + 1, A + B]}/'
+[ $fail -eq 0 ] && echo "all mutations detected"
+exit $fail
