@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "compiler/runtime.h"
+#include "dsl/verify.h"
 #include "ir/alu.h"
 #include "ir/graph.h"
 #include "ir/viz.h"
@@ -155,6 +156,7 @@ struct Realizer {
                        : UOp::make(Op::Index, node.dtype(), src);
     viz::Group kernel_group("kernel " + std::to_string(g_kernel_count + 1));
     const UOp value = graph_rewrite(root, &rules("lower"), {.ctx = &ctx, .name = "rangeify"});
+    if (spec_enabled()) verify(value, "spec_kernel");
     ++g_kernel_count;
     const std::string device = default_device();
     if (debug_level() >= 2 && device != "CPU")
@@ -210,6 +212,7 @@ struct Realizer {
   // Realizes `root` (and every kernel boundary below it, in dependency order).
   UOp realize(const UOp& root, std::vector<std::shared_ptr<Storage>>& keep) {
     viz::Group group("realize");
+    if (spec_enabled()) verify(root, "spec_tensor");
     const rw::RuleSetMatcher& boundary = rules("kernel_boundary");
     std::unordered_map<UOp, UOp> done;
     RewriteContext rctx;

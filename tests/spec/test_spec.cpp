@@ -15,6 +15,7 @@
 #include <random>
 #include <sstream>
 
+#include "dsl/verify.h"
 #include "ir/ops.h"
 #include "tensor/tensor.h"
 
@@ -496,3 +497,91 @@ TEST_P(SpecSemantics, ElementwiseFormulasAgreeWithTheDevice) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, SpecSemantics, ::testing::Values("INTERP", "CPU"));
+
+// (b) the documented forms are accepted by the verifiers, wrong dtypes and arities rejected
+TEST(Spec, VerifiersAcceptDocumentedFormsAndRejectOthers) {
+  const auto rows = table("elementwise");
+  int accepted = 0, rejected = 0;
+  for (const auto& r : rows) {
+    const Op op = *op_from_name(r[0]);
+    const int arity = op_info(op).min_src;
+    for (DType d : dtypes_of_kind(r[1])) {
+      std::vector<UOp> src;
+      for (int k = 0; k < arity; ++k) {
+        const DType sd = (op == Op::Where && k == 0) ? dtypes::bool_ : d;
+        src.push_back(UOp::make(Op::Load, sd, {UOp::cint(k)}));  // an opaque value of dtype sd
+      }
+      const DType out = groups::comparison().contains(op) ? dtypes::bool_ : d;
+      const UOp good = UOp::make(op, out, src);
+      EXPECT_NO_THROW(verify(good, "spec_alu_only")) << r[0] << " " << d.repr();
+      ++accepted;
+      // a source of another dtype is rejected
+      const DType other = d == dtypes::float32 ? dtypes::int32 : dtypes::float32;
+      std::vector<UOp> bad_src = src;
+      bad_src[static_cast<size_t>(arity - 1)] = UOp::make(Op::Load, other, {UOp::cint(9)});
+      EXPECT_THROW(verify(UOp::make(op, out, bad_src), "spec_alu_only"), SpecError)
+          << r[0] << " " << d.repr();
+      ++rejected;
+      // a wrong arity cannot even be built: the op table rejects it
+      std::vector<UOp> more = src;
+      more.push_back(src[0]);
+      EXPECT_THROW(UOp::make(op, out, more), GraphError) << r[0];
+    }
+  }
+  EXPECT_GT(accepted, 80);
+  EXPECT_GT(rejected, 80);
+  try {
+    verify(UOp::make(Op::Add, dtypes::int32, {UOp::cint(1, dtypes::int32), UOp::cfloat(1.0)}),
+           "spec_alu_only");
+    FAIL();
+  } catch (const SpecError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("spec_alu_only rejects ADD dtypes.int with sources (CONST dtypes.int, CONST "
+                     "dtypes.float)"),
+              std::string::npos)
+        << m;
+    EXPECT_NE(m.find("source dtypes differ from the result"), std::string::npos) << m;
+  }
+}
+
+// Tensor programs pass the tensor and kernel verifiers (the suite also runs with SPEC=1).
+TEST(Spec, PipelineGraphsPassTheVerifiers) {
+  Tensor a = Tensor::from_vector(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor t = (a.transpose().pad({{1, 0}, {0, 1}}) * 2.0).sum({1}).softmax();
+  EXPECT_NO_THROW(verify(t.uop(), "spec_tensor"));
+  // a Reshape whose dtype differs from its source's is rejected
+  const UOp bad = UOp::make(Op::Reshape, dtypes::int32, {a.uop(), a.uop().src(1)});
+  EXPECT_THROW(verify(bad, "spec_tensor"), SpecError);
+  // a kernel may not index a tensor (only buffers)
+  const UOp idx = UOp::make(Op::Index, dtypes::float32, {a.uop(), UOp::cint(0)});
+  EXPECT_THROW(verify(idx, "spec_kernel"), SpecError);
+}
+
+// A fuzzer of ill-formed graphs: random ops over sources of random dtypes; the verifiers accept or
+// reject each with a message, and never crash.
+TEST(Spec, RandomIllFormedGraphsAreRejectedWithAMessage) {
+  std::mt19937 rng(17);
+  const DType ds[] = {dtypes::bool_,   dtypes::int8,    dtypes::int32, dtypes::uint32,
+                      dtypes::float16, dtypes::float32, dtypes::index};
+  std::vector<Op> alu;
+  groups::alu().for_each([&](Op o) { alu.push_back(o); });
+  alu.push_back(Op::Cast);
+  alu.push_back(Op::Bitcast);
+  int rejected = 0;
+  for (int t = 0; t < 3000; ++t) {
+    const Op op = alu[rng() % alu.size()];
+    const int n = op_info(op).min_src;
+    std::vector<UOp> src;
+    for (int k = 0; k < n; ++k) src.push_back(UOp::make(Op::Load, ds[rng() % 7], {UOp::cint(k)}));
+    const UOp u = UOp::make(op, ds[rng() % 7], src);
+    for (const char* set : {"spec_tensor", "spec_kernel"}) {
+      try {
+        verify(u, set);
+      } catch (const SpecError& e) {
+        EXPECT_NE(std::string(e.what()).find("rejects"), std::string::npos);
+        ++rejected;
+      }
+    }
+  }
+  EXPECT_GT(rejected, 1000);
+}
