@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "codegen/linearize.h"
 #include "compiler/runtime.h"
 #include "dsl/verify.h"
 #include "ir/alu.h"
@@ -15,6 +16,7 @@
 #include "ir/viz.h"
 #include "rules/helpers/rangeify.h"
 #include "runtime/cpu.h"
+#include "runtime/interp.h"
 #include "runtime/llvm_render.h"
 #include "tensor/storage.h"
 #include "tensor/tensor.h"
@@ -32,107 +34,42 @@ const rw::RuleSetMatcher& rules(const char* name) {
   return *m;
 }
 
-// The INTERP device: evaluates a lowered kernel value (ALU ops, loads, ranges, reductions) with
-// the exact semantics of ir/alu.h. Where evaluates only the branch it takes.
-class KernelEvaluator {
- public:
-  explicit KernelEvaluator(const std::map<int64_t, std::shared_ptr<Storage>>& buffers)
-      : buffers_(buffers) {}
-
-  Arg eval(const UOp& u, std::unordered_map<const UOpNode*, Arg>& memo) {
-    if (auto it = memo.find(u.node()); it != memo.end()) return it->second;
-    Arg out = compute(u, memo);
-    memo.emplace(u.node(), out);
-    return out;
-  }
-  std::unordered_map<const UOpNode*, Arg> ranges;  // current value of each RANGE
-
- private:
-  Arg compute(const UOp& u, std::unordered_map<const UOpNode*, Arg>& memo) {
-    switch (u.op()) {
-      case Op::Const:
-        return u.arg();
-      case Op::Range:
-        return ranges.at(u.node());
-      case Op::Index: {
-        const UOp& b = u.src(0);
-        if (b.op() != Op::Buffer || u.nsrc() != 2) {
-          throw std::logic_error("INTERP: unlowered index of " + std::string(op_name(b.op())));
-        }
-        const Storage& s = *buffers_.at(static_cast<int64_t>(b.arg().field("slot").as_int()));
-        return load_element(s, static_cast<int64_t>(eval(u.src(1), memo).as_int()));
-      }
-      case Op::Where: {
-        const bool c = eval(u.src(0), memo).as_bool();
-        return cast_value(u.dtype(), eval(u.src(c ? 1 : 2), memo));
-      }
-      case Op::Cast:
-        return cast_value(u.dtype(), eval(u.src(0), memo));
-      case Op::Bitcast: {  // reinterpret the bytes: through a one-element buffer of each type
-        const DType from = u.src(0).dtype();
-        Storage tmp{0, from, 1, std::vector<uint8_t>(static_cast<size_t>(from.itemsize()))};
-        store_element(tmp, 0, eval(u.src(0), memo));
-        tmp.dtype = u.dtype();
-        return load_element(tmp, 0);
-      }
-      case Op::Reduce:
-        return reduce(u);
-      default:
-        break;
-    }
-    if (!groups::alu().contains(u.op())) {
-      throw std::logic_error("INTERP: cannot execute " + std::string(op_info(u.op()).py_name));
-    }
-    std::vector<Arg> args;
-    for (const UOp& s : u.src()) args.push_back(eval(s, memo));
-    auto r = exec_alu(u.op(), u.dtype(), args);
-    if (!r)
-      throw std::runtime_error(
-          fmt::format("INTERP: {} is undefined here (e.g. division by zero)", op_name(u.op())));
-    return *r;
-  }
-
-  Arg reduce(const UOp& u) {
-    const Op op = u.arg().as_op();
-    std::vector<UOp> rs(u.src().begin() + 1, u.src().end());
-    std::optional<Arg> acc;
-    std::vector<int64_t> ctr(rs.size(), 0), bound;
-    for (const UOp& r : rs) bound.push_back(static_cast<int64_t>(r.src(0).arg().as_int()));
-    for (int64_t b : bound)
-      if (b == 0) return identity(op, u.dtype());
-    while (true) {
-      for (size_t k = 0; k < rs.size(); ++k) ranges[rs[k].node()] = Arg::integer(ctr[k]);
-      std::unordered_map<const UOpNode*, Arg> memo;  // the body depends on the reduce ranges
-      const Arg v = eval(u.src(0), memo);
-      if (!acc) {
-        acc = cast_value(u.dtype(), v);
-      } else {
-        const Arg args[] = {*acc, v};
-        acc = *exec_alu(op, u.dtype(), args);
-      }
-      size_t k = rs.size();
-      while (k-- > 0) {
-        if (++ctr[k] < bound[k]) break;
-        ctr[k] = 0;
-      }
-      if (k == static_cast<size_t>(-1)) break;
-    }
-    return *acc;
-  }
-
-  static Arg identity(Op op, DType d) {
-    if (op == Op::Add) return cast_value(d, Arg::integer(0));
-    if (op == Op::Mul) return cast_value(d, Arg::integer(1));
-    return d.is_float() ? Arg::real(-INFINITY) : Arg::integer(d.int_min());
-  }
-
-  const std::map<int64_t, std::shared_ptr<Storage>>& buffers_;
-};
-
 }  // namespace
 
 struct Realizer {
   std::map<int64_t, std::shared_ptr<Storage>> buffers;
+
+  static UOp buffer_uop(const Storage& s) {
+    return UOp::make(Op::Buffer, s.dtype, {},
+                     Arg::record("ParamArg", {{"slot", Arg::integer(s.id)},
+                                              {"size", Arg::integer(s.size)},
+                                              {"device", Arg::string(default_device())}}));
+  }
+
+  // One instruction a line, indented by loop depth (DEBUG=2 on INTERP).
+  static std::string render_program(const UOp& program) {
+    std::string out;
+    std::unordered_map<const UOpNode*, int> id;
+    int depth = 0, pos = 0;
+    for (const UOp& u : program.src()) {
+      if (u.op() == Op::End) --depth;
+      std::string srcs;
+      for (const UOp& x : u.src()) {
+        auto it = id.find(x.node());
+        srcs += (srcs.empty() ? "" : ", ") + (it != id.end() ? fmt::format("%{}", it->second)
+                                              : x.op() == Op::Const
+                                                  ? x.arg().repr()
+                                                  : std::string(op_info(x.op()).py_name));
+      }
+      const int n = pos++;
+      id[u.node()] = n;  // later uses refer to the latest execution
+      out += fmt::format("{:>4} {}{} {} ({}){}\n", n,
+                         std::string(static_cast<size_t>(depth) * 2, ' '), op_info(u.op()).py_name,
+                         u.dtype().repr(), srcs, u.arg().is_none() ? "" : " " + u.arg().repr());
+      if (u.op() == Op::Range) ++depth;
+    }
+    return out;
+  }
 
   // A buffer view with the node's shape, backed by new storage filled by one kernel.
   UOp run_kernel(const UOp& node, std::shared_ptr<Storage>& out) {
@@ -159,8 +96,6 @@ struct Realizer {
     if (spec_enabled()) verify(value, "spec_kernel");
     ++g_kernel_count;
     const std::string device = default_device();
-    if (debug_level() >= 2 && device != "CPU")
-      std::fprintf(stderr, "kernel %d (INTERP): %s\n", g_kernel_count, value.repr(6).c_str());
     const auto t0 = std::chrono::steady_clock::now();
     if (device == "CPU") {
       run_cpu(value, ranges, shape, *out);
@@ -173,10 +108,7 @@ struct Realizer {
       std::fprintf(stderr, "kernel %d on %s: %lld elements, %.1f us\n", g_kernel_count,
                    device.c_str(), static_cast<long long>(n), us);
     }
-    const UOp buf = UOp::make(Op::Buffer, out->dtype, {},
-                              Arg::record("ParamArg", {{"slot", Arg::integer(out->id)},
-                                                       {"size", Arg::integer(n)},
-                                                       {"device", Arg::string(default_device())}}));
+    const UOp buf = buffer_uop(*out);
     Shape s;
     for (int64_t d : shape) s.emplace_back(d);
     return UOp::make(Op::Reshape, out->dtype, {buf, shape_to_uop(s)});
@@ -193,20 +125,13 @@ struct Realizer {
     if (out.size > 0) fn(bufs.data());
   }
 
+  // INTERP: the kernel linearized into a LINEAR program, executed instruction by instruction.
   void run_interp(const UOp& value, const std::vector<UOp>& ranges, const Dims& shape,
                   Storage& out) {
-    const int64_t n = out.size;
-    KernelEvaluator ev(buffers);
-    std::vector<int64_t> ctr(shape.size(), 0);
-    for (int64_t flat = 0; flat < n; ++flat) {
-      for (size_t k = 0; k < shape.size(); ++k) ev.ranges[ranges[k].node()] = Arg::integer(ctr[k]);
-      std::unordered_map<const UOpNode*, Arg> memo;
-      store_element(out, flat, ev.eval(value, memo));
-      for (size_t k = shape.size(); k-- > 0;) {
-        if (++ctr[k] < shape[k]) break;
-        ctr[k] = 0;
-      }
-    }
+    const UOp program = linearize(value, ranges, shape, buffer_uop(out));
+    if (spec_enabled()) verify(program, "spec_program");
+    if (debug_level() >= 2) std::fprintf(stderr, "%s\n", render_program(program).c_str());
+    interp_run(program, buffers);
   }
 
   // Realizes `root` (and every kernel boundary below it, in dependency order).

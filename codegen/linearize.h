@@ -1,0 +1,24 @@
+// The linearizer: a lowered kernel (the value of one output element over the output ranges, with
+// loads, ALU ops and reductions) becomes a LINEAR program, an ordered list of instructions:
+//   RANGE(bound)                      opens a loop; its value is the loop index
+//   END(range)                        closes the loop of that RANGE
+//   CONST, ALU ops, CAST, BITCAST     compute a value from earlier instructions
+//   INDEX(buffer, i)                  loads element i of a buffer
+//   STORE(INDEX(buffer, i), v)        stores v
+// A reduction becomes an accumulator (a one-element REG buffer) set to the identity, updated
+// inside the loops of its ranges, and loaded after them. An instruction may appear more than once:
+// every execution recomputes it, and later instructions see its latest value.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ir/uop.h"
+
+namespace tinyrw {
+
+// `out` is the output buffer (a BUFFER UOp) of `shape`, `ranges` the output RANGEs.
+UOp linearize(const UOp& value, const std::vector<UOp>& ranges, const std::vector<int64_t>& shape,
+              const UOp& out);
+
+}  // namespace tinyrw

@@ -1,0 +1,149 @@
+#include "runtime/interp.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "ir/alu.h"
+#include "tensor/storage.h"
+
+namespace tinyrw {
+
+namespace {
+
+class Machine {
+ public:
+  Machine(const UOp& program, const std::map<int64_t, std::shared_ptr<Storage>>& buffers)
+      : code_(program.src().begin(), program.src().end()), buffers_(buffers) {
+    std::vector<size_t> open;
+    for (size_t i = 0; i < code_.size(); ++i) {
+      if (code_[i].op() == Op::Range) open.push_back(i);
+      if (code_[i].op() == Op::End) {
+        if (open.empty()) throw std::logic_error("INTERP: END without RANGE");
+        end_of_[open.back()] = i;
+        start_of_[i] = open.back();
+        open.pop_back();
+      }
+    }
+    if (!open.empty()) throw std::logic_error("INTERP: RANGE without END");
+  }
+
+  void run() {
+    for (size_t pc = 0; pc < code_.size();) pc = step(pc);
+  }
+
+ private:
+  const Arg& value(const UOp& u) {
+    if (u.op() == Op::Const) return u.arg();
+    auto it = values_.find(u.node());
+    if (it == values_.end()) {
+      throw std::logic_error(
+          fmt::format("INTERP: {} used before it was computed", op_info(u.op()).py_name));
+    }
+    return it->second;
+  }
+  void set(const UOp& u, Arg v) { values_[u.node()] = std::move(v); }
+
+  Storage& storage(const UOp& buf) {
+    const int64_t slot = static_cast<int64_t>(buf.arg().field("slot").as_int());
+    if (slot < 0) {  // an accumulator register of this run
+      auto& reg = registers_[slot];
+      if (!reg)
+        reg = std::make_unique<Storage>(
+            Storage{slot, buf.dtype(), 1,
+                    std::vector<uint8_t>(static_cast<size_t>(buf.dtype().itemsize()))});
+      return *reg;
+    }
+    return *buffers_.at(slot);
+  }
+  // The element an INDEX addresses. A masked (padded) lane may compute an index outside the
+  // buffer when the index's range says it can: it is clamped (its value is discarded), as on CPU.
+  std::pair<Storage*, int64_t> address(const UOp& index) {
+    Storage& s = storage(index.src(0));
+    int64_t i = static_cast<int64_t>(value(index.src(1)).as_int());
+    if (i < 0 || i >= s.size) {
+      const UOp& idx = index.src(1);
+      if (idx.vmin() >= Num::of(0) && idx.vmax() <= Num::of(s.size - 1)) {
+        throw std::out_of_range(
+            fmt::format("INTERP: load of element {} from a buffer of {}", i, s.size));
+      }
+      i = std::clamp<int64_t>(i, 0, std::max<int64_t>(s.size - 1, 0));
+    }
+    return {&s, i};
+  }
+
+  size_t step(size_t pc) {
+    const UOp& u = code_[pc];
+    switch (u.op()) {
+      case Op::Range: {
+        set(u, Arg::integer(0));
+        if (value(u.src(0)).as_int() <= 0) return end_of_.at(pc) + 1;
+        return pc + 1;
+      }
+      case Op::End: {
+        const UOp& r = u.src(0);
+        const i128 next = value(r).as_int() + 1;
+        set(r, Arg::integer(next));
+        return next < value(r.src(0)).as_int() ? start_of_.at(pc) + 1 : pc + 1;
+      }
+      case Op::Const:
+      case Op::Buffer:
+        return pc + 1;  // definitions: nothing to compute
+      case Op::Index: {
+        auto [s, i] = address(u);
+        if (s->size == 0) throw std::out_of_range("INTERP: load from an empty buffer");
+        set(u, load_element(*s, i));
+        return pc + 1;
+      }
+      case Op::Store: {
+        auto [s, i] = address(u.src(0));
+        store_element(*s, i, value(u.src(1)));
+        return pc + 1;
+      }
+      case Op::Cast:
+        set(u, cast_value(u.dtype(), value(u.src(0))));
+        return pc + 1;
+      case Op::Bitcast: {  // reinterpret the bytes through a one-element buffer of each type
+        const DType from = u.src(0).dtype();
+        Storage tmp{0, from, 1, std::vector<uint8_t>(static_cast<size_t>(from.itemsize()))};
+        store_element(tmp, 0, value(u.src(0)));
+        tmp.dtype = u.dtype();
+        set(u, load_element(tmp, 0));
+        return pc + 1;
+      }
+      case Op::Where:
+        set(u,
+            cast_value(u.dtype(), value(u.src(0)).as_bool() ? value(u.src(1)) : value(u.src(2))));
+        return pc + 1;
+      default:
+        break;
+    }
+    if (!groups::alu().contains(u.op())) {
+      throw std::logic_error("INTERP: cannot execute " + std::string(op_info(u.op()).py_name));
+    }
+    std::vector<Arg> args;
+    for (const UOp& s : u.src()) args.push_back(value(s));
+    auto r = exec_alu(u.op(), u.dtype(), args);
+    if (!r)
+      throw std::runtime_error(
+          fmt::format("INTERP: {} is undefined here (e.g. division by zero)", op_name(u.op())));
+    set(u, *r);
+    return pc + 1;
+  }
+
+  std::vector<UOp> code_;
+  const std::map<int64_t, std::shared_ptr<Storage>>& buffers_;
+  std::unordered_map<const UOpNode*, Arg> values_;
+  std::unordered_map<size_t, size_t> end_of_, start_of_;
+  std::map<int64_t, std::unique_ptr<Storage>> registers_;
+};
+
+}  // namespace
+
+void interp_run(const UOp& program, const std::map<int64_t, std::shared_ptr<Storage>>& buffers) {
+  if (program.op() != Op::Linear) throw std::logic_error("INTERP runs LINEAR programs");
+  Machine(program, buffers).run();
+}
+
+}  // namespace tinyrw
