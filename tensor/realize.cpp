@@ -98,6 +98,9 @@ struct Realizer {
     const std::string device = default_device();
     const auto t0 = std::chrono::steady_clock::now();
     if (device == "CPU") {
+      // the LINEAR program the CPU's code corresponds to, for the VIZ trace
+      if (viz::enabled())
+        record_stage("linearize", value, linearize(value, ranges, shape, buffer_uop(*out)));
       run_cpu(value, ranges, shape, *out);
     } else {
       run_interp(value, ranges, shape, *out);
@@ -129,6 +132,7 @@ struct Realizer {
   void run_interp(const UOp& value, const std::vector<UOp>& ranges, const Dims& shape,
                   Storage& out) {
     const UOp program = linearize(value, ranges, shape, buffer_uop(out));
+    record_stage("linearize", value, program);
     if (spec_enabled()) verify(program, "spec_program");
     if (debug_level() >= 2) std::fprintf(stderr, "%s\n", render_program(program).c_str());
     interp_run(program, buffers);
@@ -149,7 +153,25 @@ struct Realizer {
       done.emplace(u, run_kernel(ready, out));
       keep.push_back(out);
     }
+    // the schedule as one VIZ step: the tensor graph, and the kernels' outputs in order
+    std::vector<UOp> kernels;
+    for (const UOp& u : toposort(root))
+      if (auto it = done.find(u); it != done.end()) kernels.push_back(it->second);
+    record_stage("schedule", root, UOp::sink(kernels));
     return done.at(root);
+  }
+
+  // A stage that is not a graph_rewrite (scheduling, linearization) in the VIZ trace: one call
+  // from its input to its output.
+  static void record_stage(std::string_view name, const UOp& in, const UOp& out,
+                           std::source_location loc = std::source_location::current()) {
+    if (!viz::enabled()) return;
+    const int call = viz::begin_rewrite(name, loc, in, 0, "stage");
+    // one step from input to output, attributed to the C++ stage (it has no .rw rule)
+    const RuleInfo stage{std::string(name), loc.file_name(), static_cast<int>(loc.line()),
+                         "C++ stage: " + std::string(name)};
+    viz::record_match(call, in, out, &stage, std::chrono::nanoseconds(0));
+    viz::end_rewrite(call, out);
   }
 };
 

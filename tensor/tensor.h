@@ -85,6 +85,12 @@ class Tensor {
   Tensor bitwise_and(const Tensor& o) const { return bitwise(Op::And, o); }
   Tensor bitwise_or(const Tensor& o) const { return bitwise(Op::Or, o); }
   Tensor bitwise_xor(const Tensor& o) const { return bitwise(Op::Xor, o); }
+  Tensor logical_and(const Tensor& o) const {
+    return cast(dtypes::bool_).bitwise_and(o.cast(dtypes::bool_));
+  }
+  Tensor logical_or(const Tensor& o) const {
+    return cast(dtypes::bool_).bitwise_or(o.cast(dtypes::bool_));
+  }
   Tensor gt(const Tensor& o) const { return o.lt(*this); }
   Tensor ne(const Tensor& o) const { return binary(Op::CmpNe, o); }
   Tensor eq(const Tensor& o) const { return ne(o).logical_not(); }

@@ -241,6 +241,14 @@ TEST_P(TensorOps, MoreElementwise) {
   EXPECT_EQ(i.bitwise_or(j).data<int32_t>(), (std::vector<int32_t>{14, 14, 7}));
   EXPECT_EQ(i.bitwise_xor(j).data<int32_t>(), (std::vector<int32_t>{6, 12, 6}));
   EXPECT_EQ(
+      i.logical_and(j.lt(Tensor::full({3}, 5, dtypes::int32))).cast(dtypes::int32).data<int32_t>(),
+      (std::vector<int32_t>{0, 0, 1}));
+  EXPECT_EQ(i.lt(Tensor::full({3}, 8, dtypes::int32))
+                .logical_or(j.lt(Tensor::full({3}, 2, dtypes::int32)))
+                .cast(dtypes::int32)
+                .data<int32_t>(),
+            (std::vector<int32_t>{0, 0, 1}));
+  EXPECT_EQ(
       Tensor::from_vector(std::vector<float>{1.0f}, {1}).bitcast(dtypes::int32).data<int32_t>(),
       (std::vector<int32_t>{0x3f800000}));
   EXPECT_THROW(t.bitcast(dtypes::int64), TensorError);
