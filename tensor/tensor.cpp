@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include "compiler/runtime.h"
+#include "ir/graph.h"
 #include "tensor/storage.h"
 
 namespace tinyrw {
@@ -577,6 +579,70 @@ Tensor Tensor::log_softmax(int ax) const {
   const int a = axis(ax);
   const Tensor shifted = *this - max({a}, true);
   return shifted - shifted.exp().sum({a}, true).log();
+}
+
+// ---- gradients
+// -------------------------------------------------------------------------------------
+
+std::vector<Tensor> Tensor::gradient(const std::vector<Tensor>& targets, const Tensor* seed) const {
+  if (!dtype().is_float()) {
+    throw TensorError("gradient of a non-float tensor (" + dtype().repr() + ")");
+  }
+  if (!seed && numel() != 1) {
+    throw TensorError("gradient of a non-scalar output " + dims_repr(shape()) +
+                      " needs a seed gradient");
+  }
+  if (seed && seed->shape() != shape()) {
+    throw TensorError("the seed gradient's shape " + dims_repr(seed->shape()) +
+                      " is not the output's " + dims_repr(shape()));
+  }
+  const rw::RuleSetMatcher* rules = rw::compiled_rules("grad");
+  if (!rules) throw std::logic_error("the gradient rules are not compiled in");
+  std::unordered_map<UOp, UOp> grads;
+  grads.emplace(uop_, seed ? seed->cast(dtype()).uop_ : full(shape(), 1.0, dtype()).uop_);
+  const std::vector<UOp> order = toposort(uop_);
+  RewriteContext ctx;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    const UOp& u = *it;
+    auto g = grads.find(u);
+    if (g == grads.end()) continue;
+    const UOp gu = g->second;
+    const std::optional<rw::Value> r = rules->apply(u, ctx, nullptr, &gu);
+    if (!r) continue;  // a leaf (buffer, constant) or an op without a gradient path
+    const std::vector<rw::Value>& per_src = r->items();
+    for (size_t k = 0; k < per_src.size() && k < u.nsrc(); ++k) {
+      if (!per_src[k].is_uop()) continue;
+      const UOp& src = u.src(k);
+      const UOp gk = per_src[k].as_uop();
+      auto [slot, fresh] = grads.emplace(src, gk);
+      if (!fresh) slot->second = slot->second + gk;
+    }
+  }
+  std::vector<Tensor> out;
+  for (const Tensor& t : targets) {
+    auto it = grads.find(t.uop_);
+    std::vector<std::shared_ptr<Storage>> deps = deps_;
+    deps.insert(deps.end(), t.deps_.begin(), t.deps_.end());
+    if (seed) deps.insert(deps.end(), seed->deps_.begin(), seed->deps_.end());
+    out.push_back(it == grads.end() ? zeros(t.shape(), t.dtype())
+                                    : Tensor(it->second, std::move(deps)).cast(t.dtype()));
+  }
+  return out;
+}
+
+void Tensor::backward(const std::vector<Tensor*>& params, const Tensor* seed) const {
+  std::vector<Tensor> targets;
+  for (const Tensor* p : params) targets.push_back(*p);
+  std::vector<Tensor> g = gradient(targets, seed);
+  for (size_t i = 0; i < params.size(); ++i) {
+    Tensor sum = params[i]->grad_ ? *params[i]->grad_ + g[i] : g[i];
+    sum.realize();
+    if (params[i]->grad_) {
+      *params[i]->grad_ = sum;  // the same object, updated
+    } else {
+      params[i]->grad_ = std::make_shared<Tensor>(sum);
+    }
+  }
 }
 
 }  // namespace tinyrw

@@ -150,6 +150,15 @@ class Tensor {
   Tensor log_softmax(int axis = -1) const;
   Tensor matmul(const Tensor& o) const;
 
+  // ---- gradients (rules/gradient.rw)
+  // d(this)/d(target) for each target (zeros for a target this does not depend on). `this` must be
+  // a float tensor; a non-scalar one needs `seed`, the gradient of the output itself.
+  std::vector<Tensor> gradient(const std::vector<Tensor>& targets,
+                               const Tensor* seed = nullptr) const;
+  // Accumulates d(this)/d(param) into each param's grad() (the same object on repeated calls).
+  void backward(const std::vector<Tensor*>& params, const Tensor* seed = nullptr) const;
+  Tensor* grad() const { return grad_.get(); }
+
   // ---- realization
   Tensor contiguous() const;
   Tensor& realize();
@@ -178,6 +187,7 @@ class Tensor {
 
   UOp uop_;
   std::vector<std::shared_ptr<Storage>> deps_;  // every buffer the graph reads
+  std::shared_ptr<Tensor> grad_;                // backward()'s accumulated gradient
   friend struct Realizer;
 };
 

@@ -439,12 +439,14 @@ void collect_bounds(const UOp& valid, std::vector<Bound>& out) {
         }
       out.push_back({v, std::max(l, lo(v)), std::min(h, hi(v))});
     };
-    if (c.op() == Op::CmpLt && c.src(1).is_const())
-      add(c.src(0), -kInfinity, c.src(1).arg().as_int() - 1);
-    if (c.op() == Op::CmpLt && c.src(0).is_const())
-      add(c.src(1), c.src(0).arg().as_int() + 1, kInfinity);
-    if (c.op() == Op::CmpNe && c.src(1).is_const() && c.src(1).arg() == Arg::boolean(true) &&
-        c.src(0).op() == Op::CmpLt && c.src(0).src(1).is_const()) {
+    // only integer comparisons bound a variable; a float compare says nothing about an index
+    const bool int_compare = c.op() == Op::CmpLt && c.src(0).dtype().is_int();
+    const bool negated_compare =
+        c.op() == Op::CmpNe && c.src(0).op() == Op::CmpLt && c.src(0).src(0).dtype().is_int();
+    if (int_compare && c.src(1).is_const()) add(c.src(0), -kInfinity, c.src(1).arg().as_int() - 1);
+    if (int_compare && c.src(0).is_const()) add(c.src(1), c.src(0).arg().as_int() + 1, kInfinity);
+    if (negated_compare && c.src(1).is_const() && c.src(1).arg() == Arg::boolean(true) &&
+        c.src(0).src(1).is_const()) {
       add(c.src(0).src(0), c.src(0).src(1).arg().as_int(), kInfinity);
     }
   }

@@ -1,0 +1,154 @@
+// Gradients (rules/gradient.rw) against analytic derivatives and central finite differences, on
+// both devices.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <random>
+
+#include "tensor/tensor.h"
+
+using namespace tinyrw;
+
+namespace {
+
+class Gradients : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (!device_available(GetParam())) GTEST_SKIP() << GetParam() << " is not available";
+    set_default_device(GetParam());
+  }
+  void TearDown() override { set_default_device(""); }
+};
+
+std::vector<double> values(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(-2, 2);
+  std::vector<double> v(n);
+  for (double& x : v) x = u(rng);
+  return v;
+}
+
+// d f / d x by central differences, in float64.
+std::vector<double> numeric(const std::function<Tensor(const Tensor&)>& f,
+                            const std::vector<double>& x, const Dims& shape) {
+  std::vector<double> out;
+  const double h = 1e-5;
+  for (size_t i = 0; i < x.size(); ++i) {
+    std::vector<double> p = x, m = x;
+    p[i] += h;
+    m[i] -= h;
+    const double fp = f(Tensor::from_vector(p, shape, dtypes::float64)).to_doubles()[0];
+    const double fm = f(Tensor::from_vector(m, shape, dtypes::float64)).to_doubles()[0];
+    out.push_back((fp - fm) / (2 * h));
+  }
+  return out;
+}
+
+void check_numeric(const std::function<Tensor(const Tensor&)>& f, const Dims& shape,
+                   uint32_t seed) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  const std::vector<double> x = values(static_cast<size_t>(n), seed);
+  Tensor t = Tensor::from_vector(x, shape, dtypes::float64);
+  const std::vector<double> got = f(t).gradient({t})[0].to_doubles(), want = numeric(f, x, shape);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], 1e-5 * std::max(1.0, std::fabs(want[i]))) << "at " << i;
+}
+
+}  // namespace
+
+TEST_P(Gradients, ElementwiseAnalytic) {
+  const std::vector<float> xv = {0.5f, -1.0f, 2.0f}, yv = {3.0f, 0.25f, -1.5f};
+  Tensor x = Tensor::from_vector(xv, {3}), y = Tensor::from_vector(yv, {3});
+  auto g = (x * y + x.exp()).sum().gradient({x, y});
+  const auto dx = g[0].to_doubles(), dy = g[1].to_doubles();
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_NEAR(dx[i], yv[i] + std::exp(xv[i]), 1e-5);
+    EXPECT_NEAR(dy[i], xv[i], 1e-6);
+  }
+  // relu: 1 above zero, 0 below, half at the tie
+  Tensor r = Tensor::from_vector(std::vector<float>{-1, 0, 2}, {3});
+  const auto dr = r.relu().sum().gradient({r})[0].to_doubles();
+  EXPECT_EQ(dr, (std::vector<double>{0, 0.5, 1}));
+}
+
+TEST_P(Gradients, MatmulAnalytic) {
+  const std::vector<float> av = {1, 2, 3, 4, 5, 6}, bv = {1, -1, 2, 0.5f, 3, 1};
+  Tensor a = Tensor::from_vector(av, {2, 3}), b = Tensor::from_vector(bv, {3, 2});
+  auto g = a.matmul(b).sum().gradient({a, b});
+  const auto da = g[0].to_doubles(), db = g[1].to_doubles();
+  for (int i = 0; i < 2; ++i)
+    for (int k = 0; k < 3; ++k)
+      EXPECT_NEAR(da[static_cast<size_t>(i * 3 + k)],
+                  bv[static_cast<size_t>(k * 2)] + bv[static_cast<size_t>(k * 2 + 1)], 1e-5);
+  for (int k = 0; k < 3; ++k)
+    for (int j = 0; j < 2; ++j)
+      EXPECT_NEAR(db[static_cast<size_t>(k * 2 + j)],
+                  av[static_cast<size_t>(k)] + av[static_cast<size_t>(3 + k)], 1e-5);
+}
+
+TEST_P(Gradients, NumericThroughEveryOp) {
+  check_numeric(
+      [](const Tensor& x) { return (x.sin() * (x * x + 0.5).sqrt().maximum(x * 0.0 + 0.9)).sum(); },
+      {4}, 1);
+  check_numeric([](const Tensor& x) { return (x.exp2() + x.tanh()).sum(); }, {5}, 2);
+  check_numeric([](const Tensor& x) { return x.softmax().log().mean(); }, {2, 3}, 3);
+  check_numeric(
+      [](const Tensor& x) {
+        return (x.pad({{1, 0}, {0, 2}}).flip({1}) * x.pad({{0, 1}, {2, 0}})).sum();
+      },
+      {2, 2}, 4);
+  check_numeric(
+      [](const Tensor& x) {
+        return (x.permute({1, 0}).reshape({6}) * Tensor::arange(6).cast(dtypes::float64)).sum();
+      },
+      {2, 3}, 5);
+  check_numeric(
+      [](const Tensor& x) {
+        return x.shrink({{0, 2}, {1, 3}}).max({1}).sum();
+      },
+      {3, 3}, 6);
+  check_numeric(
+      [](const Tensor& x) {
+        return (x.reshape({3, 1}).expand({3, 4}) /
+                (x.reshape({1, 3}).expand({4, 3}).transpose() + 5.0))
+            .sum();
+      },
+      {3}, 7);
+  check_numeric([](const Tensor& x) { return (x * x).prod(); }, {3}, 8);
+  check_numeric(
+      [](const Tensor& x) { return x.lt(x * 0.0).where(x * 3.0, x.log2() * 0.0 + x).sum(); }, {4},
+      9);
+}
+
+TEST_P(Gradients, BackwardAccumulatesIntoTheSameObject) {
+  Tensor w = Tensor::from_vector(std::vector<float>{1, 2}, {2});
+  const Tensor loss = (w * w).sum();
+  loss.backward({&w});
+  Tensor* first = w.grad();
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(first->to_doubles(), (std::vector<double>{2, 4}));
+  loss.backward({&w});
+  EXPECT_EQ(w.grad(), first);  // the same object
+  EXPECT_EQ(w.grad()->to_doubles(), (std::vector<double>{4, 8}));
+}
+
+TEST_P(Gradients, ErrorsAndUnusedTargets) {
+  Tensor x = Tensor::from_vector(std::vector<float>{1, 2}, {2});
+  Tensor unused = Tensor::from_vector(std::vector<float>{5, 6, 7}, {3});
+  EXPECT_EQ(x.sum().gradient({unused})[0].to_doubles(), (std::vector<double>{0, 0, 0}));
+  EXPECT_THROW(x.gradient({x}), TensorError);  // non-scalar without a seed
+  const Tensor seed = Tensor::from_vector(std::vector<float>{1, 10}, {2});
+  EXPECT_EQ((x * 3.0).gradient({x}, &seed)[0].to_doubles(), (std::vector<double>{3, 30}));
+  Tensor i = Tensor::from_vector(std::vector<int32_t>{1}, {1}, dtypes::int32);
+  EXPECT_THROW(i.sum().gradient({i}), TensorError);  // not a float
+  try {
+    (void)x.gradient({x});
+  } catch (const TensorError& e) {
+    EXPECT_NE(std::string(e.what()).find("needs a seed"), std::string::npos) << e.what();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, Gradients, ::testing::Values("INTERP", "CPU"));
