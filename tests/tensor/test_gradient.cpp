@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <random>
 
 #include "tensor/tensor.h"
@@ -72,6 +73,32 @@ TEST_P(Gradients, ElementwiseAnalytic) {
   Tensor r = Tensor::from_vector(std::vector<float>{-1, 0, 2}, {3});
   const auto dr = r.relu().sum().gradient({r})[0].to_doubles();
   EXPECT_EQ(dr, (std::vector<double>{0, 0.5, 1}));
+}
+
+TEST_P(Gradients, PowEdgeCasesAtZero) {
+  const std::vector<float> bv = {2, 0, 0, 0, 3}, ev = {3, 0, 2, -1, 0};
+  Tensor b = Tensor::from_vector(bv, {5}), e = Tensor::from_vector(ev, {5});
+  auto g = Tensor::alu(Op::Pow, {b, e}).sum().gradient({b, e});
+  const auto db = g[0].to_doubles(), de = g[1].to_doubles();
+  const double inf = std::numeric_limits<double>::infinity();
+  const std::vector<double> want_db = {12, 0, 0, -inf, 0},
+                            want_de = {8 * std::log(2.0), 0, 0, -inf, std::log(3.0)};
+  for (size_t i = 0; i < 5; ++i) {
+    if (std::isinf(want_db[i]))
+      EXPECT_EQ(db[i], want_db[i]) << "db at " << i;
+    else
+      EXPECT_NEAR(db[i], want_db[i], 1e-5) << "db at " << i;
+    if (std::isinf(want_de[i]))
+      EXPECT_EQ(de[i], want_de[i]) << "de at " << i;
+    else
+      EXPECT_NEAR(de[i], want_de[i], 1e-5) << "de at " << i;
+  }
+  // away from zero the base gradient matches central differences
+  check_numeric(
+      [](const Tensor& x) {
+        return Tensor::alu(Op::Pow, {x * x + 0.5, x * 0.0 + 1.5}).sum();
+      },
+      {4}, 10);
 }
 
 TEST_P(Gradients, MatmulAnalytic) {
