@@ -39,63 +39,53 @@ std::string_view type_name(Type t) {
 // ------------------------------------------------------------------------------------------
 
 Value Value::boolean(bool b) {
-  Value v;
-  v.kind_ = Kind::Bool;
+  Value v(Kind::Bool);
   v.b_ = b;
   return v;
 }
 Value Value::integer(i128 i) {
-  Value v;
-  v.kind_ = Kind::Int;
+  Value v(Kind::Int);
   v.i_ = i;
   return v;
 }
 Value Value::real(double f) {
-  Value v;
-  v.kind_ = Kind::Float;
+  Value v(Kind::Float);
   v.f_ = f;
   return v;
 }
 Value Value::string(std::string s) {
-  Value v;
-  v.kind_ = Kind::String;
+  Value v(Kind::String);
   v.s_ = std::make_shared<const std::string>(std::move(s));
   return v;
 }
 Value Value::uop(UOp u) {
   if (!u) return Value();
-  Value v;
-  v.kind_ = Kind::UOp;
+  Value v(Kind::UOp);
   v.u_ = std::move(u);
   return v;
 }
 Value Value::dtype(DType d) {
-  Value v;
-  v.kind_ = Kind::DType;
+  Value v(Kind::DType);
   v.d_ = d;
   return v;
 }
 Value Value::op(Op o) {
-  Value v;
-  v.kind_ = Kind::Op;
+  Value v(Kind::Op);
   v.o_ = o;
   return v;
 }
 Value Value::tuple(std::vector<Value> items) {
-  Value v;
-  v.kind_ = Kind::Tuple;
+  Value v(Kind::Tuple);
   v.items_ = std::make_shared<const std::vector<Value>>(std::move(items));
   return v;
 }
 Value Value::ok() {
-  Value v;
-  v.kind_ = Kind::Status;
+  Value v(Kind::Status);
   v.b_ = true;
   return v;
 }
 Value Value::fail(std::string message) {
-  Value v;
-  v.kind_ = Kind::Status;
+  Value v(Kind::Status);
   v.b_ = false;
   v.s_ = std::make_shared<const std::string>(std::move(message));
   return v;

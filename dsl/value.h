@@ -57,6 +57,7 @@ class Value {
   bool operator==(const Value& o) const;  // UOps by identity, numbers by value
 
  private:
+  explicit Value(Kind kind) : kind_(kind) {}
   Kind kind_ = Kind::None;
   bool b_ = false;
   i128 i_ = 0;
