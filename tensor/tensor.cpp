@@ -7,6 +7,7 @@
 #include <numeric>
 #include <optional>
 #include <tuple>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -601,14 +602,29 @@ std::vector<Tensor> Tensor::gradient(const std::vector<Tensor>& targets, const T
   std::unordered_map<UOp, UOp> grads;
   grads.emplace(uop_, seed ? seed->cast(dtype()).uop_ : full(shape(), 1.0, dtype()).uop_);
   const std::vector<UOp> order = toposort(uop_);
+  // only nodes with a target below them carry gradient; one of them without a rule is an error,
+  // never a silent zero
+  std::unordered_set<UOp> on_path;
+  for (const Tensor& t : targets) on_path.insert(t.uop_);
+  auto leads_to_target = [&](const UOp& u) {
+    for (const UOp& s : u.src())
+      if (on_path.contains(s)) return true;
+    return false;
+  };
+  for (const UOp& u : order)
+    if (leads_to_target(u)) on_path.insert(u);
   RewriteContext ctx;
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const UOp& u = *it;
     auto g = grads.find(u);
-    if (g == grads.end()) continue;
+    if (g == grads.end() || !on_path.contains(u)) continue;
     const UOp gu = g->second;
     const std::optional<rw::Value> r = rules->apply(u, ctx, nullptr, &gu);
-    if (!r) continue;  // a leaf (buffer, constant) or an op without a gradient path
+    if (!r) {
+      if (!leads_to_target(u)) continue;  // a target that is a leaf: its gradient is complete
+      throw TensorError(fmt::format("no gradient rule in rules/gradient.rw matches {} ({})",
+                                    op_name(u.op()), u.dtype().repr()));
+    }
     const std::vector<rw::Value>& per_src = r->items();
     for (size_t k = 0; k < per_src.size() && k < u.nsrc(); ++k) {
       if (!per_src[k].is_uop()) continue;

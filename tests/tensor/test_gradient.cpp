@@ -171,6 +171,17 @@ TEST_P(Gradients, ErrorsAndUnusedTargets) {
   EXPECT_EQ((x * 3.0).gradient({x}, &seed)[0].to_doubles(), (std::vector<double>{3, 30}));
   Tensor i = Tensor::from_vector(std::vector<int32_t>{1}, {1}, dtypes::int32);
   EXPECT_THROW(i.sum().gradient({i}), TensorError);  // not a float
+  // an integer division on the path has no gradient rule: an error naming the op, not a zero
+  try {
+    const Tensor two = Tensor::from_vector(std::vector<int32_t>{2, 2}, {2}, dtypes::int32);
+    (void)Tensor::alu(Op::FloorDiv, {x.cast(dtypes::int32), two})
+        .cast(dtypes::float32)
+        .sum()
+        .gradient({x});
+    ADD_FAILURE() << "no error for a path without gradient rules";
+  } catch (const TensorError& e) {
+    EXPECT_NE(std::string(e.what()).find("no gradient rule"), std::string::npos) << e.what();
+  }
   try {
     (void)x.gradient({x});
   } catch (const TensorError& e) {
