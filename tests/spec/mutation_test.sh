@@ -22,5 +22,8 @@ mutate extra_op 'Spec.OpsTable*' 's/^\\op{Mul} & elementwise binary & 2 \(.*\)$/
 mutate wrong_formula 'Devices/SpecSemantics.*/0' 's/^\\op{Add} & int float & \\sem{a + b}/\\op{Add} \& int float \& \\sem{a - b}/'
 mutate wrong_floor 'Devices/SpecSemantics.*/0' 's/\\sem{floor(a \/ b)}/\\sem{trunc(a \/ b)}/'
 mutate wrong_range 'Spec.Ranges*' 's/\\sem{\[a + b, A + B\]}/\\sem{[a + b + 1, A + B]}/'
+mutate wrong_shape 'Spec.Shapes*' 's/^\\op{Reshape} & \\sem{s1}/\\op{Reshape} \& \\sem{s0}/'
+mutate wrong_shape_condition 'Spec.Shapes*' 's/s1\[k\] + s0\[k\] <= s2\[k\]/s1[k] + s0[k] < s2[k]/'
+mutate remove_shape_row 'Spec.Shapes*' '/^\\op{Permute} & \\sem{permute/d'
 [ $fail -eq 0 ] && echo "all mutations detected"
 exit $fail

@@ -1,18 +1,22 @@
 // Spec tests: spec/tinyspec.tex's tables held against the implementation, mechanically.
 //   (a) the ops of the document are exactly the op table, with the same arity and category;
-//   (c) derived ranges computed by the core lie within the document's range rules;
+//   (c) derived ranges computed by the core lie within the document's range rules, and shapes and
+//       devices follow its shape table and device rule (valid and invalid cases both);
 //   (d) every elementwise op's documented formula agrees with the INTERP device on random and edge
 //       inputs of every dtype, and the CPU device agrees with INTERP.
 // The document's path can be overridden (TINYSPEC_PATH) so a mutated copy can be checked: see
 // tests/spec/mutation_test.sh.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <numeric>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include "dsl/verify.h"
@@ -584,4 +588,249 @@ TEST(Spec, RandomIllFormedGraphsAreRejectedWithAMessage) {
     }
   }
   EXPECT_GT(rejected, 1000);
+}
+
+// ---- (c) shapes: the document's shape table, read rule by rule --------------------------------
+namespace {
+
+using Dims3 = std::vector<std::vector<int64_t>>;  // the source shapes s0, s1, s2
+
+std::optional<std::vector<int64_t>> broadcast(const Dims3& s) {
+  size_t rank = 0;
+  for (const auto& d : s) rank = std::max(rank, d.size());
+  std::vector<int64_t> out(rank, 1);
+  for (const auto& d : s)
+    for (size_t k = 0; k < d.size(); ++k) {
+      int64_t& o = out[rank - d.size() + k];
+      if (d[k] == 1) continue;
+      if (o != 1 && o != d[k]) return std::nullopt;
+      o = d[k];
+    }
+  return out;
+}
+int64_t prod(const std::vector<int64_t>& d) {
+  int64_t p = 1;
+  for (int64_t x : d) p *= x;
+  return p;
+}
+
+// One generated case: an op, its source shapes and its arg (the permutation, flips or reduce n).
+struct ShapeCase {
+  Op op;
+  Dims3 s;
+  std::vector<int64_t> arg;
+  bool arg_is_bools = true;
+};
+
+// The document's rules, by their text: an unknown rule is a test failure, not a skip.
+std::optional<std::vector<int64_t>> documented_shape(const std::string& rule, const ShapeCase& c) {
+  if (rule == "s0" || rule == "s1" || rule == "s2") return c.s[static_cast<size_t>(rule[1] - '0')];
+  if (rule == "permute(s0, arg)") {
+    std::vector<int64_t> out;
+    for (int64_t k : c.arg) out.push_back(c.s[0][static_cast<size_t>(k)]);
+    return out;
+  }
+  if (rule == "s0[n:]") return std::vector<int64_t>(c.s[0].begin() + c.arg[0], c.s[0].end());
+  if (rule == "broadcast(s0, s1)" || rule == "broadcast(s0, s1, s2)") return broadcast(c.s);
+  ADD_FAILURE() << "the shape rule '" << rule << "' is not understood";
+  return std::nullopt;
+}
+
+bool documented_valid(const std::string& rule, const ShapeCase& c) {
+  const auto& s = c.s;
+  const size_t r0 = s[0].size();
+  auto each = [&](auto&& pred) {
+    for (size_t k = 0; k < r0; ++k)
+      if (!pred(k)) return false;
+    return true;
+  };
+  if (rule == "always") return true;
+  if (rule == "prod(s0) == prod(s1)") return prod(s[0]) == prod(s[1]);
+  if (rule == "rank(s0) == rank(s1) and each s0[k] in (1, s1[k])")
+    return r0 == s[1].size() && each([&](size_t k) { return s[0][k] == 1 || s[0][k] == s[1][k]; });
+  if (rule == "arg is a permutation of range(rank(s0))") {
+    std::vector<int64_t> sorted = c.arg, want(r0);
+    std::sort(sorted.begin(), sorted.end());
+    std::iota(want.begin(), want.end(), 0);
+    return sorted == want;
+  }
+  const bool ranks = s.size() == 3 && s[1].size() == r0 && s[2].size() == r0;
+  if (rule == "equal ranks and each 0 <= s1[k] and s1[k] + s0[k] <= s2[k]")
+    return ranks && each([&](size_t k) { return s[1][k] >= 0 && s[1][k] + s[0][k] <= s[2][k]; });
+  if (rule == "equal ranks and each 0 <= s1[k] and s1[k] + s2[k] <= s0[k]")
+    return ranks && each([&](size_t k) {
+             return s[1][k] >= 0 && s[2][k] >= 0 && s[1][k] + s[2][k] <= s[0][k];
+           });
+  if (rule == "arg is rank(s0) booleans") return c.arg_is_bools && c.arg.size() == r0;
+  if (rule == "arg is (op, n) with 0 <= n <= rank(s0)")
+    return c.arg[0] >= 0 && c.arg[0] <= static_cast<int64_t>(r0);
+  if (rule == "broadcastable(s0, s1)" || rule == "broadcastable(s0, s1, s2)")
+    return broadcast(s).has_value();
+  ADD_FAILURE() << "the condition '" << rule << "' is not understood";
+  return false;
+}
+
+// Random cases for one op, about half of them invalid.
+ShapeCase random_case(Op op, std::mt19937& rng) {
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  auto dims = [&](size_t rank, int lo, int hi) {
+    std::vector<int64_t> d(rank);
+    for (int64_t& x : d) x = pick(lo, hi);
+    return d;
+  };
+  ShapeCase c{op, {dims(static_cast<size_t>(pick(0, 3)), 1, 4)}, {}};
+  const size_t r = c.s[0].size();
+  switch (op) {
+    case Op::Reshape: {
+      std::vector<int64_t> t = c.s[0];
+      std::shuffle(t.begin(), t.end(), rng);
+      if (pick(0, 1)) t.insert(t.begin() + pick(0, static_cast<int>(t.size())), 1);
+      if (pick(0, 2) == 0) t = dims(static_cast<size_t>(pick(0, 3)), 1, 4);
+      c.s.push_back(t);
+      break;
+    }
+    case Op::Expand: {
+      std::vector<int64_t> t = c.s[0];
+      for (int64_t& x : t) x = pick(0, 1) ? x : pick(1, 4);
+      if (pick(0, 4) == 0) t.push_back(2);
+      c.s.push_back(t);
+      break;
+    }
+    case Op::Permute:
+      c.arg.resize(r);
+      std::iota(c.arg.begin(), c.arg.end(), 0);
+      std::shuffle(c.arg.begin(), c.arg.end(), rng);
+      if (r > 0 && pick(0, 2) == 0) c.arg[0] = pick(0, static_cast<int>(r));
+      break;
+    case Op::Pad:
+    case Op::Shrink: {
+      const std::vector<int64_t> off = dims(r + (pick(0, 6) == 0), -1, 2);
+      std::vector<int64_t> size = dims(r, 0, 7);
+      c.s.push_back(off);
+      c.s.push_back(size);
+      break;
+    }
+    case Op::Flip:
+      c.arg = dims(r + (pick(0, 4) == 0 ? 1 : 0), 0, 1);
+      c.arg_is_bools = c.arg.empty() || pick(0, 5) != 0;
+      break;
+    case Op::Reduce:
+      c.arg = {pick(-1, static_cast<int>(r) + 1)};
+      break;
+    case Op::Cast:
+      break;
+    default:  // elementwise: shapes of 1s, 2s and 3s broadcast about half the time
+      c.s = {dims(static_cast<size_t>(pick(0, 3)), 1, 3),
+             dims(static_cast<size_t>(pick(0, 3)), 1, 3)};
+      if (groups::ternary().contains(op))
+        c.s.push_back(dims(static_cast<size_t>(pick(0, 2)), 1, 3));
+      break;
+  }
+  return c;
+}
+
+// The core's answer: the node's shape, or nullopt when building or shaping it is an error.
+std::optional<std::vector<int64_t>> core_shape(const ShapeCase& c) {
+  auto shaped = [](const std::vector<int64_t>& d, DType dt) {
+    Shape s;
+    for (int64_t x : d) s.emplace_back(x);
+    return UOp::make(Op::Buffer, dt, {shape_to_uop(s)});
+  };
+  try {
+    std::vector<UOp> src;
+    UOp node;
+    std::vector<Arg> items;
+    for (int64_t a : c.arg)
+      items.push_back(c.arg_is_bools ? Arg::boolean(a != 0) : Arg::integer(a));
+    switch (c.op) {
+      case Op::Cast:
+        node = UOp::make(Op::Cast, dtypes::float32, {shaped(c.s[0], dtypes::int32)});
+        break;
+      case Op::Reshape:
+      case Op::Expand:
+      case Op::Pad:
+      case Op::Shrink: {
+        src.push_back(shaped(c.s[0], dtypes::float32));
+        for (size_t i = 1; i < c.s.size(); ++i) {
+          Shape s;
+          for (int64_t x : c.s[i]) s.emplace_back(x);
+          src.push_back(shape_to_uop(s));
+        }
+        node = UOp::make(c.op, dtypes::float32, src);
+        break;
+      }
+      case Op::Permute:
+        items.clear();
+        for (int64_t a : c.arg) items.push_back(Arg::integer(a));
+        node =
+            UOp::make(c.op, dtypes::float32, {shaped(c.s[0], dtypes::float32)}, Arg::tuple(items));
+        break;
+      case Op::Flip:
+        node =
+            UOp::make(c.op, dtypes::float32, {shaped(c.s[0], dtypes::float32)}, Arg::tuple(items));
+        break;
+      case Op::Reduce:
+        node = UOp::make(c.op, dtypes::float32, {shaped(c.s[0], dtypes::float32)},
+                         Arg::tuple({Arg::op(Op::Add), Arg::integer(c.arg[0])}));
+        break;
+      default:
+        for (size_t i = 0; i < c.s.size(); ++i)
+          src.push_back(
+              shaped(c.s[i], i == 0 && c.op == Op::Where ? dtypes::bool_ : dtypes::float32));
+        node = UOp::make(c.op, dtypes::float32, src);
+        break;
+    }
+    std::vector<int64_t> out;
+    for (const SInt& d : node.shape()) out.push_back(d.value());
+    return out;
+  } catch (const GraphError&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
+TEST(Spec, ShapesFollowTheDocumentedRules) {
+  const auto rows = table("shapes");
+  // the document must give a rule for every op a Tensor graph shapes in its own way
+  std::set<std::string> required = {"Cast",   "Reshape", "Expand", "Permute", "Pad",
+                                    "Shrink", "Flip",    "Reduce", "Add",     "Where"};
+  for (const auto& r : rows) required.erase(r.empty() ? "" : r[0]);
+  EXPECT_TRUE(required.empty()) << "no shape rule for " << *required.begin();
+  std::mt19937 rng(17);
+  for (const auto& r : rows) {
+    ASSERT_EQ(r.size(), 3u);
+    const std::optional<Op> op = op_from_name(r[0]);
+    ASSERT_TRUE(op.has_value()) << r[0];
+    int valid = 0, invalid = 0;
+    for (int t = 0; t < 300; ++t) {
+      const ShapeCase c = random_case(*op, rng);
+      const bool doc_valid = documented_valid(r[2], c);
+      const std::optional<std::vector<int64_t>> got = core_shape(c);
+      ASSERT_EQ(got.has_value(), doc_valid)
+          << r[0] << " case " << t << ": the document says " << (doc_valid ? "valid" : "invalid");
+      if (!doc_valid) {
+        ++invalid;
+        continue;
+      }
+      ++valid;
+      ASSERT_EQ(*got, documented_shape(r[1], c)) << r[0] << " case " << t;
+    }
+    EXPECT_GT(valid, 20) << r[0];  // both sides of every rule are exercised
+    if (r[2] != "always") EXPECT_GT(invalid, 20) << r[0];
+  }
+}
+
+TEST(Spec, DevicesFollowTheDocumentedRule) {
+  const Arg cpu = Arg::record(
+      "ParamArg",
+      {{"slot", Arg::integer(0)}, {"size", Arg::integer(4)}, {"device", Arg::string("CPU")}});
+  const UOp buf = UOp::make(Op::Buffer, dtypes::float32, {}, cpu);
+  const UOp c = UOp::constant(dtypes::float32, Arg::real(1));
+  EXPECT_EQ(buf.device(), Arg::string("CPU"));
+  EXPECT_TRUE(c.device().is_none());
+  EXPECT_EQ((c + buf).device(), Arg::string("CPU"));  // the first source that has one
+  const UOp copied = UOp::make(Op::Copy, dtypes::float32, {buf}, Arg::string("INTERP"));
+  EXPECT_EQ(copied.device(), Arg::string("INTERP"));
+  EXPECT_EQ((copied * buf).device(), Arg::string("INTERP"));
 }
