@@ -19,6 +19,7 @@
 #include <set>
 #include <sstream>
 
+#include "compiler/runtime.h"
 #include "dsl/verify.h"
 #include "ir/ops.h"
 #include "tensor/tensor.h"
@@ -244,6 +245,7 @@ class Formula {
     if (fn == "exp2") return F(std::exp2(v));
     if (fn == "log2") return F(v == 0 ? -INFINITY : std::log2(v));
     if (fn == "sin") return F(std::sin(v));
+    if (fn == "pow" && args.size() == 2) return F(std::pow(v, args[1].d()));
     throw std::runtime_error("formula: unknown function " + fn);
   }
   V atom() {
@@ -833,4 +835,32 @@ TEST(Spec, DevicesFollowTheDocumentedRule) {
   const UOp copied = UOp::make(Op::Copy, dtypes::float32, {buf}, Arg::string("INTERP"));
   EXPECT_EQ(copied.device(), Arg::string("INTERP"));
   EXPECT_EQ((copied * buf).device(), Arg::string("INTERP"));
+}
+
+// Every float elementwise op of the document is differentiable: rules/gradient.rw has a rule for
+// it that returns one gradient (or none) per source.
+TEST(Spec, EveryFloatElementwiseOpHasAGradientRule) {
+  const rw::RuleSetMatcher* grad = rw::compiled_rules("grad");
+  ASSERT_NE(grad, nullptr);
+  Shape s{SInt(3)};
+  auto buffer = [&](DType d) { return UOp::make(Op::Buffer, d, {shape_to_uop(s)}); };
+  const UOp g = buffer(dtypes::float32);
+  int checked = 0;
+  for (const auto& r : table("elementwise")) {
+    if (r[1].find("float") == std::string::npos) continue;
+    const std::optional<Op> op = op_from_name(r[0]);
+    ASSERT_TRUE(op.has_value()) << r[0];
+    std::vector<UOp> src;
+    for (int i = 0; i < op_info(*op).min_src; ++i)
+      src.push_back(buffer(i == 0 && *op == Op::Where ? dtypes::bool_ : dtypes::float32));
+    const bool compare = *op == Op::CmpLt || *op == Op::CmpNe || *op == Op::CmpEq;
+    const UOp node = UOp::make(*op, compare ? dtypes::bool_ : dtypes::float32, src);
+    RewriteContext ctx;
+    const std::optional<rw::Value> out = grad->apply(node, ctx, nullptr, &g);
+    ASSERT_TRUE(out.has_value()) << "no gradient rule for " << r[0];
+    ASSERT_EQ(out->kind(), rw::Value::Kind::Tuple) << r[0];
+    EXPECT_EQ(out->items().size(), src.size()) << r[0] << ": one gradient per source";
+    ++checked;
+  }
+  EXPECT_GE(checked, 15);
 }

@@ -146,6 +146,11 @@ TEST_P(Gradients, NumericThroughEveryOp) {
       {3}, 7);
   check_numeric([](const Tensor& x) { return (x * x).prod(); }, {3}, 8);
   check_numeric(
+      [](const Tensor& x) {
+        return Tensor::alu(Op::MulAcc, {x, x * 2.0, x.sin()}).sum();
+      },
+      {3}, 11);
+  check_numeric(
       [](const Tensor& x) { return x.lt(x * 0.0).where(x * 3.0, x.log2() * 0.0 + x).sum(); }, {4},
       9);
 }
