@@ -101,6 +101,12 @@ TEST_P(Gradients, PowEdgeCasesAtZero) {
       {4}, 10);
 }
 
+TEST_P(Gradients, ReduceMaxSharesTiesAndProdDividesOut) {
+  Tensor x = Tensor::from_vector(std::vector<float>{1, 3, 3, 2}, {4});
+  EXPECT_EQ(x.max().gradient({x})[0].to_doubles(), (std::vector<double>{0, 0.5, 0.5, 0}));
+  EXPECT_EQ(x.prod().gradient({x})[0].to_doubles(), (std::vector<double>{18, 6, 6, 9}));
+}
+
 TEST_P(Gradients, MatmulAnalytic) {
   const std::vector<float> av = {1, 2, 3, 4, 5, 6}, bv = {1, -1, 2, 0.5f, 3, 1};
   Tensor a = Tensor::from_vector(av, {2, 3}), b = Tensor::from_vector(bv, {3, 2});
