@@ -1,10 +1,12 @@
 // realize(): cuts the tensor graph into kernels (rules/rangeify.rw decides where), lowers each
 // kernel with the rangeify and symbolic rules, and runs it on the INTERP device.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <map>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -72,12 +74,13 @@ struct Realizer {
   }
 
   // A buffer view with the node's shape, backed by new storage filled by one kernel.
+  // (`out` given: the kernel writes into that storage instead, as an assignment does.)
   UOp run_kernel(const UOp& node, std::shared_ptr<Storage>& out) {
     Dims shape;
     for (const SInt& d : node.shape()) shape.push_back(d.value());
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
-    out = allocate_storage(node.dtype(), n);
+    if (!out) out = allocate_storage(node.dtype(), n);
     buffers[out->id] = out;
 
     rw::RangeifyContext ctx;
@@ -138,27 +141,170 @@ struct Realizer {
     interp_run(program, buffers);
   }
 
-  // Realizes `root` (and every kernel boundary below it, in dependency order).
-  UOp realize(const UOp& root, std::vector<std::shared_ptr<Storage>>& keep) {
+  // One unit of the schedule: a kernel boundary, a root to compute, or an assignment's STORE.
+  struct Kernel {
+    UOp node;
+    int64_t writes = -1;                                      // the storage a STORE writes
+    std::vector<size_t> after;                                // kernels that must run first
+    std::vector<std::pair<int64_t, std::vector<UOp>>> reads;  // (storage, the stores it must see)
+    bool reads_own_destination = false;
+  };
+
+  // The stores an assignment chain After(After(view, S1), S2) has applied: {S1, S2}.
+  static std::vector<UOp> chain_stores(UOp u) {
+    std::vector<UOp> out;
+    for (; u.op() == Op::After; u = u.src(0))
+      for (size_t i = 1; i < u.nsrc(); ++i) out.push_back(u.src(i));
+    return out;
+  }
+  static UOp base_view(UOp u) {
+    while (u.op() == Op::After) u = u.src(0);
+    return u;
+  }
+  static int64_t storage_of(const UOp& view) {
+    const UOp b = view.op() == Op::Reshape ? view.src(0) : view;
+    if (b.op() != Op::Buffer) throw TensorError("an assignment target must be a realized buffer");
+    return static_cast<int64_t>(b.arg().find_field("slot")->as_int());
+  }
+  bool executed(const UOp& store) const {
+    const auto& log = buffers.at(storage_of(base_view(store.src(0))))->executed_stores;
+    return std::find(log.begin(), log.end(), store) != log.end();
+  }
+
+  // What kernel k reads (buffers, and at which assignment state) and which kernels it follows.
+  void analyze(Kernel& k, const std::unordered_map<UOp, size_t>& kernel_of) {
+    std::unordered_set<UOp> seen;
+    std::vector<UOp> stack;
+    auto push_sources = [&](const UOp& u) {
+      for (const UOp& s : u.src()) stack.push_back(s);
+    };
+    push_sources(k.node);
+    while (!stack.empty()) {
+      const UOp u = stack.back();
+      stack.pop_back();
+      if (!seen.insert(u).second) continue;
+      if (auto it = kernel_of.find(u); it != kernel_of.end()) {
+        k.after.push_back(it->second);
+        continue;
+      }
+      if (u.op() == Op::Store) continue;  // executed in an earlier realize
+      if (u.op() == Op::After) {
+        const std::vector<UOp> stores = chain_stores(u);
+        k.reads.emplace_back(storage_of(base_view(u)), stores);
+        for (const UOp& st : stores) stack.push_back(st);
+        continue;
+      }
+      if (u.op() == Op::Buffer) k.reads.emplace_back(storage_of(u), std::vector<UOp>{});
+      push_sources(u);
+    }
+    for (const auto& [slot, stores] : k.reads)
+      if (slot == k.writes) k.reads_own_destination = true;
+  }
+
+  // The kernels in an order that keeps every read between the writes it must and must not see:
+  // a read follows the stores of its assignment chain and precedes every other store to that
+  // buffer. An order that cannot do both is refused before anything runs.
+  std::vector<size_t> order_kernels(std::vector<Kernel>& ks) {
+    std::vector<std::vector<size_t>> before(ks.size());  // before[a]: kernels that follow a
+    std::vector<int> pending(ks.size(), 0);
+    auto edge = [&](size_t a, size_t b) {
+      before[a].push_back(b);
+      ++pending[b];
+    };
+    for (size_t k = 0; k < ks.size(); ++k) {
+      for (size_t d : ks[k].after) edge(d, k);
+      for (const auto& [slot, seen] : ks[k].reads)
+        for (size_t s = 0; s < ks.size(); ++s) {
+          if (s == k || ks[s].writes != slot) continue;
+          if (std::find(seen.begin(), seen.end(), ks[s].node) == seen.end()) edge(k, s);
+        }
+    }
+    std::vector<size_t> ready, out;
+    for (size_t k = ks.size(); k-- > 0;)
+      if (pending[k] == 0) ready.push_back(k);
+    while (!ready.empty()) {
+      const size_t k = ready.back();
+      ready.pop_back();
+      out.push_back(k);
+      for (size_t n : before[k])
+        if (--pending[n] == 0) ready.push_back(n);
+    }
+    if (out.size() != ks.size()) {
+      std::string stuck;
+      for (size_t k = 0; k < ks.size(); ++k)
+        if (pending[k] > 0)
+          stuck += fmt::format("{}{}", stuck.empty() ? "" : ", ", op_name(ks[k].node.op()));
+      throw TensorError(fmt::format(
+          "cannot schedule these assignments: their reads and writes form a cycle (kernels "
+          "{}); a read would see a buffer that another assignment must already have "
+          "overwritten. Realize the read before the conflicting assignment.",
+          stuck));
+    }
+    return out;
+  }
+
+  // Realizes `roots` together (and every kernel boundary and pending assignment below them) and
+  // returns each root's buffer view.
+  std::vector<UOp> realize(const std::vector<UOp>& roots,
+                           std::vector<std::shared_ptr<Storage>>& keep) {
     viz::Group group("realize");
-    if (spec_enabled()) verify(root, "spec_tensor");
+    if (spec_enabled())
+      for (const UOp& r : roots) verify(r, "spec_tensor");
     const rw::RuleSetMatcher& boundary = rules("kernel_boundary");
-    std::unordered_map<UOp, UOp> done;
+    const UOp all = UOp::sink(roots);
+    const std::vector<UOp> order = toposort(all);
+    std::unordered_set<UOp> root_set(roots.begin(), roots.end());
+    std::vector<Kernel> ks;
+    std::unordered_map<UOp, size_t> kernel_of;
+    std::unordered_map<UOp, UOp> done;  // kernel outputs, and each assignment chain's buffer view
     RewriteContext rctx;
-    for (const UOp& u : toposort(root)) {
-      const bool is_root = u == root;
-      if (!is_root && !boundary.apply(u, rctx, nullptr).has_value()) continue;
-      const UOp ready = done.empty() ? u : substitute(u, done);
-      std::shared_ptr<Storage> out;
-      done.emplace(u, run_kernel(ready, out));
-      keep.push_back(out);
+    for (const UOp& u : order) {
+      if (u == all) continue;
+      if (u.op() == Op::After) done.emplace(u, base_view(u));
+      bool is_kernel = false;
+      if (u.op() == Op::Store) {
+        is_kernel = !executed(u);
+      } else if (u.op() != Op::After && u.op() != Op::Buffer) {
+        const bool is_view = u.op() == Op::Reshape && u.src(0).op() == Op::Buffer;
+        is_kernel =
+            (root_set.contains(u) && !is_view) || boundary.apply(u, rctx, nullptr).has_value();
+      }
+      if (!is_kernel) continue;
+      Kernel k{u};
+      if (u.op() == Op::Store) k.writes = storage_of(base_view(u.src(0)));
+      kernel_of.emplace(u, ks.size());
+      ks.push_back(std::move(k));
+    }
+    for (Kernel& k : ks) analyze(k, kernel_of);
+    const std::vector<size_t> schedule = order_kernels(ks);  // throws before anything runs
+
+    for (size_t i : schedule) {
+      const Kernel& k = ks[i];
+      if (k.node.op() != Op::Store) {
+        const UOp ready =
+            substitute(k.node, done, /*walk=*/true);  // original nodes only: a read before
+        // and after an assignment may look alike once their chains are replaced by the buffer
+        std::shared_ptr<Storage> out;
+        done.emplace(k.node, run_kernel(ready, out));
+        keep.push_back(out);
+        continue;
+      }
+      // an assignment: the value computed straight into the target's storage, or through a
+      // temporary when the value reads the target (another element may already be overwritten)
+      std::shared_ptr<Storage> target = buffers.at(k.writes), out;
+      if (!k.reads_own_destination) out = target;
+      run_kernel(substitute(k.node.src(1), done, /*walk=*/true), out);
+      if (out != target) std::copy(out->bytes.begin(), out->bytes.end(), target->bytes.begin());
+      target->executed_stores.push_back(k.node);
     }
     // the schedule as one VIZ step: the tensor graph, and the kernels' outputs in order
-    std::vector<UOp> kernels;
-    for (const UOp& u : toposort(root))
-      if (auto it = done.find(u); it != done.end()) kernels.push_back(it->second);
-    record_stage("schedule", root, UOp::sink(kernels));
-    return done.at(root);
+    std::vector<UOp> outputs;
+    for (size_t i : schedule)
+      if (auto it = done.find(ks[i].node); it != done.end()) outputs.push_back(it->second);
+    record_stage("schedule", all, UOp::sink(outputs));
+    std::vector<UOp> views;
+    for (const UOp& r : roots) views.push_back(done.contains(r) ? done.at(r) : base_view(r));
+    return views;
   }
 
   // A stage that is not a graph_rewrite (scheduling, linearization) in the VIZ trace: one call
@@ -207,15 +353,24 @@ std::string default_device() {
 }
 
 Tensor& Tensor::realize() {
-  if (uop_.op() == Op::Reshape && uop_.src(0).op() == Op::Buffer) return *this;  // already a buffer
+  realize_all({this});
+  return *this;
+}
+
+void Tensor::realize_all(const std::vector<Tensor*>& tensors) {
   Realizer r;
-  for (const auto& s : deps_) r.buffers[s->id] = s;
+  std::vector<UOp> roots;
+  for (Tensor* t : tensors) {
+    for (const auto& s : t->deps_) r.buffers[s->id] = s;
+    roots.push_back(t->uop_);
+  }
   g_kernel_count = 0;
   std::vector<std::shared_ptr<Storage>> kept;
-  const UOp view = r.realize(uop_, kept);
-  uop_ = view;
-  deps_ = {kept.back()};
-  return *this;
+  const std::vector<UOp> views = r.realize(roots, kept);
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    tensors[i]->uop_ = views[i];
+    tensors[i]->deps_ = {r.buffers.at(Realizer::storage_of(views[i]))};
+  }
 }
 
 std::vector<double> Tensor::to_doubles() {

@@ -582,6 +582,33 @@ Tensor Tensor::log_softmax(int ax) const {
   return shifted - shifted.exp().sum({a}, true).log();
 }
 
+// ---- assignment ------------------------------------------------------------------------------
+
+Tensor& Tensor::assign(const Tensor& value) {
+  if (value.shape() != shape())
+    throw TensorError(fmt::format("assign shape mismatch: {} into {}", dims_repr(value.shape()),
+                                  dims_repr(shape())));
+  if (value.dtype() != dtype())
+    throw TensorError(
+        fmt::format("assign dtype mismatch: {} into {}", value.dtype().repr(), dtype().repr()));
+  UOp view = uop_;
+  while (view.op() == Op::After) view = view.src(0);
+  if (!(view.op() == Op::Reshape && view.src(0).op() == Op::Buffer)) {
+    realize();  // a computed tensor gets its own buffer first
+    view = uop_;
+  }
+  // STORE into the current state (so assignments to one buffer apply in order), then AFTER: the
+  // buffer, readable once the store has run
+  // each assignment is its own event: the arg keeps two equal-looking assignments (a training
+  // step repeated) from hash-consing into one node that would count as already executed
+  static std::atomic<int64_t> next_assignment{1};
+  const UOp store =
+      UOp::make(Op::Store, dtypes::void_, {uop_, value.uop_}, Arg::integer(next_assignment++));
+  uop_ = UOp::make(Op::After, dtype(), {uop_, store});
+  deps_.insert(deps_.end(), value.deps_.begin(), value.deps_.end());
+  return *this;
+}
+
 // ---- gradients
 // -------------------------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ struct Storage {
   DType dtype;
   int64_t size;  // elements
   std::vector<uint8_t> bytes;
+  std::vector<UOp> executed_stores;  // the assignments already written, oldest first
   ~Storage();  // large buffers go back to a pool for reuse (no fresh page faults per kernel)
 };
 // Host storage for `size` elements, from the pool when a freed buffer of that size is there
@@ -162,6 +163,12 @@ class Tensor {
   // ---- realization
   Tensor contiguous() const;
   Tensor& realize();
+  // Realizes several tensors in one schedule (reads and assignments ordered together).
+  static void realize_all(const std::vector<Tensor*>& tensors);
+  // Writes `value` into this tensor's buffer (lazily: STORE then AFTER). Reads made before the
+  // assignment see the old contents, reads made after it the new ones; an order that cannot give
+  // both raises an error containing "cycle" before anything runs.
+  Tensor& assign(const Tensor& value);
   template <class T>
   std::vector<T> data();
   std::vector<double> to_doubles();
