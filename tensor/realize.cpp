@@ -281,9 +281,9 @@ struct Realizer {
     for (size_t i : schedule) {
       const Kernel& k = ks[i];
       if (k.node.op() != Op::Store) {
-        const UOp ready =
-            substitute(k.node, done, /*walk=*/true);  // original nodes only: a read before
-        // and after an assignment may look alike once their chains are replaced by the buffer
+        // walk: original nodes only, since a read before and one after an assignment look
+        // alike once their chains are replaced by the buffer
+        const UOp ready = substitute(k.node, done, /*walk=*/true);
         std::shared_ptr<Storage> out;
         done.emplace(k.node, run_kernel(ready, out));
         keep.push_back(out);
@@ -353,6 +353,7 @@ std::string default_device() {
 }
 
 Tensor& Tensor::realize() {
+  if (uop_.op() == Op::Reshape && uop_.src(0).op() == Op::Buffer) return *this;  // already a buffer
   realize_all({this});
   return *this;
 }

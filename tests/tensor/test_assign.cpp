@@ -103,6 +103,14 @@ TEST_P(Assign, TrainingLoopUpdatesInPlace) {
   EXPECT_EQ(w.to_doubles(), (D{0.125, 0.25}));
 }
 
+TEST_P(Assign, GradientFlowsThroughAFullOverwriteToTheStoredValue) {
+  Tensor w = vec({1, 2});
+  Tensor x = vec({3, 4});
+  w.assign(x * x);
+  auto g = (w * 2.0).sum().gradient({x, w});
+  EXPECT_EQ(g[0].to_doubles(), (D{12, 16}));  // through the store: d(2 x^2)/dx
+}
+
 TEST_P(Assign, MismatchesAreErrors) {
   Tensor a = vec({1, 2, 3});
   EXPECT_THROW(a.assign(vec({1, 2})), TensorError);
