@@ -25,5 +25,7 @@ mutate wrong_range 'Spec.Ranges*' 's/\\sem{\[a + b, A + B\]}/\\sem{[a + b + 1, A
 mutate wrong_shape 'Spec.Shapes*' 's/^\\op{Reshape} & \\sem{s1}/\\op{Reshape} \& \\sem{s0}/'
 mutate wrong_shape_condition 'Spec.Shapes*' 's/s1\[k\] + s0\[k\] <= s2\[k\]/s1[k] + s0[k] < s2[k]/'
 mutate remove_shape_row 'Spec.Shapes*' '/^\\op{Permute} & \\sem{permute/d'
+mutate untied_rule 'Spec.EveryContract*' 's/ \& Assign.MismatchesAreErrors \\\\/ \& \\\\/'
+mutate missing_test 'Spec.EveryContract*' 's/Assign.AnExecutedAssignmentIsNotRunAgain/Assign.NoSuchTest/'
 [ $fail -eq 0 ] && echo "all mutations detected"
 exit $fail

@@ -12,6 +12,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <numeric>
@@ -863,4 +864,30 @@ TEST(Spec, EveryFloatElementwiseOpHasAGradientRule) {
     ++checked;
   }
   EXPECT_GE(checked, 15);
+}
+
+// (e) every rule of the scheduling contract names at least one test, and each named test exists.
+TEST(Spec, EveryContractRuleIsTiedToATest) {
+  std::string sources;
+  for (const auto& f : std::filesystem::directory_iterator(TINYRW_SOURCE_DIR "/tests/tensor")) {
+    std::ifstream in(f.path());
+    sources += std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  const auto rows = table("contract");
+  ASSERT_GE(rows.size(), 6u);
+  for (const auto& r : rows) {
+    ASSERT_EQ(r.size(), 3u);
+    std::stringstream names(r[2]);
+    std::string name;
+    int tied = 0;
+    while (std::getline(names, name, ',')) {
+      name = clean(name);
+      const size_t dot = name.find('.');
+      ASSERT_NE(dot, std::string::npos) << r[0] << ": '" << name << "' is not Suite.Test";
+      const std::string decl = "(" + name.substr(0, dot) + ", " + name.substr(dot + 1) + ")";
+      EXPECT_NE(sources.find(decl), std::string::npos) << r[0] << ": no test " << name;
+      ++tied;
+    }
+    EXPECT_GE(tied, 1) << r[0] << " is tied to no test";
+  }
 }
