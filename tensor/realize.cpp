@@ -197,8 +197,29 @@ struct Realizer {
       if (u.op() == Op::Buffer) k.reads.emplace_back(storage_of(u), std::vector<UOp>{});
       push_sources(u);
     }
-    for (const auto& [slot, stores] : k.reads)
+    for (const auto& [slot, stores] : k.reads) {
       if (slot == k.writes) k.reads_own_destination = true;
+      check_not_overwritten(slot, stores);
+    }
+  }
+
+  // A read whose assignments have all run needs the buffer as the last of them left it: refused
+  // when a later assignment, not in its chain, has already overwritten that.
+  void check_not_overwritten(int64_t slot, const std::vector<UOp>& seen) const {
+    if (seen.empty()) return;  // a plain read of the buffer: its current contents
+    const std::vector<UOp>& log = buffers.at(slot)->executed_stores;
+    size_t last = 0;
+    for (const UOp& st : seen) {
+      auto it = std::find(log.begin(), log.end(), st);
+      if (it == log.end()) return;  // part of this schedule: ordered by order_kernels
+      last = std::max(last, static_cast<size_t>(it - log.begin()));
+    }
+    for (size_t i = last + 1; i < log.size(); ++i)
+      if (std::find(seen.begin(), seen.end(), log[i]) == seen.end())
+        throw TensorError(
+            "cannot schedule this read: it needs a buffer's contents from before an assignment "
+            "that has already run and overwritten them (a cycle with work already done); "
+            "realize the read before realizing the later assignment");
   }
 
   // The kernels in an order that keeps every read between the writes it must and must not see:

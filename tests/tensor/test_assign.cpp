@@ -95,6 +95,22 @@ TEST_P(Assign, ReadBetweenTwoAssignmentsIsACycle) {
   expect_cycle({&out});
 }
 
+TEST_P(Assign, ReadOfContentsAlreadyOverwrittenIsRefused) {
+  Tensor b = vec({10});
+  Tensor a = vec({0});
+  a.assign(b + 1.0);
+  Tensor v1 = a * 3.0;  // needs a == 11
+  a.realize();
+  a.assign(b + 100.0).realize();  // a == 110 now: what v1 needs is gone
+  try {
+    v1.realize();
+    ADD_FAILURE() << "read overwritten contents: " << v1.to_doubles()[0];
+  } catch (const TensorError& e) {
+    EXPECT_NE(std::string(e.what()).find("already run"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(a.to_doubles(), (D{110}));
+}
+
 TEST_P(Assign, TrainingLoopUpdatesInPlace) {
   Tensor w = vec({1, 2});
   for (int step = 0; step < 3; ++step) {
