@@ -107,6 +107,28 @@ TEST_P(Gradients, ReduceMaxSharesTiesAndProdDividesOut) {
   EXPECT_EQ(x.prod().gradient({x})[0].to_doubles(), (std::vector<double>{18, 6, 6, 9}));
 }
 
+// gradient() and assign() together: gradient descent on y = 3 x - 1 finds the line.
+TEST_P(Gradients, GradientDescentWithAssignFitsALine) {
+  const std::vector<float> xv = {-1, -0.5f, 0, 0.5f, 1, 1.5f};
+  std::vector<float> yv;
+  for (float v : xv) yv.push_back(3 * v - 1);
+  const Tensor x = Tensor::from_vector(xv, {6}), y = Tensor::from_vector(yv, {6});
+  Tensor w = Tensor::zeros({1}).realize(), b = Tensor::zeros({1}).realize();
+  double first = 0, last = 0;
+  for (int step = 0; step < 150; ++step) {
+    Tensor err = x * w.expand({6}) + b.expand({6}) - y;
+    Tensor loss = (err * err).mean();
+    std::vector<Tensor> g = loss.gradient({w, b});
+    (step == 0 ? first : last) = loss.to_doubles()[0];
+    w.assign(w - g[0] * 0.3);
+    b.assign(b - g[1] * 0.3);
+    Tensor::realize_all({&w, &b});
+  }
+  EXPECT_LT(last, first * 1e-6);
+  EXPECT_NEAR(w.to_doubles()[0], 3.0, 1e-3);
+  EXPECT_NEAR(b.to_doubles()[0], -1.0, 1e-3);
+}
+
 TEST_P(Gradients, MatmulAnalytic) {
   const std::vector<float> av = {1, 2, 3, 4, 5, 6}, bv = {1, -1, 2, 0.5f, 3, 1};
   Tensor a = Tensor::from_vector(av, {2, 3}), b = Tensor::from_vector(bv, {3, 2});
