@@ -2,20 +2,14 @@
 // refused before anything runs. Both devices.
 #include <gtest/gtest.h>
 
+#include "on_device.h"
 #include "tensor/tensor.h"
 
 using namespace tinyrw;
 
 namespace {
 
-class Assign : public ::testing::TestWithParam<std::string> {
- protected:
-  void SetUp() override {
-    if (!device_available(GetParam())) GTEST_SKIP() << GetParam() << " is not available";
-    set_default_device(GetParam());
-  }
-  void TearDown() override { set_default_device(""); }
-};
+class Assign : public OnDevice {};
 
 Tensor vec(std::vector<float> v) {
   const int64_t n = static_cast<int64_t>(v.size());

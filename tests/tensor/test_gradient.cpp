@@ -7,20 +7,14 @@
 #include <limits>
 #include <random>
 
+#include "on_device.h"
 #include "tensor/tensor.h"
 
 using namespace tinyrw;
 
 namespace {
 
-class Gradients : public ::testing::TestWithParam<std::string> {
- protected:
-  void SetUp() override {
-    if (!device_available(GetParam())) GTEST_SKIP() << GetParam() << " is not available";
-    set_default_device(GetParam());
-  }
-  void TearDown() override { set_default_device(""); }
-};
+class Gradients : public OnDevice {};
 
 std::vector<double> values(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);

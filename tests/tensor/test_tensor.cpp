@@ -6,6 +6,7 @@
 #include <numeric>
 #include <random>
 
+#include "on_device.h"
 #include "tensor/tensor.h"
 
 using namespace tinyrw;
@@ -25,15 +26,7 @@ void expect_near(const std::vector<double>& got, const std::vector<double>& want
     EXPECT_NEAR(got[i], want[i], tol * std::max(1.0, std::fabs(want[i]))) << "at " << i;
 }
 
-class TensorOps : public ::testing::TestWithParam<std::string> {
- protected:
-  void SetUp() override {
-    if (!device_available(GetParam()))
-      GTEST_SKIP() << "device " << GetParam() << " is not available here";
-    set_default_device(GetParam());
-  }
-  void TearDown() override { set_default_device(""); }
-};
+class TensorOps : public OnDevice {};
 
 }  // namespace
 
