@@ -166,9 +166,13 @@ struct Realizer {
     if (b.op() != Op::Buffer) throw TensorError("an assignment target must be a realized buffer");
     return static_cast<int64_t>(b.arg().find_field("slot")->as_int());
   }
+  // An assignment's identity: the number its STORE carries (the log keeps numbers, not graphs).
+  static int64_t assignment_id(const UOp& store) {
+    return static_cast<int64_t>(store.arg().as_int());
+  }
   bool executed(const UOp& store) const {
-    const auto& log = buffers.at(storage_of(base_view(store.src(0))))->executed_stores;
-    return std::find(log.begin(), log.end(), store) != log.end();
+    const auto& log = buffers.at(storage_of(base_view(store.src(0))))->executed_assignments;
+    return std::find(log.begin(), log.end(), assignment_id(store)) != log.end();
   }
 
   // What kernel k reads (buffers, and at which assignment state) and which kernels it follows.
@@ -207,15 +211,17 @@ struct Realizer {
   // when a later assignment, not in its chain, has already overwritten that.
   void check_not_overwritten(int64_t slot, const std::vector<UOp>& seen) const {
     if (seen.empty()) return;  // a plain read of the buffer: its current contents
-    const std::vector<UOp>& log = buffers.at(slot)->executed_stores;
+    const std::vector<int64_t>& log = buffers.at(slot)->executed_assignments;
+    std::vector<int64_t> ids;
+    for (const UOp& st : seen) ids.push_back(assignment_id(st));
     size_t last = 0;
-    for (const UOp& st : seen) {
-      auto it = std::find(log.begin(), log.end(), st);
+    for (int64_t id : ids) {
+      auto it = std::find(log.begin(), log.end(), id);
       if (it == log.end()) return;  // part of this schedule: ordered by order_kernels
       last = std::max(last, static_cast<size_t>(it - log.begin()));
     }
     for (size_t i = last + 1; i < log.size(); ++i)
-      if (std::find(seen.begin(), seen.end(), log[i]) == seen.end())
+      if (std::find(ids.begin(), ids.end(), log[i]) == ids.end())
         throw TensorError(
             "cannot schedule this read: it needs a buffer's contents from before an assignment "
             "that has already run and overwritten them (a cycle with work already done); "
@@ -316,7 +322,7 @@ struct Realizer {
       if (!k.reads_own_destination) out = target;
       run_kernel(substitute(k.node.src(1), done, /*walk=*/true), out);
       if (out != target) std::copy(out->bytes.begin(), out->bytes.end(), target->bytes.begin());
-      target->executed_stores.push_back(k.node);
+      target->executed_assignments.push_back(assignment_id(k.node));
     }
     // the schedule as one VIZ step: the tensor graph, and the kernels' outputs in order
     std::vector<UOp> outputs;

@@ -19,7 +19,7 @@ struct Storage {
   DType dtype;
   int64_t size;  // elements
   std::vector<uint8_t> bytes;
-  std::vector<UOp> executed_stores;  // the assignments already written, oldest first
+  std::vector<int64_t> executed_assignments;  // ids of the assignments written, oldest first
   ~Storage();  // large buffers go back to a pool for reuse (no fresh page faults per kernel)
 };
 // Host storage for `size` elements, from the pool when a freed buffer of that size is there
