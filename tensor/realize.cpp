@@ -182,29 +182,39 @@ struct Realizer {
     auto push_sources = [&](const UOp& u) {
       for (const UOp& s : u.src()) stack.push_back(s);
     };
-    push_sources(k.node);
-    while (!stack.empty()) {
-      const UOp u = stack.back();
-      stack.pop_back();
-      if (!seen.insert(u).second) continue;
-      if (auto it = kernel_of.find(u); it != kernel_of.end()) {
-        k.after.push_back(it->second);
-        continue;
+    auto drain = [&] {
+      while (!stack.empty()) {
+        const UOp u = stack.back();
+        stack.pop_back();
+        if (!seen.insert(u).second) continue;
+        if (auto it = kernel_of.find(u); it != kernel_of.end()) {
+          k.after.push_back(it->second);
+          continue;
+        }
+        if (u.op() == Op::Store) continue;  // executed in an earlier realize
+        if (u.op() == Op::After) {
+          const std::vector<UOp> stores = chain_stores(u);
+          k.reads.emplace_back(storage_of(base_view(u)), stores);
+          for (const UOp& st : stores) stack.push_back(st);
+          continue;
+        }
+        if (u.op() == Op::Buffer) k.reads.emplace_back(storage_of(u), std::vector<UOp>{});
+        push_sources(u);
       }
-      if (u.op() == Op::Store) continue;  // executed in an earlier realize
-      if (u.op() == Op::After) {
-        const std::vector<UOp> stores = chain_stores(u);
-        k.reads.emplace_back(storage_of(base_view(u)), stores);
-        for (const UOp& st : stores) stack.push_back(st);
-        continue;
-      }
-      if (u.op() == Op::Buffer) k.reads.emplace_back(storage_of(u), std::vector<UOp>{});
-      push_sources(u);
+    };
+    if (k.node.op() == Op::Store) {
+      // the value first: whether it reads the target decides if it needs a temporary; the
+      // target itself (its assignment chain) only orders the store
+      stack.push_back(k.node.src(1));
+      drain();
+      for (const auto& read : k.reads)
+        if (read.first == k.writes) k.reads_own_destination = true;
+      stack.push_back(k.node.src(0));
+    } else {
+      push_sources(k.node);
     }
-    for (const auto& [slot, stores] : k.reads) {
-      if (slot == k.writes) k.reads_own_destination = true;
-      check_not_overwritten(slot, stores);
-    }
+    drain();
+    for (const auto& [slot, stores] : k.reads) check_not_overwritten(slot, stores);
   }
 
   // A read whose assignments have all run needs the buffer as the last of them left it: refused
