@@ -220,8 +220,11 @@ struct Realizer {
   // A read whose assignments have all run needs the buffer as the last of them left it: refused
   // when a later assignment, not in its chain, has already overwritten that.
   void check_not_overwritten(int64_t slot, const std::vector<UOp>& seen) const {
-    if (seen.empty()) return;  // a plain read of the buffer: its current contents
     const std::vector<int64_t>& log = buffers.at(slot)->executed_assignments;
+    if (seen.empty() && !log.empty())  // read as it was before any assignment
+      throw TensorError(
+          "cannot schedule this read: it needs a buffer's contents from before an assignment "
+          "that has already run and overwritten them; realize the read before the assignment");
     std::vector<int64_t> ids;
     for (const UOp& st : seen) ids.push_back(assignment_id(st));
     size_t last = 0;
@@ -340,8 +343,28 @@ struct Realizer {
       if (auto it = done.find(ks[i].node); it != done.end()) outputs.push_back(it->second);
     record_stage("schedule", all, UOp::sink(outputs));
     std::vector<UOp> views;
-    for (const UOp& r : roots) views.push_back(done.contains(r) ? done.at(r) : base_view(r));
+    for (const UOp& r : roots)
+      views.push_back(r.op() != Op::After && done.contains(r) ? done.at(r) : settled(r));
     return views;
+  }
+
+  // A root that is no kernel (a buffer, or an assignment chain over one) is read as it stands:
+  // refused if an executed assignment outside its chain has overwritten it. Its result keeps the
+  // buffer's state as a one-link chain, so later reads stay checked against later assignments.
+  UOp settled(const UOp& root) const {
+    const UOp view = base_view(root);
+    const int64_t slot = storage_of(view);
+    check_not_overwritten(slot, chain_stores(root));
+    const std::vector<int64_t>& log = buffers.at(slot)->executed_assignments;
+    return log.empty() ? view : state_after(view, log.back());
+  }
+  // The buffer as assignment `id` left it: AFTER over an executed STORE that carries only the id
+  // (the value's graph is not kept alive).
+  static UOp state_after(const UOp& view, int64_t id) {
+    const UOp marker =
+        UOp::make(Op::Store, dtypes::void_, {view, UOp::constant(view.dtype(), Arg::integer(0))},
+                  Arg::integer(id));
+    return UOp::make(Op::After, view.dtype(), {view, marker});
   }
 
   // A stage that is not a graph_rewrite (scheduling, linearization) in the VIZ trace: one call
@@ -390,7 +413,10 @@ std::string default_device() {
 }
 
 Tensor& Tensor::realize() {
-  if (uop_.op() == Op::Reshape && uop_.src(0).op() == Op::Buffer) return *this;  // already a buffer
+  // already a buffer that no assignment has touched: nothing to run or check
+  if (uop_.op() == Op::Reshape && uop_.src(0).op() == Op::Buffer && deps_.size() == 1 &&
+      deps_[0]->executed_assignments.empty())
+    return *this;
   realize_all({this});
   return *this;
 }
@@ -407,7 +433,7 @@ void Tensor::realize_all(const std::vector<Tensor*>& tensors) {
   const std::vector<UOp> views = r.realize(roots, kept);
   for (size_t i = 0; i < tensors.size(); ++i) {
     tensors[i]->uop_ = views[i];
-    tensors[i]->deps_ = {r.buffers.at(Realizer::storage_of(views[i]))};
+    tensors[i]->deps_ = {r.buffers.at(Realizer::storage_of(Realizer::base_view(views[i])))};
   }
 }
 

@@ -167,7 +167,8 @@ class Tensor {
   static void realize_all(const std::vector<Tensor*>& tensors);
   // Writes `value` into this tensor's buffer (lazily: STORE then AFTER). Reads made before the
   // assignment see the old contents, reads made after it the new ones; an order that cannot give
-  // both raises an error containing "cycle" before anything runs.
+  // both raises an error containing "cycle" before anything runs, and a read of contents that an
+  // executed assignment has overwritten (a lazy read or a copy made before it) is refused.
   Tensor& assign(const Tensor& value);
   template <class T>
   std::vector<T> data();

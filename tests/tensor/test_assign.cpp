@@ -33,8 +33,9 @@ TEST_P(Assign, WritesIntoTheSameBuffer) {
   const Tensor before = a;  // the buffer itself, read without the assignment
   a.assign(a * 2.0);
   EXPECT_EQ(a.to_doubles(), (D{2, 4, 6}));
-  EXPECT_EQ(a.uop().src(0), before.uop().src(0));  // the same buffer, now holding the new values
-  a.assign(a + 1.0).assign(a * 10.0);              // assignments to one buffer apply in order
+  ASSERT_EQ(a.uop().op(), Op::After);       // the buffer as the assignment left it
+  EXPECT_EQ(a.uop().src(0), before.uop());  // the same buffer, now holding the new values
+  a.assign(a + 1.0).assign(a * 10.0);       // assignments to one buffer apply in order
   EXPECT_EQ(a.to_doubles(), (D{30, 50, 70}));
 }
 
@@ -103,6 +104,13 @@ TEST_P(Assign, ReadOfContentsAlreadyOverwrittenIsRefused) {
     EXPECT_NE(std::string(e.what()).find("already run"), std::string::npos) << e.what();
   }
   EXPECT_EQ(a.to_doubles(), (D{110}));
+  // the same for reads of the plain buffer: a copy of the tensor and a lazy read made before
+  Tensor copy = a;
+  Tensor lazy = a * 1.0;
+  a.assign(a + 1.0).realize();
+  EXPECT_THROW(copy.to_doubles(), TensorError);
+  EXPECT_THROW(lazy.realize(), TensorError);
+  EXPECT_EQ(a.to_doubles(), (D{111}));
 }
 
 TEST_P(Assign, TrainingLoopUpdatesInPlace) {
