@@ -2,6 +2,10 @@
 // refused before anything runs. Both devices.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdio>
+#include <random>
+
 #include "on_device.h"
 #include "tensor/tensor.h"
 
@@ -135,6 +139,89 @@ TEST_P(Assign, MismatchesAreErrors) {
   EXPECT_THROW(a.assign(Tensor::from_vector(std::vector<int32_t>{1, 2, 3}, {3}, dtypes::int32)),
                TensorError);
   EXPECT_EQ(a.to_doubles(), (D{1, 2, 3}));  // unchanged
+}
+
+// Random programs of reads, copies, assignments and partial realizes against a model with value
+// semantics (a tensor means what its inputs held when it was made): every tensor either gives
+// the model's value or is refused with an error. Never a wrong value.
+TEST_P(Assign, RandomProgramsNeverReadWrongContents) {
+  struct Item {
+    Tensor t;
+    std::vector<double> want;
+  };
+  int refused = 0, checked = 0;
+  for (uint32_t seed = 0; seed < 25; ++seed) {
+    std::mt19937 rng(seed);
+    auto pick = [&](size_t n) { return std::uniform_int_distribution<size_t>(0, n - 1)(rng); };
+    std::vector<Item> pool;
+    std::vector<size_t> buffers;
+    for (int b = 0; b < 3; ++b) {
+      std::vector<float> v;
+      for (int i = 0; i < 4; ++i) v.push_back(static_cast<float>(b * 4 + i));
+      pool.push_back({vec(v), D(v.begin(), v.end())});
+      buffers.push_back(pool.size() - 1);
+    }
+    auto flip = [](D v) { return D(v.rbegin(), v.rend()); };
+    for (int step = 0; step < 30; ++step) {
+      const int what = static_cast<int>(pick(10));
+      if (what < 3) {  // a lazy read of two tensors
+        const Item &a = pool[pick(pool.size())], &b = pool[pick(pool.size())];
+        D w(4);
+        const D fb = flip(b.want);
+        for (size_t i = 0; i < 4; ++i) w[i] = a.want[i] * 0.5 + fb[i];
+        pool.push_back({a.t * 0.5 + b.t.flip({0}), w});
+      } else if (what < 4) {  // a copy of a buffer's tensor
+        const Item& b = pool[buffers[pick(buffers.size())]];
+        pool.push_back({b.t, b.want});
+      } else if (what < 7) {  // an assignment from any tensor, often reading the target too
+        Item& target = pool[buffers[pick(buffers.size())]];
+        const Item& v = pool[pick(pool.size())];
+        D w = v.want;
+        for (size_t i = 0; i < 4; ++i) w[i] += target.want[i];
+        target.t.assign(v.t + target.t);
+        target.want = w;
+      } else {  // realize a few tensors together: all of them, or a refusal
+        std::vector<Tensor*> ts;
+        std::vector<size_t> idx;
+        for (size_t n = 1 + pick(3); n > 0; --n) {
+          idx.push_back(pick(pool.size()));
+          ts.push_back(&pool[idx.back()].t);
+        }
+        try {
+          Tensor::realize_all(ts);
+        } catch (const TensorError& e) {
+          ++refused;
+          const std::string m = e.what();
+          EXPECT_TRUE(m.find("cycle") != std::string::npos ||
+                      m.find("overwritten") != std::string::npos)
+              << m;
+        }
+      }
+    }
+    std::vector<Tensor*> all;  // everything in one schedule first, as a user would
+    for (Item& it : pool) all.push_back(&it.t);
+    try {
+      Tensor::realize_all(all);
+    } catch (const TensorError&) {
+      ++refused;  // then each on its own below
+    }
+    for (Item& it : pool) {
+      try {
+        const D got = it.t.to_doubles();
+        ASSERT_EQ(got.size(), it.want.size());
+        for (size_t i = 0; i < got.size(); ++i)
+          ASSERT_NEAR(got[i], it.want[i], 1e-4 * std::max(1.0, std::fabs(it.want[i])))
+              << "seed " << seed;
+        ++checked;
+      } catch (const TensorError&) {
+        ++refused;
+      }
+    }
+  }
+  EXPECT_GT(checked, 100);  // many tensors are readable, others were refused: none was wrong
+  EXPECT_GT(refused, 10);
+  std::printf("%d values checked, %d refusals\n", checked, refused);
+  RecordProperty("refused", refused);
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, Assign, ::testing::Values("INTERP", "CPU"));
