@@ -369,6 +369,9 @@ Tensor Tensor::matmul(const Tensor& o) const {
 }
 
 Tensor Tensor::contiguous() const { return with(UOp::make(Op::Contiguous, dtype(), {uop_})); }
+// Contiguous is always a kernel boundary with its own output buffer, so it is the copy; the
+// separate name states the guarantee that contiguous() alone does not promise.
+Tensor Tensor::clone() const { return contiguous(); }
 
 // ---- more creation
 // ---------------------------------------------------------------------------------------

@@ -162,6 +162,8 @@ class Tensor {
 
   // ---- realization
   Tensor contiguous() const;
+  // A copy in fresh storage once realized: later assignments to this tensor leave it unchanged.
+  Tensor clone() const;
   Tensor& realize();
   // Realizes several tensors in one schedule (reads and assignments ordered together).
   static void realize_all(const std::vector<Tensor*>& tensors);

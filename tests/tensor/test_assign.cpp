@@ -133,6 +133,15 @@ TEST_P(Assign, GradientFlowsThroughAFullOverwriteToTheStoredValue) {
   EXPECT_EQ(g[0].to_doubles(), (D{12, 16}));  // through the store: d(2 x^2)/dx
 }
 
+TEST_P(Assign, AnExecutedCloneKeepsItsDataInFreshStorage) {
+  Tensor a = vec({1, 2, 3});
+  Tensor c = a.clone().realize();
+  a.assign(a * 0.0).realize();
+  EXPECT_EQ(c.to_doubles(), (D{1, 2, 3}));
+  EXPECT_EQ(a.to_doubles(), (D{0, 0, 0}));
+  EXPECT_NE(c.uop().src(0), a.uop().src(0).src(0));  // another buffer
+}
+
 TEST_P(Assign, MismatchesAreErrors) {
   Tensor a = vec({1, 2, 3});
   EXPECT_THROW(a.assign(vec({1, 2})), TensorError);
