@@ -38,52 +38,23 @@ std::string_view type_name(Type t) {
 // ---- Value
 // ------------------------------------------------------------------------------------------
 
-Value Value::boolean(bool b) {
-  Value v(Kind::Bool);
-  v.b_ = b;
-  return v;
-}
-Value Value::integer(i128 i) {
-  Value v(Kind::Int);
-  v.i_ = i;
-  return v;
-}
-Value Value::real(double f) {
-  Value v(Kind::Float);
-  v.f_ = f;
-  return v;
-}
+Value Value::boolean(bool b) { return with(Kind::Bool, &Value::b_, b); }
+Value Value::integer(i128 i) { return with(Kind::Int, &Value::i_, i); }
+Value Value::real(double f) { return with(Kind::Float, &Value::f_, f); }
 Value Value::string(std::string s) {
-  Value v(Kind::String);
-  v.s_ = std::make_shared<const std::string>(std::move(s));
-  return v;
+  return with(Kind::String, &Value::s_, std::make_shared<const std::string>(std::move(s)));
 }
 Value Value::uop(UOp u) {
   if (!u) return Value();
-  Value v(Kind::UOp);
-  v.u_ = std::move(u);
-  return v;
+  return with(Kind::UOp, &Value::u_, std::move(u));
 }
-Value Value::dtype(DType d) {
-  Value v(Kind::DType);
-  v.d_ = d;
-  return v;
-}
-Value Value::op(Op o) {
-  Value v(Kind::Op);
-  v.o_ = o;
-  return v;
-}
+Value Value::dtype(DType d) { return with(Kind::DType, &Value::d_, d); }
+Value Value::op(Op o) { return with(Kind::Op, &Value::o_, o); }
 Value Value::tuple(std::vector<Value> items) {
-  Value v(Kind::Tuple);
-  v.items_ = std::make_shared<const std::vector<Value>>(std::move(items));
-  return v;
+  return with(Kind::Tuple, &Value::items_,
+              std::make_shared<const std::vector<Value>>(std::move(items)));
 }
-Value Value::ok() {
-  Value v(Kind::Status);
-  v.b_ = true;
-  return v;
-}
+Value Value::ok() { return with(Kind::Status, &Value::b_, true); }
 Value Value::fail(std::string message) {
   Value v(Kind::Status);
   v.b_ = false;

@@ -8,6 +8,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ir/rewrite.h"
@@ -58,6 +59,13 @@ class Value {
 
  private:
   explicit Value(Kind kind) : kind_(kind) {}
+  // A value of `kind` with one member set: the shape of every factory.
+  template <class Member, class T>
+  static Value with(Kind kind, Member Value::*member, T&& x) {
+    Value v(kind);
+    v.*member = std::forward<T>(x);
+    return v;
+  }
   Kind kind_ = Kind::None;
   bool b_ = false;
   i128 i_ = 0;
