@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <map>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -289,6 +290,23 @@ Value uop_binary(BinOp op, const Value& a, const Value& b) {
   }
 }
 
+// < <= > >= on two numbers of one kind; nullopt for every other operator.
+template <class T>
+std::optional<Value> compare(BinOp op, T x, T y) {
+  switch (op) {
+    case BinOp::Lt:
+      return Value::boolean(x < y);
+    case BinOp::Le:
+      return Value::boolean(x <= y);
+    case BinOp::Gt:
+      return Value::boolean(x > y);
+    case BinOp::Ge:
+      return Value::boolean(x >= y);
+    default:
+      return std::nullopt;
+  }
+}
+
 }  // namespace
 
 Value binary(BinOp op, const Value& a, const Value& b) {
@@ -305,6 +323,7 @@ Value binary(BinOp op, const Value& a, const Value& b) {
     if (y == 0 && (op == BinOp::Div || op == BinOp::FloorDiv || op == BinOp::Mod)) {
       throw EvalError("float division by zero");  // as Python
     }
+    if (auto c = compare(op, x, y)) return *c;
     switch (op) {
       case BinOp::Add:
         return Value::real(x + y);
@@ -318,20 +337,13 @@ Value binary(BinOp op, const Value& a, const Value& b) {
         return Value::real(std::floor(x / y));
       case BinOp::Mod:
         return Value::real(x - std::floor(x / y) * y);
-      case BinOp::Lt:
-        return Value::boolean(x < y);
-      case BinOp::Le:
-        return Value::boolean(x <= y);
-      case BinOp::Gt:
-        return Value::boolean(x > y);
-      case BinOp::Ge:
-        return Value::boolean(x >= y);
       default:
         throw EvalError(fmt::format("'{}' needs integers", binop_text(op)));
     }
   }
   const i128 x = a.as_int(), y = b.as_int();
   const bool both_bool = a.kind() == Value::Kind::Bool && b.kind() == Value::Kind::Bool;
+  if (auto c = compare(op, x, y)) return *c;
   switch (op) {
     case BinOp::Add:
       return Value::integer(sat_add(x, y));
@@ -358,14 +370,6 @@ Value binary(BinOp op, const Value& a, const Value& b) {
     case BinOp::Shr:
       if (y < 0 || y > 120) throw EvalError("shift count out of range");
       return Value::integer(floor_div(x, static_cast<i128>(1) << static_cast<int>(y)));
-    case BinOp::Lt:
-      return Value::boolean(x < y);
-    case BinOp::Le:
-      return Value::boolean(x <= y);
-    case BinOp::Gt:
-      return Value::boolean(x > y);
-    case BinOp::Ge:
-      return Value::boolean(x >= y);
     default:
       break;
   }
