@@ -1,5 +1,6 @@
-// realize(): cuts the tensor graph into kernels (rules/rangeify.rw decides where), lowers each
-// kernel with the rangeify and symbolic rules, and runs it on the INTERP device.
+// realize(): cuts the tensor graphs into kernels (rules/rangeify.rw decides where) and
+// assignments, orders them so that every read sees exactly the assignments it was made after,
+// lowers each kernel with the rangeify and symbolic rules, and runs it on INTERP or CPU.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
