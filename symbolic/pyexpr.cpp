@@ -187,28 +187,29 @@ class Parser {
     return bitwise("&", Op::And, [&] { return shift(); });
   }
 
-  UOp shift() {
-    UOp left = arith();
-    while (is_op("<<") || is_op(">>")) {
+  // A left-associative level of two integer operators: `combine(first, left, right)` applies
+  // operator a (first) or b.
+  template <class Next, class Combine>
+  UOp int_level(std::string_view a, std::string_view b, Next next_level, Combine combine) {
+    UOp left = next_level();
+    while (is_op(a) || is_op(b)) {
       const Tok op = next();
-      UOp right = arith();
+      UOp right = next_level();
       want_int(left, op.col, op.text);
       want_int(right, op.col, op.text);
-      left = op.text == "<<" ? (left << right) : (left >> right);
+      left = combine(op.text == a, left, right);
     }
     return left;
   }
-
+  UOp shift() {
+    return int_level(
+        "<<", ">>", [&] { return arith(); },
+        [](bool shl, const UOp& l, const UOp& r) { return shl ? (l << r) : (l >> r); });
+  }
   UOp arith() {
-    UOp left = term();
-    while (is_op("+") || is_op("-")) {
-      const Tok op = next();
-      UOp right = term();
-      want_int(left, op.col, op.text);
-      want_int(right, op.col, op.text);
-      left = op.text == "+" ? left + right : left - right;
-    }
-    return left;
+    return int_level(
+        "+", "-", [&] { return term(); },
+        [](bool add, const UOp& l, const UOp& r) { return add ? l + r : l - r; });
   }
 
   UOp term() {
