@@ -2,6 +2,8 @@
 
 #include <unordered_map>
 
+#include "ir/graph.h"
+
 #include <fmt/format.h>
 
 namespace tinyrw {
@@ -36,6 +38,7 @@ class Linearizer {
   }
 
   void open(const UOp& range) {
+    for (const UOp& s : range.src()) emit(s);  // a computed bound is evaluated before the loop
     program.push_back(range);
     scopes_.emplace_back();
     scopes_.back().emplace(range.node(), range);
@@ -91,6 +94,119 @@ UOp linearize(const UOp& value, const std::vector<UOp>& ranges, const std::vecto
   const UOp dst = UOp::make(Op::Index, out.dtype(), {out, at});
   l.program.push_back(UOp::make(Op::Store, dtypes::void_, {dst, v}));
   for (auto it = ranges.rbegin(); it != ranges.rend(); ++it) l.close(*it);
+  return UOp::make(Op::Linear, dtypes::void_, l.program);
+}
+
+namespace {
+
+size_t slot_of(const UOp& param) { return static_cast<size_t>(param.arg().field("slot").as_int()); }
+
+// The kernel's graph with PARAM accesses turned into INDEX(BUFFER, flat index).
+class KernelBinder {
+ public:
+  explicit KernelBinder(const std::vector<UOp>& buffers) : buffers_(buffers) {}
+
+  UOp bind(const UOp& root) {
+    for (const UOp& u : toposort(root)) {
+      if (u.op() == Op::Param) continue;  // its users decide how it is addressed
+      if (u.op() == Op::Index && u.src(0).op() == Op::Param) {
+        bound_.emplace(u, element(u.src(0), u));
+        continue;
+      }
+      if (u.op() == Op::Load) {
+        bound_.emplace(u, value_of(u.src(0)));
+        continue;
+      }
+      std::vector<UOp> src;
+      for (const UOp& s : u.src()) src.push_back(value_of(s));
+      bound_.emplace(u, u.nsrc() ? u.with_src(src) : u);
+    }
+    return value_of(root);
+  }
+
+ private:
+  UOp buffer(const UOp& param) const {
+    const size_t k = slot_of(param);
+    if (k >= buffers_.size())
+      throw GraphError(fmt::format("custom kernel: PARAM {} but {} arguments", k, buffers_.size()));
+    return buffers_[k];
+  }
+  // param[i, j, ...] as one row-major index (a single index is already flat)
+  UOp element(const UOp& param, const UOp& index) {
+    const Shape shape = param.shape();
+    std::vector<UOp> idx;
+    for (size_t k = 1; k < index.nsrc(); ++k) idx.push_back(value_of(index.src(k)));
+    UOp flat = UOp::cint(0);
+    if (idx.size() == 1) {
+      flat = idx[0];
+    } else if (idx.size() == shape.size()) {
+      for (size_t k = 0; k < idx.size(); ++k) flat = flat * UOp::cint(shape[k].value()) + idx[k];
+    } else {
+      throw GraphError(fmt::format("custom kernel: PARAM {} of shape {} indexed with {} indices",
+                                   slot_of(param), shape_repr(shape), idx.size()));
+    }
+    return UOp::make(Op::Index, param.dtype(), {buffer(param), flat});
+  }
+  UOp value_of(const UOp& u) {
+    if (u.op() != Op::Param) return bound_.at(u);
+    int64_t n = 1;  // a bare PARAM: its only element
+    for (const SInt& d : u.shape()) n *= d.value();
+    if (n != 1)
+      throw GraphError(fmt::format(
+          "custom kernel: PARAM {} of shape {} used without an index (only a one-element "
+          "parameter may be)",
+          slot_of(u), shape_repr(u.shape())));
+    return UOp::make(Op::Index, u.dtype(), {buffer(u), UOp::cint(0)});
+  }
+
+  const std::vector<UOp>& buffers_;
+  std::unordered_map<UOp, UOp> bound_;
+};
+
+}  // namespace
+
+UOp linearize_kernel(const UOp& sink, const std::vector<UOp>& buffers) {
+  if (sink.op() != Op::Sink) throw GraphError("custom kernel: the body must be a SINK");
+  const UOp bound = KernelBinder(buffers).bind(sink);
+  Linearizer l;
+  // effects in order; a STORE's address is computed but not loaded
+  std::vector<std::pair<UOp, bool>> work;  // (node, closing) in reverse
+  for (size_t k = bound.nsrc(); k-- > 0;) work.emplace_back(bound.src(k), false);
+  while (!work.empty()) {
+    auto [u, closing] = work.back();
+    work.pop_back();
+    if (closing) {  // the END of an effect's loops
+      for (size_t k = u.nsrc(); k-- > 1;) l.close(u.src(k));
+      continue;
+    }
+    switch (u.op()) {
+      case Op::Store: {
+        const UOp& dst = u.src(0);
+        if (dst.op() != Op::Index)
+          throw GraphError("custom kernel: a STORE must write an element of a parameter");
+        const UOp at = l.emit(dst.src(1));
+        const UOp v = l.emit(u.src(1));
+        l.program.push_back(
+            UOp::make(Op::Store, dtypes::void_, {dst.with_src({dst.src(0), at}), v}));
+        break;
+      }
+      case Op::End:
+        for (size_t k = 1; k < u.nsrc(); ++k) {
+          if (u.src(k).op() != Op::Range) throw GraphError("custom kernel: END closes RANGEs only");
+          l.open(u.src(k));
+        }
+        work.emplace_back(u, true);
+        work.emplace_back(u.src(0), false);
+        break;
+      case Op::Group:
+      case Op::Sink:
+        for (size_t k = u.nsrc(); k-- > 0;) work.emplace_back(u.src(k), false);
+        break;
+      default:
+        throw GraphError(
+            fmt::format("custom kernel: {} is not an effect (STORE, END, GROUP)", op_name(u.op())));
+    }
+  }
   return UOp::make(Op::Linear, dtypes::void_, l.program);
 }
 

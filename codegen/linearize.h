@@ -21,4 +21,10 @@ namespace tinyrw {
 UOp linearize(const UOp& value, const std::vector<UOp>& ranges, const std::vector<int64_t>& shape,
               const UOp& out);
 
+// A custom kernel: SINK of effects, each a STORE, END(effect, ranges...) (the effect inside those
+// loops) or GROUP(effects...), over PARAMs; `buffers[k]` is the BUFFER that PARAM slot k stands
+// for. PARAM[i, j, ...] addresses elements row-major in the PARAM's shape; LOAD(x) is x's value;
+// a bare PARAM of one element is that element.
+UOp linearize_kernel(const UOp& sink, const std::vector<UOp>& buffers);
+
 }  // namespace tinyrw

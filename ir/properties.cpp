@@ -263,6 +263,18 @@ void ensure_bounds(const UOp& u) {
   throw GraphError(fmt::format("{}: {}", op_info(u.op()).py_name, why));
 }
 
+// The value a RETURNED stands for: output i of its CALL's SINK(outputs...) body.
+const UOp& returned_value(const UOp& r) {
+  const UOp& call = r.src(0);
+  if (call.op() != Op::Call || call.src(0).op() != Op::Sink)
+    shape_error(r, "needs a CALL whose body is SINK(outputs...)");
+  const i128 i = r.arg().is_int() ? r.arg().as_int() : -1;
+  if (i < 0 || i >= static_cast<i128>(call.src(0).nsrc()))
+    shape_error(
+        r, fmt::format("output {} of a CALL with {} outputs", r.arg().repr(), call.src(0).nsrc()));
+  return call.src(0).src(static_cast<size_t>(i));
+}
+
 const std::optional<Shape>& cached_shape(const UOp& u) {
   const Derived& d = *UOpAccess::node(u)->derived;
   if (!d.shape_error.empty()) throw GraphError(d.shape_error);
@@ -347,9 +359,10 @@ std::optional<Shape> compute_shape(const UOp& u) {
       return Shape{};
     case Op::Binary:
       return Shape{static_cast<int64_t>(u.arg().as_string().size())};
+    case Op::Returned:  // output i of a function CALL: its body is SINK(outputs...)
+      return cached_shape(returned_value(u));
     case Op::Buffer:
-    case Op::Param:
-    case Op::Returned: {
+    case Op::Param: {
       if (u.nsrc() == 1) return uop_to_shape(u.src(0));
       const Arg* size = u.arg().is_record() ? u.arg().find_field("size") : nullptr;
       if (!size || size->is_none()) return Shape{};
@@ -531,9 +544,10 @@ void ensure_shape(const UOp& u) {
 Arg compute_device(const UOp& u) {
   auto src_dev = [&](size_t i) { return UOpAccess::node(u.src(i))->derived->device; };
   switch (u.op()) {
+    case Op::Returned:
+      return UOpAccess::node(returned_value(u))->derived->device;
     case Op::Param:
     case Op::Buffer:
-    case Op::Returned:
     case Op::Stage: {
       const Arg* d = u.arg().is_record() ? u.arg().find_field("device") : nullptr;
       return d ? *d : Arg();

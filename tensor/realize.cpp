@@ -15,6 +15,7 @@
 #include "compiler/runtime.h"
 #include "dsl/verify.h"
 #include "ir/alu.h"
+#include "ir/call.h"
 #include "ir/graph.h"
 #include "ir/viz.h"
 #include "rules/helpers/rangeify.h"
@@ -121,6 +122,30 @@ struct Realizer {
     return UOp::make(Op::Reshape, out->dtype, {buf, shape_to_uop(s)});
   }
 
+  // A kernel CALL (custom_kernel): its body over the arguments' buffers, in place. It runs on the
+  // INTERP machine on every device: the LLVM renderer takes one-output kernels only.
+  void run_kernel_call(const UOp& call, const std::vector<int64_t>& writes,
+                       const std::unordered_map<UOp, UOp>& done) {
+    std::vector<UOp> bufs;
+    for (size_t a = 1; a < call.nsrc(); ++a) {
+      const UOp view = base_view(substitute(call.src(a), done, /*walk=*/true));
+      if (!is_buffer_view(view))
+        throw std::logic_error("realize: a kernel CALL argument was not computed into a buffer");
+      bufs.push_back(view.op() == Op::Buffer ? view : view.src(0));
+    }
+    viz::Group kernel_group("kernel " + std::to_string(g_kernel_count + 1));
+    const UOp program = linearize_kernel(call.src(0), bufs);
+    record_stage("linearize", call.src(0), program);
+    if (spec_enabled()) verify(program, "spec_program");
+    if (debug_level() >= 2)
+      std::fprintf(stderr, "custom kernel %s\n%s\n", CallInfo::of(call).name.c_str(),
+                   render_program(program).c_str());
+    ++g_kernel_count;
+    interp_run(program, buffers);
+    for (int64_t slot : writes)
+      buffers.at(slot)->executed_assignments.push_back(assignment_id(call));
+  }
+
   void run_cpu(const UOp& value, const std::vector<UOp>& ranges, const Dims& shape, Storage& out) {
     std::vector<std::pair<int64_t, int64_t>> sizes;
     for (const auto& [id, s] : buffers) sizes.emplace_back(id, s->size);
@@ -142,10 +167,11 @@ struct Realizer {
     interp_run(program, buffers);
   }
 
-  // One unit of the schedule: a kernel boundary, a root to compute, or an assignment's STORE.
+  // One unit of the schedule: a kernel boundary, a root to compute, an assignment's STORE, or a
+  // kernel CALL.
   struct Kernel {
     UOp node;
-    int64_t writes = -1;                                      // the storage a STORE writes
+    std::vector<int64_t> writes;                              // storages a STORE or CALL writes
     std::vector<size_t> after;                                // kernels that must run first
     std::vector<std::pair<int64_t, std::vector<UOp>>> reads;  // (storage, the stores it must see)
     bool reads_own_destination = false;
@@ -162,19 +188,44 @@ struct Realizer {
     while (u.op() == Op::After) u = u.src(0);
     return u;
   }
+  static bool is_buffer_view(const UOp& u) {
+    return u.op() == Op::Buffer || (u.op() == Op::Reshape && u.src(0).op() == Op::Buffer);
+  }
   static int64_t storage_of(const UOp& view) {
     const UOp b = view.op() == Op::Reshape ? view.src(0) : view;
     if (b.op() != Op::Buffer) throw TensorError("an assignment target must be a realized buffer");
     return static_cast<int64_t>(b.arg().find_field("slot")->as_int());
   }
-  // An assignment's identity: the number its STORE carries (the log keeps numbers, not graphs).
-  static int64_t assignment_id(const UOp& store) {
-    return static_cast<int64_t>(store.arg().as_int());
+  // An effect's identity: the number its STORE (or kernel CALL) carries; the log keeps numbers,
+  // not graphs.
+  static int64_t assignment_id(const UOp& effect) {
+    return effect.op() == Op::Call ? CallInfo::of(effect).id
+                                   : static_cast<int64_t>(effect.arg().as_int());
   }
-  bool executed(const UOp& store) const {
-    const auto& log = buffers.at(storage_of(base_view(store.src(0))))->executed_assignments;
-    return std::find(log.begin(), log.end(), assignment_id(store)) != log.end();
+  // The storages an effect writes: an assignment's target, the arguments a kernel CALL writes
+  // (from its LOAD/STORE operands; an opaque body is refused here, before anything runs).
+  static std::vector<int64_t> written_storages(const UOp& effect) {
+    if (effect.op() == Op::Store) return {storage_of(base_view(effect.src(0)))};
+    std::vector<int64_t> out;
+    for (size_t w : call_access(effect).writes) {
+      const UOp target = base_view(effect.src(w + 1));
+      if (!is_buffer_view(target))
+        throw TensorError(fmt::format(
+            "custom kernel '{}' writes argument {}, which is not a realized buffer (realize it "
+            "first)",
+            CallInfo::of(effect).name, w));
+      out.push_back(storage_of(target));
+    }
+    return out;
   }
+  bool executed(const UOp& effect) const {
+    for (int64_t slot : written_storages(effect)) {
+      const auto& log = buffers.at(slot)->executed_assignments;
+      if (std::find(log.begin(), log.end(), assignment_id(effect)) != log.end()) return true;
+    }
+    return false;
+  }
+  static bool is_kernel_call(const UOp& u) { return u.op() == Op::Call && CallInfo::of(u).kernel; }
 
   // What kernel k reads (buffers, and at which assignment state) and which kernels it follows.
   void analyze(Kernel& k, const std::unordered_map<UOp, size_t>& kernel_of) {
@@ -192,8 +243,8 @@ struct Realizer {
           k.after.push_back(it->second);
           continue;
         }
-        if (u.op() == Op::Store) continue;  // executed in an earlier realize
-        if (u.op() == Op::After) {
+        if (u.op() == Op::Store || u.op() == Op::Call) continue;  // executed in an earlier realize
+        if (u.op() == Op::After && is_buffer_view(base_view(u))) {
           const std::vector<UOp> stores = chain_stores(u);
           k.reads.emplace_back(storage_of(base_view(u)), stores);
           for (const UOp& st : stores) stack.push_back(st);
@@ -209,8 +260,12 @@ struct Realizer {
       stack.push_back(k.node.src(1));
       drain();
       for (const auto& read : k.reads)
-        if (read.first == k.writes) k.reads_own_destination = true;
+        if (read.first == k.writes.at(0)) k.reads_own_destination = true;
       stack.push_back(k.node.src(0));
+    } else if (k.node.op() == Op::Call) {
+      // the arguments (the body has only parameters): ordered like reads, whether the kernel
+      // reads or only writes them, so it follows their assignments and precedes later ones
+      for (size_t a = 1; a < k.node.nsrc(); ++a) stack.push_back(k.node.src(a));
     } else {
       push_sources(k.node);
     }
@@ -256,7 +311,9 @@ struct Realizer {
       for (size_t d : ks[k].after) edge(d, k);
       for (const auto& [slot, seen] : ks[k].reads)
         for (size_t s = 0; s < ks.size(); ++s) {
-          if (s == k || ks[s].writes != slot) continue;
+          if (s == k ||
+              std::find(ks[s].writes.begin(), ks[s].writes.end(), slot) == ks[s].writes.end())
+            continue;
           if (std::find(seen.begin(), seen.end(), ks[s].node) == seen.end()) edge(k, s);
         }
     }
@@ -286,14 +343,26 @@ struct Realizer {
 
   // Realizes `roots` together (and every kernel boundary and pending assignment below them) and
   // returns each root's buffer view.
-  std::vector<UOp> realize(const std::vector<UOp>& roots,
+  std::vector<UOp> realize(const std::vector<UOp>& tensor_roots,
                            std::vector<std::shared_ptr<Storage>>& keep) {
     viz::Group group("realize");
     if (spec_enabled())
-      for (const UOp& r : roots) verify(r, "spec_tensor");
+      for (const UOp& r : tensor_roots) verify(r, "spec_tensor");
     const rw::RuleSetMatcher& boundary = rules("kernel_boundary");
-    const UOp all = UOp::sink(roots);
-    const std::vector<UOp> order = toposort(all);
+    // function CALLs inlined (rules/call.rw); kernel CALLs stay, as units of the schedule
+    const UOp all = graph_rewrite(UOp::sink(tensor_roots), &rules("calls"),
+                                  {.enter_calls = false, .name = "inline calls"});
+    const std::vector<UOp> roots(all.src().begin(), all.src().end());
+    const std::vector<UOp> order = toposort(all, nullptr, /*enter_calls=*/false);
+    // a kernel CALL's arguments in buffers: computed ones become kernels of their own first
+    std::unordered_set<UOp> needs_buffer;
+    for (const UOp& u : order) {
+      if (u.op() == Op::Call && !is_kernel_call(u))
+        throw std::logic_error("realize: a function CALL was left after inlining");
+      if (!is_kernel_call(u)) continue;
+      for (size_t a = 1; a < u.nsrc(); ++a)
+        if (!is_buffer_view(base_view(u.src(a)))) needs_buffer.insert(u.src(a));
+    }
     std::unordered_set<UOp> root_set(roots.begin(), roots.end());
     std::vector<Kernel> ks;
     std::unordered_map<UOp, size_t> kernel_of;
@@ -303,16 +372,17 @@ struct Realizer {
       if (u == all) continue;
       if (u.op() == Op::After) done.emplace(u, base_view(u));
       bool is_kernel = false;
-      if (u.op() == Op::Store) {
+      if (u.op() == Op::Store || u.op() == Op::Call) {
         is_kernel = !executed(u);
       } else if (u.op() != Op::After && u.op() != Op::Buffer) {
         const bool is_view = u.op() == Op::Reshape && u.src(0).op() == Op::Buffer;
-        is_kernel =
-            (root_set.contains(u) && !is_view) || boundary.apply(u, rctx, nullptr).has_value();
+        is_kernel = (root_set.contains(u) && !is_view) || needs_buffer.contains(u) ||
+                    boundary.apply(u, rctx, nullptr).has_value();
       }
       if (!is_kernel) continue;
-      Kernel k{u};
-      if (u.op() == Op::Store) k.writes = storage_of(base_view(u.src(0)));
+      Kernel k;
+      k.node = u;
+      if (u.op() == Op::Store || u.op() == Op::Call) k.writes = written_storages(u);
       kernel_of.emplace(u, ks.size());
       ks.push_back(std::move(k));
     }
@@ -321,6 +391,10 @@ struct Realizer {
 
     for (size_t i : schedule) {
       const Kernel& k = ks[i];
+      if (k.node.op() == Op::Call) {
+        run_kernel_call(k.node, k.writes, done);
+        continue;
+      }
       if (k.node.op() != Op::Store) {
         // walk: original nodes only, since a read before and one after an assignment look
         // alike once their chains are replaced by the buffer
@@ -332,7 +406,7 @@ struct Realizer {
       }
       // an assignment: the value computed straight into the target's storage, or through a
       // temporary when the value reads the target (another element may already be overwritten)
-      std::shared_ptr<Storage> target = buffers.at(k.writes), out;
+      std::shared_ptr<Storage> target = buffers.at(k.writes.at(0)), out;
       if (!k.reads_own_destination) out = target;
       run_kernel(substitute(k.node.src(1), done, /*walk=*/true), out);
       if (out != target) std::copy(out->bytes.begin(), out->bytes.end(), target->bytes.begin());

@@ -149,4 +149,9 @@ void store_element(Storage& s, int64_t i, const Arg& v) {
   }
 }
 
+int64_t next_effect_id() {
+  static std::atomic<int64_t> next{1};
+  return next++;
+}
+
 }  // namespace tinyrw

@@ -13,4 +13,8 @@ Arg load_element(const Storage& s, int64_t i);
 // Converts v to the buffer's dtype as a CAST does, then stores it.
 void store_element(Storage& s, int64_t i, const Arg& v);
 
+// A fresh number for an event that writes buffers (an assignment's STORE, a kernel CALL): the
+// schedule and the buffers' logs tell events apart by it, even when their graphs are equal.
+int64_t next_effect_id();
+
 }  // namespace tinyrw

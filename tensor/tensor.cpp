@@ -13,6 +13,7 @@
 
 #include "compiler/runtime.h"
 #include "ir/graph.h"
+#include "tensor/gradient.h"
 #include "tensor/storage.h"
 
 namespace tinyrw {
@@ -46,6 +47,12 @@ void check_dims(const Dims& shape) {
 
 // ---- creation
 // ---------------------------------------------------------------------------------------
+
+Tensor Tensor::from_uop(UOp u, const std::vector<Tensor>& reads) {
+  std::vector<std::shared_ptr<Storage>> deps;
+  for (const Tensor& t : reads) deps.insert(deps.end(), t.deps_.begin(), t.deps_.end());
+  return Tensor(std::move(u), std::move(deps));
+}
 
 Tensor Tensor::from_storage(std::shared_ptr<Storage> s, const Dims& shape) {
   const UOp buf = UOp::make(Op::Buffer, s->dtype, {},
@@ -604,9 +611,8 @@ Tensor& Tensor::assign(const Tensor& value) {
   // buffer, readable once the store has run
   // each assignment is its own event: the arg keeps two equal-looking assignments (a training
   // step repeated) from hash-consing into one node that would count as already executed
-  static std::atomic<int64_t> next_assignment{1};
   const UOp store =
-      UOp::make(Op::Store, dtypes::void_, {uop_, value.uop_}, Arg::integer(next_assignment++));
+      UOp::make(Op::Store, dtypes::void_, {uop_, value.uop_}, Arg::integer(next_effect_id()));
   uop_ = UOp::make(Op::After, dtype(), {uop_, store});
   deps_.insert(deps_.end(), value.deps_.begin(), value.deps_.end());
   return *this;
@@ -627,51 +633,18 @@ std::vector<Tensor> Tensor::gradient(const std::vector<Tensor>& targets, const T
     throw TensorError("the seed gradient's shape " + dims_repr(seed->shape()) +
                       " is not the output's " + dims_repr(shape()));
   }
-  const rw::RuleSetMatcher* rules = rw::compiled_rules("grad");
-  if (!rules) throw std::logic_error("the gradient rules are not compiled in");
-  std::unordered_map<UOp, UOp> grads;
-  grads.emplace(uop_, seed ? seed->cast(dtype()).uop_ : full(shape(), 1.0, dtype()).uop_);
-  const std::vector<UOp> order = toposort(uop_);
-  // only nodes with a target below them carry gradient; one of them without a rule is an error,
-  // never a silent zero
-  std::unordered_set<UOp> on_path;
-  for (const Tensor& t : targets) on_path.insert(t.uop_);
-  auto leads_to_target = [&](const UOp& u) {
-    for (const UOp& s : u.src())
-      if (on_path.contains(s)) return true;
-    return false;
-  };
-  for (const UOp& u : order)
-    if (leads_to_target(u)) on_path.insert(u);
-  RewriteContext ctx;
-  for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    const UOp& u = *it;
-    auto g = grads.find(u);
-    if (g == grads.end() || !on_path.contains(u)) continue;
-    const UOp gu = g->second;
-    const std::optional<rw::Value> r = rules->apply(u, ctx, nullptr, &gu);
-    if (!r) {
-      if (!leads_to_target(u)) continue;  // a target that is a leaf: its gradient is complete
-      throw TensorError(fmt::format("no gradient rule in rules/gradient.rw matches {} ({})",
-                                    op_name(u.op()), u.dtype().repr()));
-    }
-    const std::vector<rw::Value>& per_src = r->items();
-    for (size_t k = 0; k < per_src.size() && k < u.nsrc(); ++k) {
-      if (!per_src[k].is_uop()) continue;
-      const UOp& src = u.src(k);
-      const UOp gk = per_src[k].as_uop();
-      auto [slot, fresh] = grads.emplace(src, gk);
-      if (!fresh) slot->second = slot->second + gk;
-    }
-  }
+  std::unordered_set<UOp> wanted;
+  for (const Tensor& t : targets) wanted.insert(t.uop_);
+  std::vector<std::shared_ptr<Storage>> storages = deps_;
+  for (const Tensor& t : targets) storages.insert(storages.end(), t.deps_.begin(), t.deps_.end());
+  if (seed) storages.insert(storages.end(), seed->deps_.begin(), seed->deps_.end());
+  const std::unordered_map<UOp, UOp> grads = compute_gradient(
+      uop_, seed ? seed->cast(dtype()).uop_ : full(shape(), 1.0, dtype()).uop_, wanted, storages);
   std::vector<Tensor> out;
   for (const Tensor& t : targets) {
     auto it = grads.find(t.uop_);
-    std::vector<std::shared_ptr<Storage>> deps = deps_;
-    deps.insert(deps.end(), t.deps_.begin(), t.deps_.end());
-    if (seed) deps.insert(deps.end(), seed->deps_.begin(), seed->deps_.end());
     out.push_back(it == grads.end() ? zeros(t.shape(), t.dtype())
-                                    : Tensor(it->second, std::move(deps)).cast(t.dtype()));
+                                    : Tensor(it->second, storages).cast(t.dtype()));
   }
   return out;
 }

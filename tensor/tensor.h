@@ -58,8 +58,16 @@ class Tensor {
   static Tensor rand(Dims shape, uint64_t seed = 0, DType dtype = dtypes::float32);
   static Tensor randn(Dims shape, uint64_t seed = 0, DType dtype = dtypes::float32);
 
+  // A tensor over a graph built by hand from UOps, reading the buffers of `reads`.
+  static Tensor from_uop(UOp u, const std::vector<Tensor>& reads = {});
+  // The same with the buffers given directly.
+  static Tensor over_storages(UOp u, std::vector<std::shared_ptr<Storage>> storages) {
+    return Tensor(std::move(u), std::move(storages));
+  }
+
   // ---- properties
   const UOp& uop() const { return uop_; }
+  const std::vector<std::shared_ptr<Storage>>& storages() const { return deps_; }
   Dims shape() const;
   DType dtype() const { return uop_.dtype(); }
   size_t ndim() const { return shape().size(); }

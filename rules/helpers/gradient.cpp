@@ -3,6 +3,7 @@
 #include <numeric>
 
 #include "dsl/value.h"
+#include "ir/call.h"
 
 namespace tinyrw::rw {
 namespace {
@@ -107,6 +108,34 @@ Value movement_grad(const UOp& x, const UOp& g) {
   for (size_t k = 1; k < x.nsrc(); ++k) out.emplace_back();
   return Value::tuple(std::move(out));
 }
+
+// AFTER(t, deps...): t once the deps ran. A STORE that overwrites exactly t makes the stored value
+// the result (the last such store wins); stores elsewhere leave t's gradient path alone.
+Value after_grad(const UOp& a, const UOp& g) {
+  const UOp& t = a.src(0);
+  std::vector<Value> out(a.nsrc());
+  size_t route = 0;  // the source the gradient goes to: t, or the overwriting store
+  for (size_t k = 1; k < a.nsrc(); ++k) {
+    const UOp& dep = a.src(k);
+    if (dep.op() != Op::Store) continue;
+    if (dep.src(0) == t) {
+      route = k;
+    } else if (storage_root(dep.src(0)) == storage_root(t)) {
+      throw EvalError(
+          "gradient through an aliased write: a STORE writes part of (or another view of) the "
+          "buffer this AFTER returns");
+    }
+  }
+  out[route] = Value::uop(g);
+  return Value::tuple(std::move(out));
+}
+
+const HelperRegistrar kAfterGrad(
+    {"after_grad", 2, 2, Type::Tuple,
+     [](RewriteContext&, std::span<const Value> a) {
+       return after_grad(a[0].as_uop(), a[1].as_uop());
+     },
+     "after_grad(after, g): the gradient of an AFTER per source (t, or the store overwriting it)"});
 
 const HelperRegistrar kMovementGrad(
     {"movement_grad", 2, 2, Type::Tuple,

@@ -1,0 +1,161 @@
+#include "tensor/function.h"
+
+#include <algorithm>
+#include <deque>
+#include <mutex>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "ir/call.h"
+#include "ir/graph.h"
+#include "ir/rewrite.h"
+#include "tensor/storage.h"
+
+namespace tinyrw {
+
+namespace detail {
+namespace {
+std::mutex g_grad_mutex;
+std::deque<CallGradFn>& grad_fns() {  // a deque: references stay valid as it grows
+  static std::deque<CallGradFn> fns;
+  return fns;
+}
+}  // namespace
+
+int64_t register_grad_fn(CallGradFn fn) {
+  std::lock_guard lock(g_grad_mutex);
+  grad_fns().push_back(std::move(fn));
+  return static_cast<int64_t>(grad_fns().size()) - 1;
+}
+const CallGradFn& registered_grad_fn(int64_t id) {
+  std::lock_guard lock(g_grad_mutex);
+  return grad_fns().at(static_cast<size_t>(id));
+}
+}  // namespace detail
+
+namespace {
+
+bool is_buffer_view(const UOp& u) { return u.op() == Op::Reshape && u.src(0).op() == Op::Buffer; }
+
+// Adds the storages of `from` not in `to` yet.
+void append(std::vector<std::shared_ptr<Storage>>& to,
+            const std::vector<std::shared_ptr<Storage>>& from) {
+  for (const auto& s : from)
+    if (std::find(to.begin(), to.end(), s) == to.end()) to.push_back(s);
+}
+
+}  // namespace
+
+std::vector<Tensor> trace_function(const FunctionOptions& opts, const std::vector<Tensor*>& args,
+                                   const std::function<std::vector<Tensor>()>& body) {
+  // the explicit inputs, one slot per distinct graph (the same tensor twice is one input)
+  std::vector<UOp> inputs;
+  std::unordered_map<UOp, UOp> to_param;
+  std::vector<std::shared_ptr<Storage>> deps;
+  for (const Tensor* t : args) {
+    if (!to_param.contains(t->uop())) {
+      to_param.emplace(t->uop(), param_like(t->uop(), inputs.size()));
+      inputs.push_back(t->uop());
+    }
+    append(deps, t->storages());
+  }
+  // run it on the real tensors, then turn the inputs into parameters: an exception thrown by
+  // the callable leaves nothing behind (no CALL, no registered gradient)
+  const std::vector<Tensor> outs = body();
+  if (outs.empty()) throw TensorError(fmt::format("function {} returned no tensors", opts.name));
+  std::vector<UOp> results;
+  for (const Tensor& o : outs) {
+    results.push_back(replace_outside_calls(o.uop(), to_param));
+    append(deps, o.storages());
+  }
+
+  // implicit inputs: buffers the body reads that were not passed
+  std::vector<UOp> implicit;
+  std::unordered_map<UOp, UOp> implicit_param;
+  for (const UOp& u : toposort(UOp::sink(results), nullptr, /*enter_calls=*/false)) {
+    if (!is_buffer_view(u) || implicit_param.contains(u)) continue;
+    implicit_param.emplace(u, param_like(u, inputs.size() + implicit.size()));
+    implicit.push_back(u);
+  }
+  if (!implicit.empty()) {
+    if (!opts.allow_implicit) {
+      std::string list;
+      for (size_t i = 0; i < implicit.size(); ++i) {
+        const UOp& b = implicit[i].src(0);
+        list +=
+            fmt::format("\n  {}: dtype={}, size={}, device={}", i, b.dtype().repr(),
+                        static_cast<int64_t>(b.arg().field("size").as_int()), b.device().repr());
+      }
+      throw TensorError(fmt::format(
+          "function {} has {} implicit buffer(s), but allow_implicit=false (pass them as "
+          "arguments):{}",
+          opts.name, implicit.size(), list));
+    }
+    for (UOp& r : results) r = replace_outside_calls(r, implicit_param);
+  }
+
+  CallInfo info{.name = opts.name,
+                .precompile = opts.precompile,
+                .precompile_backward = opts.precompile_backward};
+  if (opts.grad_fxn) info.grad_fn = detail::register_grad_fn(opts.grad_fxn);
+  std::vector<UOp> src{UOp::sink(results)};
+  src.insert(src.end(), inputs.begin(), inputs.end());
+  src.insert(src.end(), implicit.begin(), implicit.end());
+  const UOp call = UOp::make(Op::Call, dtypes::void_, src, info.to_arg());
+  std::vector<Tensor> ret;
+  for (size_t i = 0; i < results.size(); ++i)
+    ret.push_back(Tensor::over_storages(
+        UOp::make(Op::Returned, results[i].dtype(), {call}, Arg::integer(static_cast<i128>(i))),
+        deps));
+  return ret;
+}
+
+// ---- custom kernels
+// --------------------------------------------------------------------------------
+
+std::vector<Tensor> custom_kernel(const std::vector<Tensor>& tensors,
+                                  const std::function<UOp(const std::vector<UOp>&)>& kernel,
+                                  CallGradFn grad_fxn, std::string name) {
+  std::vector<UOp> params, args;
+  std::vector<std::shared_ptr<Storage>> deps;
+  for (size_t k = 0; k < tensors.size(); ++k) {
+    params.push_back(param_like(tensors[k].uop(), k));
+    args.push_back(tensors[k].uop());
+    append(deps, tensors[k].storages());
+  }
+  const UOp body = kernel(params);
+  if (body.op() != Op::Sink)
+    throw TensorError(fmt::format("custom kernel {} must return a SINK of its effects, not {}",
+                                  name, op_name(body.op())));
+  CallInfo info{.name = std::move(name), .kernel = true, .id = next_effect_id()};
+  if (grad_fxn) info.grad_fn = detail::register_grad_fn(std::move(grad_fxn));
+  std::vector<UOp> src{body};
+  src.insert(src.end(), args.begin(), args.end());
+  const UOp call = UOp::make(Op::Call, dtypes::void_, src, info.to_arg());
+  std::vector<Tensor> out;
+  for (const UOp& a : args)
+    out.push_back(Tensor::over_storages(UOp::make(Op::After, a.dtype(), {a, call}), deps));
+  return out;
+}
+
+UOp kernel_index(const UOp& param, std::initializer_list<UOp> idx) {
+  std::vector<UOp> src{param};
+  for (const UOp& i : idx) src.push_back(i.dtype() == dtypes::index ? i : i.cast(dtypes::index));
+  return UOp::make(Op::Index, param.dtype(), src);
+}
+UOp kernel_store(const UOp& dst, const UOp& value) {
+  const UOp v = value.dtype() == dst.dtype() ? value : value.cast(dst.dtype());
+  return UOp::make(Op::Store, dtypes::void_, {dst, v});
+}
+UOp kernel_end(const UOp& effect, std::initializer_list<UOp> ranges) {
+  std::vector<UOp> src{effect};
+  src.insert(src.end(), ranges.begin(), ranges.end());
+  return UOp::make(Op::End, dtypes::void_, src);
+}
+UOp kernel_sink(std::initializer_list<UOp> effects, std::string name) {
+  return UOp::make(Op::Sink, dtypes::void_, effects,
+                   name.empty() ? Arg() : Arg::record("KernelInfo", {{"name", Arg::string(name)}}));
+}
+
+}  // namespace tinyrw
