@@ -13,6 +13,7 @@
 
 #include "compiler/runtime.h"
 #include "ir/graph.h"
+#include "ir/rewrite.h"
 #include "tensor/gradient.h"
 #include "tensor/storage.h"
 
@@ -49,6 +50,13 @@ void check_dims(const Dims& shape) {
 // ---------------------------------------------------------------------------------------
 
 Tensor Tensor::from_uop(UOp u, const std::vector<Tensor>& reads) {
+  // every STORE of a hand-built graph gets an effect number, as assign() gives its own: the
+  // schedule tells executed assignments apart by it (kernel bodies are left alone)
+  LambdaMatcher number("number stores");
+  number.add({Op::Store}, [](RewriteContext&, const UOp& st) {
+    return st.arg().is_int() ? UOp() : st.with_arg(Arg::integer(next_effect_id()));
+  });
+  u = graph_rewrite(u, &number, {.walk = true, .enter_calls = false, .name = "from_uop"});
   std::vector<std::shared_ptr<Storage>> deps;
   for (const Tensor& t : reads) deps.insert(deps.end(), t.deps_.begin(), t.deps_.end());
   return Tensor(std::move(u), std::move(deps));
@@ -376,6 +384,10 @@ Tensor Tensor::matmul(const Tensor& o) const {
 }
 
 Tensor Tensor::contiguous() const { return with(UOp::make(Op::Contiguous, dtype(), {uop_})); }
+Tensor Tensor::detach() const { return with(UOp::make(Op::Detach, dtype(), {uop_})); }
+Tensor Tensor::contiguous_backward() const {
+  return with(UOp::make(Op::ContiguousBackward, dtype(), {uop_}));
+}
 // Contiguous is always a kernel boundary with its own output buffer, so it is the copy; the
 // separate name states the guarantee that contiguous() alone does not promise.
 Tensor Tensor::clone() const { return contiguous(); }

@@ -118,6 +118,7 @@ class Tensor {
   Tensor tanh() const { return (*this * 2.0).sigmoid() * 2.0 - 1.0; }
   Tensor gelu() const;
   Tensor rsqrt() const { return sqrt().reciprocal(); }
+  Tensor square() const { return *this * *this; }
   Tensor pow(const Tensor& e) const;  // exp2(e * log2(x)); negative bases give nan
   Tensor bitcast(DType d) const;
   Tensor cast(DType d) const;
@@ -170,6 +171,10 @@ class Tensor {
 
   // ---- realization
   Tensor contiguous() const;
+  // The value unchanged; its gradient is made contiguous (realized) in the backward pass.
+  Tensor contiguous_backward() const;
+  // The value unchanged, with no gradient flowing through it.
+  Tensor detach() const;
   // A copy in fresh storage once realized: later assignments to this tensor leave it unchanged.
   Tensor clone() const;
   Tensor& realize();
