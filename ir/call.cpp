@@ -154,7 +154,8 @@ SlotSets graph_access(const UOp& call, const UOp& body, size_t nargs) {
            base_param(u).has_value();
   };
   for (const UOp& u : nodes) {
-    if (u.op() == Op::Call) continue;  // its arguments were mapped above
+    // a nested call's arguments were mapped above; a SINK or GROUP only collects effects
+    if (u.op() == Op::Call || u.op() == Op::Sink || u.op() == Op::Group) continue;
     for (size_t k = 0; k < u.nsrc(); ++k) {
       const UOp& s = u.src(k);
       if (!is_address(s)) continue;

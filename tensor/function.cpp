@@ -125,9 +125,10 @@ std::vector<Tensor> custom_kernel(const std::vector<Tensor>& tensors,
     append(deps, tensors[k].storages());
   }
   const UOp body = kernel(params);
-  if (body.op() != Op::Sink)
-    throw TensorError(fmt::format("custom kernel {} must return a SINK of its effects, not {}",
-                                  name, op_name(body.op())));
+  if (body.op() != Op::Sink && body.op() != Op::Program)
+    throw TensorError(
+        fmt::format("custom kernel {} must return a SINK of its effects (or a PROGRAM), not {}",
+                    name, op_name(body.op())));
   CallInfo info{.name = std::move(name), .kernel = true, .id = next_effect_id()};
   if (grad_fxn) info.grad_fn = detail::register_grad_fn(std::move(grad_fxn));
   std::vector<UOp> src{body};

@@ -20,12 +20,17 @@ class GradientPass {
                const std::vector<std::shared_ptr<Storage>>& storages)
       : targets_(targets), storages_(storages) {}
 
-  std::unordered_map<UOp, UOp> run(const UOp& root, const UOp& root_grad) {
+  // Differentiates several roots at once, each seeded with its gradient.
+  std::unordered_map<UOp, UOp> run(const std::vector<std::pair<UOp, UOp>>& seeded) {
     const rw::RuleSetMatcher* rules = rw::compiled_rules("grad");
     if (!rules) throw std::logic_error("the gradient rules are not compiled in");
-    add(root, root_grad);
+    std::vector<UOp> roots;
+    for (const auto& [root, g] : seeded) {
+      add(root, g);
+      roots.push_back(root);
+    }
     // CALL bodies have their own parameters: a CALL is differentiated as one node
-    const std::vector<UOp> order = toposort(root, nullptr, /*enter_calls=*/false);
+    const std::vector<UOp> order = toposort(UOp::sink(roots), nullptr, /*enter_calls=*/false);
     // only nodes with a target below them carry gradient; one of them without a rule is an
     // error, never a silent zero
     std::unordered_set<UOp> on_path(targets_.begin(), targets_.end());
@@ -178,18 +183,16 @@ class GradientPass {
     std::unordered_set<UOp> wanted;
     for (const auto& [slot, p] : params) wanted.insert(p);
     std::vector<UOp> bwd_args(call.src().begin() + 1, call.src().end());
-    std::map<size_t, UOp> param_grads;
+    // the outputs' gradients become parameters too, and the body is differentiated once for
+    // all of them (a custom gradient inside sees every output's gradient together)
+    std::vector<std::pair<UOp, UOp>> seeded;
     for (const auto& [i, g] : out_grads) {
-      const UOp seed = param_like(g, bwd_args.size());
+      seeded.emplace_back(body.src(i), param_like(g, bwd_args.size()));
       bwd_args.push_back(g);
-      GradientPass inner(wanted, storages_);
-      for (const auto& [p, pg] : inner.run(body.src(i), seed)) {
-        if (!wanted.contains(p)) continue;
-        const size_t slot = static_cast<size_t>(p.arg().field("slot").as_int());
-        auto [it, fresh] = param_grads.emplace(slot, pg);
-        if (!fresh) it->second = it->second + pg;
-      }
     }
+    std::map<size_t, UOp> param_grads;
+    for (const auto& [p, pg] : GradientPass(wanted, storages_).run(seeded))
+      if (wanted.contains(p)) param_grads.emplace(p.arg().field("slot").as_int(), pg);
     if (param_grads.empty()) return;
     // forward outputs referenced by the gradients become parameters bound to the outputs
     std::unordered_map<UOp, UOp> fwd;
@@ -226,7 +229,7 @@ class GradientPass {
 std::unordered_map<UOp, UOp> compute_gradient(
     const UOp& root, const UOp& root_grad, const std::unordered_set<UOp>& targets,
     const std::vector<std::shared_ptr<Storage>>& storages) {
-  return GradientPass(targets, storages).run(root, root_grad);
+  return GradientPass(targets, storages).run({{root, root_grad}});
 }
 
 }  // namespace tinyrw

@@ -134,7 +134,9 @@ struct Realizer {
       bufs.push_back(view.op() == Op::Buffer ? view : view.src(0));
     }
     viz::Group kernel_group("kernel " + std::to_string(g_kernel_count + 1));
-    const UOp program = linearize_kernel(call.src(0), bufs);
+    // a PROGRAM body runs from the SINK it was compiled from
+    const UOp& body = call.src(0).op() == Op::Program ? call.src(0).src(0) : call.src(0);
+    const UOp program = linearize_kernel(body, bufs);
     record_stage("linearize", call.src(0), program);
     if (spec_enabled()) verify(program, "spec_program");
     if (debug_level() >= 2)

@@ -7,7 +7,8 @@ namespace {
 
 // Already in a buffer of its own (or computed into one): a precompiled call reads it as it is.
 bool in_buffer(const UOp& u) {
-  const UOp base = u.op() == Op::After ? storage_root(u) : u;
+  UOp base = u;  // an assignment chain reads its buffer
+  while (base.op() == Op::After) base = base.src(0);
   return base.op() == Op::Contiguous ||
          (base.op() == Op::Reshape && base.src(0).op() == Op::Buffer);
 }
