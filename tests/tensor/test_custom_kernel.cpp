@@ -151,6 +151,42 @@ TEST_P(CustomKernel, BadKernelsAreRefused) {
   expect_error([&] { lazy_target.realize(); }, "not a realized buffer");
 }
 
+TEST_P(CustomKernel, OpaqueKernelIsRefusedBeforeAnythingRuns) {
+  Tensor x = vec({2});
+  Tensor y = custom_kernel({x}, [](const Params& p) {
+    return UOp::make(Op::Program, dtypes::void_, {UOp::sink(p)});  // no recorded accesses
+  })[0];
+  const UOp before = y.uop();
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    expect_error([&] { y.realize(); }, "cannot compute accesses");
+    EXPECT_EQ(y.uop(), before);  // unchanged: a retry fails the same way
+  }
+  EXPECT_EQ(x.to_doubles(), (D{2}));
+}
+
+TEST_P(CustomKernel, ProgramWithRecordedAccessesRuns) {
+  const Tensor x = vec({5});
+  Tensor y = custom_kernel({Tensor::empty({1}), x}, [](const Params& p) {
+    const UOp body = kernel_sink({kernel_store(at(p[0], 0), at(p[1], 0) * p[1].const_like(2.0))});
+    return UOp::make(Op::Program, dtypes::void_, {body}, program_info_from_sink(body, 2));
+  })[0];
+  EXPECT_EQ(y.to_doubles(), (D{10}));
+}
+
+TEST_P(CustomKernel, InPlaceOutputCreatedInsideAFunctionIsAnImplicitInput) {
+  auto inplace_add = [](const Params& p) {
+    const UOp i = UOp::range(UOp::cint(4), 0);
+    const UOp c = kernel_index(p[0], {i});
+    return kernel_sink({kernel_end(kernel_store(c, c + kernel_index(p[1], {i})), {i})});
+  };
+  auto f = function(
+      [&](Tensor a) {
+        return custom_kernel({Tensor::empty({4}), a}, inplace_add)[0];
+      },
+      {.name = "f", .precompile = true, .allow_implicit = false});
+  expect_error([&] { f(vec({1, 2, 3, 4})); }, "function f has 1 implicit buffer(s)");
+}
+
 // ---- gradients
 
 TEST_P(CustomKernel, InPlaceGradient) {
