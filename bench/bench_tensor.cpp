@@ -6,6 +6,7 @@
 
 #include <cstring>
 
+#include "tensor/function.h"
 #include "tensor/tensor.h"
 
 using namespace tinyrw;
@@ -72,6 +73,7 @@ struct Mlp {
 void BM_MlpForward(benchmark::State& state) {
   set_default_device("CPU");
   Mlp m;
+  m.loss().realize();  // kernels compiled before timing
   for (auto _ : state) {
     Tensor l = m.loss();
     benchmark::DoNotOptimize(l.realize().uop());
@@ -92,6 +94,49 @@ void BM_MlpTrainStep(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_MlpTrainStep)->Unit(benchmark::kMillisecond)->Iterations(20);
+
+// The same forward pass through function(): traced once per call into a CALL, then inlined
+// (fusing as before) or precompiled (its own kernels). Compare with BM_MlpForward.
+template <bool Precompile>
+void BM_MlpForwardFunction(benchmark::State& state) {
+  set_default_device("CPU");
+  Mlp m;
+  auto forward = function(
+      [](Tensor x, Tensor w1, Tensor b1, Tensor w2, Tensor b2) {
+        const Tensor out = (x.matmul(w1) + b1).relu().matmul(w2) + b2;
+        return (out * out).mean();
+      },
+      {.name = "mlp", .precompile = Precompile});
+  forward(m.x, m.w1, m.b1, m.w2, m.b2).realize();  // kernels compiled before timing
+  for (auto _ : state) {
+    Tensor l = forward(m.x, m.w1, m.b1, m.w2, m.b2);
+    benchmark::DoNotOptimize(l.realize().uop());
+  }
+}
+BENCHMARK(BM_MlpForwardFunction<false>)->Unit(benchmark::kMillisecond)->Iterations(20);
+BENCHMARK(BM_MlpForwardFunction<true>)->Unit(benchmark::kMillisecond)->Iterations(20);
+
+// Building a 200-op elementwise graph, plainly and traced into a function CALL: the cost of
+// tracing (parameter substitution, implicit-input scan) over graph construction.
+void BM_Build200Ops(benchmark::State& state) {
+  const Tensor a = Tensor::rand({16}, 1).realize();
+  for (auto _ : state) {
+    Tensor t = a;
+    for (int i = 0; i < 200; ++i) t = t * 1.0001 + 0.5;
+    benchmark::DoNotOptimize(t.uop());
+  }
+}
+BENCHMARK(BM_Build200Ops)->Unit(benchmark::kMicrosecond);
+
+void BM_Trace200OpsIntoFunction(benchmark::State& state) {
+  const Tensor a = Tensor::rand({16}, 1).realize();
+  auto f = function([](Tensor t) {
+    for (int i = 0; i < 200; ++i) t = t * 1.0001 + 0.5;
+    return t;
+  });
+  for (auto _ : state) benchmark::DoNotOptimize(f(a).uop());
+}
+BENCHMARK(BM_Trace200OpsIntoFunction)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 
