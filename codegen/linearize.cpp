@@ -80,7 +80,7 @@ class Linearizer {
 }  // namespace
 
 UOp linearize(const UOp& value, const std::vector<UOp>& ranges, const std::vector<int64_t>& shape,
-              const UOp& out) {
+              const UOp& out, const UOp& dest_index) {
   Linearizer l;
   for (const UOp& r : ranges) l.open(r);
   const UOp v = l.emit(value);
@@ -90,7 +90,7 @@ UOp linearize(const UOp& value, const std::vector<UOp>& ranges, const std::vecto
     flat = flat + ranges[k] * UOp::cint(stride);
     stride *= shape[k];
   }
-  const UOp at = l.emit(flat);
+  const UOp at = l.emit(dest_index ? dest_index : flat);
   const UOp dst = UOp::make(Op::Index, out.dtype(), {out, at});
   l.program.push_back(UOp::make(Op::Store, dtypes::void_, {dst, v}));
   for (auto it = ranges.rbegin(); it != ranges.rend(); ++it) l.close(*it);

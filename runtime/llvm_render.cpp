@@ -471,7 +471,8 @@ RenderedKernel& finish(RenderedKernel& out, Emitter& e) {
 
 RenderedKernel render_llvm(const UOp& value, const std::vector<UOp>& ranges, DType out_dtype,
                            const std::vector<int64_t>& out_shape,
-                           const std::vector<std::pair<int64_t, int64_t>>& buffer_sizes) {
+                           const std::vector<std::pair<int64_t, int64_t>>& buffer_sizes,
+                           const UOp& dest_index) {
   RenderedKernel out;
   Emitter e(buffer_sizes);
   for (const UOp& u : toposort(value)) {
@@ -483,8 +484,9 @@ RenderedKernel render_llvm(const UOp& value, const std::vector<UOp>& ranges, DTy
   // A reduction at the root over rows of at most kRowLimit: the innermost output loop runs
   // inside the reduction (see reduce_rows), then the row is stored.
   constexpr int64_t kRowLimit = 4096;
-  const bool rows = value.op() == Op::Reduce && !ranges.empty() && out_shape.back() <= kRowLimit &&
-                    out_shape.back() > 1 && value.dtype() == out_dtype;
+  const bool rows = !dest_index && value.op() == Op::Reduce && !ranges.empty() &&
+                    out_shape.back() <= kRowLimit && out_shape.back() > 1 &&
+                    value.dtype() == out_dtype;
   // output loops, row-major
   std::vector<Emitter::Loop> loops;
   for (size_t k = 0; k < ranges.size() - (rows ? 1 : 0); ++k) {
@@ -527,6 +529,7 @@ RenderedKernel render_llvm(const UOp& value, const std::vector<UOp>& ranges, DTy
     flat = a;
     stride *= out_shape[k];
   }
+  if (dest_index) flat = e.emit(dest_index);
   std::string v = e.emit(value);
   if (value.dtype() != out_dtype)
     throw std::invalid_argument("CPU: kernel value and output dtype differ");

@@ -43,6 +43,10 @@ const rw::RuleSetMatcher& rules(const char* name) {
 struct Realizer {
   std::map<int64_t, std::shared_ptr<Storage>> buffers;
 
+  static bool is_buffer_view(const UOp& u) {
+    return u.op() == Op::Buffer || (u.op() == Op::Reshape && u.src(0).op() == Op::Buffer);
+  }
+
   static UOp buffer_uop(const Storage& s) {
     return UOp::make(Op::Buffer, s.dtype, {},
                      Arg::record("ParamArg", {{"slot", Arg::integer(s.id)},
@@ -76,8 +80,9 @@ struct Realizer {
   }
 
   // A buffer view with the node's shape, backed by new storage filled by one kernel.
-  // (`out` given: the kernel writes into that storage instead, as an assignment does.)
-  UOp run_kernel(const UOp& node, std::shared_ptr<Storage>& out) {
+  // (`out` given: the kernel writes into that storage instead, as an assignment does; `dest` a
+  // view of it: element i of the node goes where element i of that view is.)
+  UOp run_kernel(const UOp& node, std::shared_ptr<Storage>& out, const UOp& dest = UOp()) {
     Dims shape;
     for (const SInt& d : node.shape()) shape.push_back(d.value());
     int64_t n = 1;
@@ -99,16 +104,18 @@ struct Realizer {
     viz::Group kernel_group("kernel " + std::to_string(g_kernel_count + 1));
     const UOp value = graph_rewrite(root, &rules("lower"), {.ctx = &ctx, .name = "rangeify"});
     if (spec_enabled()) verify(value, "spec_kernel");
+    const UOp dest_index = dest ? store_index(dest, ranges, *out, ctx) : UOp();
     ++g_kernel_count;
     const std::string device = default_device();
     const auto t0 = std::chrono::steady_clock::now();
     if (device == "CPU") {
       // the LINEAR program the CPU's code corresponds to, for the VIZ trace
       if (viz::enabled())
-        record_stage("linearize", value, linearize(value, ranges, shape, buffer_uop(*out)));
-      run_cpu(value, ranges, shape, *out);
+        record_stage("linearize", value,
+                     linearize(value, ranges, shape, buffer_uop(*out), dest_index));
+      run_cpu(value, ranges, shape, *out, dest_index);
     } else {
-      run_interp(value, ranges, shape, *out);
+      run_interp(value, ranges, shape, *out, dest_index);
     }
     if (debug_level() >= 2) {
       const double us =
@@ -148,10 +155,31 @@ struct Realizer {
       buffers.at(slot)->executed_assignments.push_back(assignment_id(call));
   }
 
-  void run_cpu(const UOp& value, const std::vector<UOp>& ranges, const Dims& shape, Storage& out) {
+  // Where element (ranges) of a store through the view `dest` of `out` goes: the view indexed
+  // like the value and lowered by the same rules, which must address one element of `out`.
+  UOp store_index(const UOp& dest, const std::vector<UOp>& ranges, const Storage& out,
+                  rw::RangeifyContext& ctx) {
+    std::vector<UOp> src{dest};
+    src.insert(src.end(), ranges.begin(), ranges.end());
+    if (ranges.empty()) {  // a scalar: index 0 of a 1-element view
+      src = {UOp::make(Op::Reshape, dest.dtype(), {dest, shape_to_uop({1})}), UOp::cint(0)};
+    }
+    const UOp idx = graph_rewrite(UOp::make(Op::Index, dest.dtype(), src), &rules("lower"),
+                                  {.ctx = &ctx, .name = "rangeify store"});
+    if (idx.op() != Op::Index || idx.nsrc() != 2 || idx.src(0).op() != Op::Buffer ||
+        idx.src(0).arg().field("slot").as_int() != out.id)
+      throw TensorError(fmt::format(
+          "cannot assign through this view: its elements do not map one to one onto the "
+          "target buffer (it lowers to {})",
+          op_name(idx.op())));
+    return idx.src(1);
+  }
+
+  void run_cpu(const UOp& value, const std::vector<UOp>& ranges, const Dims& shape, Storage& out,
+               const UOp& dest_index) {
     std::vector<std::pair<int64_t, int64_t>> sizes;
     for (const auto& [id, s] : buffers) sizes.emplace_back(id, s->size);
-    const RenderedKernel k = render_llvm(value, ranges, out.dtype, shape, sizes);
+    const RenderedKernel k = render_llvm(value, ranges, out.dtype, shape, sizes, dest_index);
     if (debug_level() >= 2) std::fprintf(stderr, "%s\n", k.ir.c_str());
     const KernelFn fn = cpu_compile(k.ir);
     std::vector<void*> bufs{out.bytes.data()};
@@ -160,9 +188,9 @@ struct Realizer {
   }
 
   // INTERP: the kernel linearized into a LINEAR program, executed instruction by instruction.
-  void run_interp(const UOp& value, const std::vector<UOp>& ranges, const Dims& shape,
-                  Storage& out) {
-    const UOp program = linearize(value, ranges, shape, buffer_uop(out));
+  void run_interp(const UOp& value, const std::vector<UOp>& ranges, const Dims& shape, Storage& out,
+                  const UOp& dest_index) {
+    const UOp program = linearize(value, ranges, shape, buffer_uop(out), dest_index);
     record_stage("linearize", value, program);
     if (spec_enabled()) verify(program, "spec_program");
     if (debug_level() >= 2) std::fprintf(stderr, "%s\n", render_program(program).c_str());
@@ -179,19 +207,24 @@ struct Realizer {
     bool reads_own_destination = false;
   };
 
-  // The stores an assignment chain After(After(view, S1), S2) has applied: {S1, S2}.
+  // The stores an assignment chain After(After(view, S1), S2) has applied: {S1, S2} (also
+  // through movement ops: a view of a chain has applied the chain's stores).
   static std::vector<UOp> chain_stores(UOp u) {
     std::vector<UOp> out;
-    for (; u.op() == Op::After; u = u.src(0))
-      for (size_t i = 1; i < u.nsrc(); ++i) out.push_back(u.src(i));
+    for (; u.op() == Op::After || groups::movement().contains(u.op()); u = u.src(0))
+      for (size_t i = 1; u.op() == Op::After && i < u.nsrc(); ++i) out.push_back(u.src(i));
     return out;
+  }
+  // The buffer view under views and assignment chains (what a STORE target writes into).
+  static UOp view_root(UOp u) {
+    while (u.op() == Op::After ||
+           (groups::movement().contains(u.op()) && !is_buffer_view(u) && u.nsrc() > 0))
+      u = u.src(0);
+    return u;
   }
   static UOp base_view(UOp u) {
     while (u.op() == Op::After) u = u.src(0);
     return u;
-  }
-  static bool is_buffer_view(const UOp& u) {
-    return u.op() == Op::Buffer || (u.op() == Op::Reshape && u.src(0).op() == Op::Buffer);
   }
   static int64_t storage_of(const UOp& view) {
     const UOp b = view.op() == Op::Reshape ? view.src(0) : view;
@@ -207,7 +240,12 @@ struct Realizer {
   // The storages an effect writes: an assignment's target, the arguments a kernel CALL writes
   // (from its LOAD/STORE operands; an opaque body is refused here, before anything runs).
   static std::vector<int64_t> written_storages(const UOp& effect) {
-    if (effect.op() == Op::Store) return {storage_of(base_view(effect.src(0)))};
+    if (effect.op() == Op::Store) {
+      const UOp target = view_root(effect.src(0));
+      if (!is_buffer_view(target))
+        throw TensorError("an assignment target must be a realized buffer or a view of one");
+      return {storage_of(target)};
+    }
     std::vector<int64_t> out;
     for (size_t w : call_access(effect).writes) {
       const UOp target = base_view(effect.src(w + 1));
@@ -246,9 +284,9 @@ struct Realizer {
           continue;
         }
         if (u.op() == Op::Store || u.op() == Op::Call) continue;  // executed in an earlier realize
-        if (u.op() == Op::After && is_buffer_view(base_view(u))) {
+        if (u.op() == Op::After && is_buffer_view(view_root(u))) {
           const std::vector<UOp> stores = chain_stores(u);
-          k.reads.emplace_back(storage_of(base_view(u)), stores);
+          k.reads.emplace_back(storage_of(view_root(u)), stores);
           for (const UOp& st : stores) stack.push_back(st);
           continue;
         }
@@ -268,6 +306,9 @@ struct Realizer {
       // the arguments (the body has only parameters): ordered like reads, whether the kernel
       // reads or only writes them, so it follows their assignments and precedes later ones
       for (size_t a = 1; a < k.node.nsrc(); ++a) stack.push_back(k.node.src(a));
+    } else if (k.node.op() == Op::After) {  // a root chain over a view: one read of the chain
+      k.reads.emplace_back(storage_of(view_root(k.node)), chain_stores(k.node));
+      for (const UOp& st : chain_stores(k.node)) stack.push_back(st);
     } else {
       push_sources(k.node);
     }
@@ -369,14 +410,18 @@ struct Realizer {
     std::vector<Kernel> ks;
     std::unordered_map<UOp, size_t> kernel_of;
     std::unordered_map<UOp, UOp> done;  // kernel outputs, and each assignment chain's buffer view
+    std::unordered_map<UOp, UOp> computed;  // the buffer view each computed kernel filled
     RewriteContext rctx;
     for (const UOp& u : order) {
       if (u == all) continue;
-      if (u.op() == Op::After) done.emplace(u, base_view(u));
+      // an assignment chain reads its buffer; a chain over a view, that view of the buffer
+      if (u.op() == Op::After) done.emplace(u, substitute(base_view(u), done, /*walk=*/true));
       bool is_kernel = false;
       if (u.op() == Op::Store || u.op() == Op::Call) {
         is_kernel = !executed(u);
-      } else if (u.op() != Op::After && u.op() != Op::Buffer) {
+      } else if (u.op() == Op::After) {  // a root chain over a view: copied out of the buffer
+        is_kernel = root_set.contains(u) && !is_buffer_view(base_view(u));
+      } else if (u.op() != Op::Buffer) {
         const bool is_view = u.op() == Op::Reshape && u.src(0).op() == Op::Buffer;
         is_kernel = (root_set.contains(u) && !is_view) || needs_buffer.contains(u) ||
                     boundary.apply(u, rctx, nullptr).has_value();
@@ -402,16 +447,28 @@ struct Realizer {
         // alike once their chains are replaced by the buffer
         const UOp ready = substitute(k.node, done, /*walk=*/true);
         std::shared_ptr<Storage> out;
-        done.emplace(k.node, run_kernel(ready, out));
+        computed[k.node] = run_kernel(ready, out);
+        done.emplace(k.node, computed[k.node]);
         keep.push_back(out);
         continue;
       }
       // an assignment: the value computed straight into the target's storage, or through a
       // temporary when the value reads the target (another element may already be overwritten)
       std::shared_ptr<Storage> target = buffers.at(k.writes.at(0)), out;
-      if (!k.reads_own_destination) out = target;
-      run_kernel(substitute(k.node.src(1), done, /*walk=*/true), out);
-      if (out != target) std::copy(out->bytes.begin(), out->bytes.end(), target->bytes.begin());
+      const UOp dest = substitute(k.node.src(0), done, /*walk=*/true);
+      UOp value = substitute(k.node.src(1), done, /*walk=*/true);
+      if (!is_buffer_view(dest)) {  // a view of the target: written through its index map
+        if (k.reads_own_destination) {
+          std::shared_ptr<Storage> tmp;
+          value = run_kernel(value, tmp);
+          keep.push_back(tmp);
+        }
+        run_kernel(value, target, dest);
+      } else {
+        if (!k.reads_own_destination) out = target;
+        run_kernel(value, out);
+        if (out != target) std::copy(out->bytes.begin(), out->bytes.end(), target->bytes.begin());
+      }
       target->executed_assignments.push_back(assignment_id(k.node));
     }
     // the schedule as one VIZ step: the tensor graph, and the kernels' outputs in order
@@ -420,8 +477,7 @@ struct Realizer {
       if (auto it = done.find(ks[i].node); it != done.end()) outputs.push_back(it->second);
     record_stage("schedule", all, UOp::sink(outputs));
     std::vector<UOp> views;
-    for (const UOp& r : roots)
-      views.push_back(r.op() != Op::After && done.contains(r) ? done.at(r) : settled(r));
+    for (const UOp& r : roots) views.push_back(computed.contains(r) ? computed.at(r) : settled(r));
     return views;
   }
 

@@ -606,6 +606,43 @@ Tensor Tensor::log_softmax(int ax) const {
 
 // ---- assignment ------------------------------------------------------------------------------
 
+// A buffer (or assignment chain over one) seen through shrinks, permutes, flips and reshapes:
+// each element of the view is one element of the buffer, so a store into it is well defined.
+bool Tensor::writable_view(UOp u) {
+  for (;;) {
+    if (u.op() == Op::After) {
+      u = u.src(0);
+    } else if (u.op() == Op::Reshape && u.src(0).op() == Op::Buffer) {
+      return true;
+    } else if (u.op() == Op::Shrink || u.op() == Op::Permute || u.op() == Op::Flip ||
+               u.op() == Op::Reshape) {
+      u = u.src(0);
+    } else {
+      return false;
+    }
+  }
+}
+
+Tensor& Tensor::setitem(std::vector<std::tuple<int64_t, int64_t, int64_t>> slices,
+                        const Tensor& value) {
+  if (!writable_view(uop_)) realize();
+  Tensor view = with(uop_).slice(std::move(slices));
+  Tensor v = value.dtype() == dtype() ? value : value.cast(dtype());
+  if (v.shape() != view.shape()) {
+    Dims vs = v.shape();  // broadcast: leading 1s, then size-1 axes expand
+    if (vs.size() > view.ndim())
+      throw TensorError(fmt::format("setitem: a value of shape {} does not fit a slice of {}",
+                                    dims_repr(vs), dims_repr(view.shape())));
+    vs.insert(vs.begin(), view.ndim() - vs.size(), 1);
+    v = v.reshape(vs).expand(view.shape());
+  }
+  const UOp store =
+      UOp::make(Op::Store, dtypes::void_, {view.uop_, v.uop_}, Arg::integer(next_effect_id()));
+  uop_ = UOp::make(Op::After, dtype(), {uop_, store});
+  deps_.insert(deps_.end(), v.deps_.begin(), v.deps_.end());
+  return *this;
+}
+
 Tensor& Tensor::assign(const Tensor& value) {
   if (value.shape() != shape())
     throw TensorError(fmt::format("assign shape mismatch: {} into {}", dims_repr(value.shape()),
@@ -613,12 +650,9 @@ Tensor& Tensor::assign(const Tensor& value) {
   if (value.dtype() != dtype())
     throw TensorError(
         fmt::format("assign dtype mismatch: {} into {}", value.dtype().repr(), dtype().repr()));
-  UOp view = uop_;
-  while (view.op() == Op::After) view = view.src(0);
-  if (!(view.op() == Op::Reshape && view.src(0).op() == Op::Buffer)) {
-    realize();  // a computed tensor gets its own buffer first
-    view = uop_;
-  }
+  // a buffer, or a view of one (written through), is the target; a computed tensor gets its own
+  // buffer first
+  if (!writable_view(uop_)) realize();
   // STORE into the current state (so assignments to one buffer apply in order), then AFTER: the
   // buffer, readable once the store has run
   // each assignment is its own event: the arg keeps two equal-looking assignments (a training

@@ -184,7 +184,13 @@ class Tensor {
   // assignment see the old contents, reads made after it the new ones; an order that cannot give
   // both raises an error containing "cycle" before anything runs, and a read of contents that an
   // executed assignment has overwritten (a lazy read or a copy made before it) is refused.
+  // (On a view of a buffer, such as shrink() or slice() of one, the assignment writes through to
+  // that buffer: this tensor then reads the view after the write; other tensors over the buffer
+  // do not see the write.)
   Tensor& assign(const Tensor& value);
+  // this[slices] = value: writes value (broadcast and cast to this tensor's dtype) into the
+  // slice of this tensor's buffer, which this tensor then reads (tinygrad's __setitem__).
+  Tensor& setitem(std::vector<std::tuple<int64_t, int64_t, int64_t>> slices, const Tensor& value);
   template <class T>
   std::vector<T> data();
   std::vector<double> to_doubles();
@@ -207,6 +213,7 @@ class Tensor {
   Tensor bitwise(Op op, const Tensor& o) const;
   Tensor with(UOp u) const { return Tensor(std::move(u), deps_); }
   int axis(int a) const;
+  static bool writable_view(UOp u);
 
   UOp uop_;
   std::vector<std::shared_ptr<Storage>> deps_;  // every buffer the graph reads

@@ -133,6 +133,64 @@ TEST_P(Assign, GradientFlowsThroughAFullOverwriteToTheStoredValue) {
   EXPECT_EQ(g[0].to_doubles(), (D{12, 16}));  // through the store: d(2 x^2)/dx
 }
 
+// ---- writes into part of a buffer: setitem, and assign() on a view
+
+TEST_P(Assign, SetitemWritesASliceOfTheBuffer) {
+  Tensor a = vec({1, 2, 3, 4});
+  a.setitem({{1, 3, 1}}, vec({10, 20}));
+  EXPECT_EQ(a.to_doubles(), (D{1, 10, 20, 4}));
+  a.setitem({{0, 4, 2}}, Tensor::full({1}, 0));  // every other element, broadcast
+  EXPECT_EQ(a.to_doubles(), (D{0, 10, 0, 4}));
+  a.setitem({{3, -5, -1}}, vec({5, 6, 7, 8}));  // reversed
+  EXPECT_EQ(a.to_doubles(), (D{8, 7, 6, 5}));
+  Tensor m = Tensor::from_vector(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3}).realize();
+  m.setitem({{0, 2, 1}, {1, 2, 1}}, Tensor::from_vector(std::vector<float>{7, 8}, {2, 1}));
+  EXPECT_EQ(m.to_doubles(), (D{1, 7, 3, 4, 8, 6}));
+}
+
+TEST_P(Assign, SetitemValueReadingTheTargetIsComputedFirst) {
+  Tensor a = vec({1, 2, 3, 4});
+  a.setitem({{1, 4, 1}}, a.shrink({{0, 3}}));  // shift right by one
+  EXPECT_EQ(a.to_doubles(), (D{1, 1, 2, 3}));
+}
+
+TEST_P(Assign, SetitemIsOrderedLikeAnAssignment) {
+  Tensor a = vec({1, 2, 3, 4});
+  Tensor before = a * 1.0f;
+  a.setitem({{0, 1, 1}}, vec({9}));
+  Tensor after = a * 1.0f;
+  Tensor::realize_all({&after, &before});
+  EXPECT_EQ(before.to_doubles(), (D{1, 2, 3, 4}));
+  EXPECT_EQ(after.to_doubles(), (D{9, 2, 3, 4}));
+  EXPECT_EQ(a.to_doubles(), (D{9, 2, 3, 4}));
+}
+
+TEST_P(Assign, AssignThroughAViewWritesTheBuffer) {
+  Tensor a = vec({1, 2, 3, 4});
+  Tensor part = a.shrink({{1, 3}});
+  part.assign(vec({7, 8}));
+  EXPECT_EQ(part.to_doubles(), (D{7, 8}));
+  // `a` is the buffer before the write: refused now that the write has run
+  try {
+    a.to_doubles();
+    ADD_FAILURE() << "read of overwritten contents";
+  } catch (const TensorError& e) {
+    EXPECT_NE(std::string(e.what()).find("already run and overwritten"), std::string::npos);
+  }
+  Tensor t = Tensor::from_vector(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3}).realize();
+  Tensor col = t.permute({1, 0});  // a transposed view: element (i, j) is t[j][i]
+  col.assign(Tensor::from_vector(std::vector<float>{1, 2, 3, 4, 5, 6}, {3, 2}));
+  EXPECT_EQ(col.to_doubles(), (D{1, 2, 3, 4, 5, 6}));
+}
+
+TEST_P(Assign, ExpandedViewIsNotAnAssignmentTarget) {
+  Tensor a = vec({1});
+  Tensor wide = a.expand({3});
+  wide.assign(vec({1, 2, 3}));  // realized into a buffer of its own first
+  EXPECT_EQ(wide.to_doubles(), (D{1, 2, 3}));
+  EXPECT_EQ(a.to_doubles(), (D{1}));
+}
+
 // The assignment cases of tinygrad's test_gradient.py (seed 003).
 TEST_P(Assign, GradientThroughOneAssignment) {
   const Tensor x = vec({2, 3});

@@ -265,6 +265,40 @@ TEST_P(Functions, AssignInput) {
   EXPECT_EQ(b.to_doubles(), (D{10, 20, 30}));
 }
 
+// AFTER(buf, STORE(view of buf, x)) returned from a function: buf with x written into a column
+// (tinygrad's test_single_after_store, with a fixed column for its symbolic start_pos)
+TEST_P(Functions, ReturnsABufferAfterAStoreIntoAView) {
+  for (bool precompile : {false, true})
+    for (int64_t col : {0, 2}) {
+      SCOPED_TRACE(testing::Message() << "precompile " << precompile << " column " << col);
+      auto f = function(
+          [col](Tensor buf, Tensor x) {
+            const UOp part = buf.slice({{0, 2, 1}, {col, col + 1, 1}}).uop();
+            const UOp st = UOp::make(Op::Store, dtypes::void_, {part, x.uop()});
+            return Tensor::from_uop(UOp::make(Op::After, buf.dtype(), {buf.uop(), st}), {buf, x});
+          },
+          {.precompile = precompile});
+      const Tensor buf = Tensor::zeros({2, 8}).contiguous().realize();
+      const Tensor x = Tensor::from_vector(std::vector<float>{1, 2}, {2, 1}).realize();
+      D want(16, 0);
+      want[static_cast<size_t>(col)] = 1;
+      want[static_cast<size_t>(8 + col)] = 2;
+      Tensor out = f(buf, x);
+      EXPECT_EQ(out.to_doubles(), want);
+    }
+}
+
+TEST_P(Functions, SetitemInsideAFunction) {
+  auto f = function([](Tensor& a, Tensor b) {
+    a.setitem({{1, 3, 1}}, b.shrink({{1, 3}}) + 1.0f);
+    return a;
+  });
+  Tensor a = vec({1, 2, 3}).realize();
+  Tensor b = vec({10, 20, 30}).realize();
+  EXPECT_EQ(f(a, b).to_doubles(), (D{1, 21, 31}));
+  EXPECT_EQ(b.to_doubles(), (D{10, 20, 30}));
+}
+
 TEST_P(Functions, TupleOutputsPlainAndPrecompiled) {
   for (bool precompile : {false, true}) {
     const Tensor x = Tensor::ones({3}).contiguous();
