@@ -565,6 +565,10 @@ void Tensor::realize_all(const std::vector<Tensor*>& tensors) {
   std::vector<std::shared_ptr<Storage>> kept;
   const std::vector<UOp> views = r.realize(roots, kept);
   for (size_t i = 0; i < tensors.size(); ++i) {
+    if (tensors[i]->uop_ != views[i]) {
+      tensors[i]->computed_by_ = tensors[i]->differentiable_uop();
+      tensors[i]->realized_view_ = views[i];
+    }
     tensors[i]->uop_ = views[i];
     tensors[i]->deps_ = {r.buffers.at(Realizer::storage_of(Realizer::base_view(views[i])))};
   }

@@ -679,16 +679,23 @@ std::vector<Tensor> Tensor::gradient(const std::vector<Tensor>& targets, const T
     throw TensorError("the seed gradient's shape " + dims_repr(seed->shape()) +
                       " is not the output's " + dims_repr(shape()));
   }
+  // a realized tensor is differentiated through the graph it was computed by: a target is found
+  // as its buffer, or else as that graph
   std::unordered_set<UOp> wanted;
-  for (const Tensor& t : targets) wanted.insert(t.uop_);
+  for (const Tensor& t : targets) {
+    wanted.insert(t.uop_);
+    wanted.insert(t.differentiable_uop());
+  }
   std::vector<std::shared_ptr<Storage>> storages = deps_;
   for (const Tensor& t : targets) storages.insert(storages.end(), t.deps_.begin(), t.deps_.end());
   if (seed) storages.insert(storages.end(), seed->deps_.begin(), seed->deps_.end());
   const std::unordered_map<UOp, UOp> grads = compute_gradient(
-      uop_, seed ? seed->cast(dtype()).uop_ : full(shape(), 1.0, dtype()).uop_, wanted, storages);
+      differentiable_uop(), seed ? seed->cast(dtype()).uop_ : full(shape(), 1.0, dtype()).uop_,
+      wanted, storages);
   std::vector<Tensor> out;
   for (const Tensor& t : targets) {
     auto it = grads.find(t.uop_);
+    if (it == grads.end()) it = grads.find(t.differentiable_uop());
     out.push_back(it == grads.end() ? zeros(t.shape(), t.dtype())
                                     : Tensor(it->second, storages).cast(t.dtype()));
   }

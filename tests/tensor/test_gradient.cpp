@@ -217,3 +217,20 @@ TEST_P(Gradients, ErrorsAndUnusedTargets) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, Gradients, ::testing::Values("INTERP", "CPU"));
+
+// realize() replaces a tensor's graph by its buffer; gradients still follow the graph it was
+// computed by, instead of silently finding no path
+TEST_P(Gradients, GradientOfARealizedTensor) {
+  Tensor x = Tensor::from_vector(std::vector<float>{1, 2, 3}, {3});
+  Tensor loss = (x * x).sum();
+  EXPECT_EQ(loss.item<float>(), 14.0f);  // realized
+  EXPECT_EQ(loss.gradient({x})[0].to_doubles(), (std::vector<double>{2, 4, 6}));
+  // a target that was realized is found through its graph as well
+  Tensor h = x * 3.0f;
+  Tensor out = (h * h).sum();
+  h.realize();
+  EXPECT_EQ(out.gradient({h})[0].to_doubles(), (std::vector<double>{6, 12, 18}));
+  // once assigned to, the tensor is differentiated as its new value
+  loss.assign(Tensor::full({}, 5.0) * x.sum());
+  EXPECT_EQ(loss.gradient({x})[0].to_doubles(), (std::vector<double>{5, 5, 5}));
+}
