@@ -80,6 +80,33 @@ UOp inline_output(const UOp& call, size_t i) {
   return bind_params(body.src(i), args);
 }
 
+// ---- gradient bundles
+// ------------------------------------------------------------------------------
+
+UOp call_grad_bundle(size_t outputs, size_t i, const UOp& g) {
+  std::vector<UOp> src(outputs, UOp::make(Op::Noop));
+  src.at(i) = g;
+  return UOp::make(Op::Sink, dtypes::void_, src, Arg::string("call gradients"));
+}
+
+bool is_call_grad_bundle(const UOp& u) {
+  return u.op() == Op::Sink && u.arg().is_string() && u.arg().as_string() == "call gradients";
+}
+
+UOp add_call_grad_bundles(const UOp& a, const UOp& b) {
+  std::vector<UOp> src(a.src().begin(), a.src().end());
+  for (size_t i = 0; i < src.size() && i < b.nsrc(); ++i) {
+    if (b.src(i).op() == Op::Noop) continue;
+    src[i] = src[i].op() == Op::Noop ? b.src(i) : src[i] + b.src(i);
+  }
+  return a.with_src(src);
+}
+
+size_t call_outputs(const UOp& call) {
+  return CallInfo::of(call).kernel || call.src(0).op() != Op::Sink ? call.nsrc() - 1
+                                                                   : call.src(0).nsrc();
+}
+
 // ---- access analysis
 // ------------------------------------------------------------------------------
 

@@ -40,6 +40,15 @@ UOp replace_outside_calls(const UOp& root, const std::unordered_map<UOp, UOp>& m
 // The CALL's body and arguments, the body with PARAMs bound: output i of a function CALL.
 UOp inline_output(const UOp& call, size_t i);
 
+// The gradients of a CALL's outputs travel to the CALL as one bundle, SINK(g0, g1, ...) with a
+// NOOP where an output has none, so that the CALL is differentiated once for all its outputs.
+UOp call_grad_bundle(size_t outputs, size_t i, const UOp& g);  // g for output i alone
+bool is_call_grad_bundle(const UOp& u);
+UOp add_call_grad_bundles(const UOp& a, const UOp& b);  // output by output
+// The number of outputs of a CALL: its SINK body's sources (a function) or its arguments (a
+// kernel, whose outputs are its arguments after it ran).
+size_t call_outputs(const UOp& call);
+
 // What a kernel CALL does to its arguments, as argument slots (ascending): the slots it reads and
 // the slots it writes (a read-modify-write is in both). Derived from the LOAD/STORE memory operands
 // of the body (SINK, LINEAR, nested CALLs through their arguments, COPY into slot 0) or a

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "compiler/runtime.h"
+#include "dsl/value.h"
 #include "ir/call.h"
 #include "ir/graph.h"
 #include "ir/rewrite.h"
@@ -41,22 +42,13 @@ class GradientPass {
     };
     for (const UOp& u : order)
       if (leads_to_target(u)) on_path.insert(u);
-    RewriteContext ctx;
+    RewriteContext ctx{.user = this};  // for call_grad
     for (auto it = order.rbegin(); it != order.rend(); ++it) {
       const UOp& u = *it;
       if (!on_path.contains(u)) continue;
-      if (u.op() == Op::Call) {
-        if (auto c = call_grads_.find(u); c != call_grads_.end()) call_gradient(u, c->second);
-        continue;
-      }
       auto g = grads_.find(u);
       if (g == grads_.end()) continue;
       const UOp gu = g->second;
-      if (u.op() == Op::Returned) {  // collected per output; the CALL is differentiated once
-        add_output_grad(u.src(0), static_cast<size_t>(u.arg().as_int()), gu);
-        continue;
-      }
-      if (u.op() == Op::After && after_call(u, gu)) continue;
       const std::optional<rw::Value> r = rules->apply(u, ctx, nullptr, &gu);
       if (!r) {
         if (!leads_to_target(u)) continue;  // a target that is a leaf: its gradient is complete
@@ -73,66 +65,31 @@ class GradientPass {
  private:
   void add(const UOp& to, const UOp& g) {
     auto [slot, fresh] = grads_.emplace(to, g);
-    if (!fresh) slot->second = slot->second + g;
-  }
-  void add_output_grad(const UOp& call, size_t i, const UOp& g) {
-    auto [slot, fresh] = call_grads_[call].emplace(i, g);
-    if (!fresh) slot->second = slot->second + g;
-  }
-
-  // AFTER(t, ..., CALL, ...): t as a kernel CALL left it. Where the call writes t, the gradient
-  // is that call output's; a call that only reads t leaves it unchanged (the gradient flows to t).
-  bool after_call(const UOp& after, const UOp& g) {
-    bool has_call = false;
-    for (size_t k = 1; k < after.nsrc(); ++k) has_call |= after.src(k).op() == Op::Call;
-    if (!has_call) return false;
-    const UOp& t = after.src(0);
-    bool routed = false;
-    for (size_t k = 1; k < after.nsrc(); ++k) {
-      const UOp& dep = after.src(k);
-      if (dep.op() != Op::Call) {
-        if (dep.op() == Op::Store && storage_root(dep.src(0)) == storage_root(t))
-          throw TensorError(
-              "gradient through an aliased write: an AFTER mixes a kernel CALL with "
-              "a STORE to the same buffer");
-        continue;
-      }
-      const CallInfo info = CallInfo::of(dep);
-      const CallAccess acc = call_access(dep);
-      std::vector<size_t> outputs;
-      for (size_t w : acc.writes) {
-        const UOp& arg = dep.src(w + 1);
-        if (arg == t) {
-          outputs.push_back(w);
-        } else if (storage_root(arg) == storage_root(t)) {
-          throw TensorError(fmt::format(
-              "gradient through an aliased write: CALL '{}' writes argument {}, a different view "
-              "of the buffer this AFTER returns",
-              info.name, w));
-        }
-      }
-      if (outputs.empty()) continue;  // read only: t is unchanged by this call
-      if (outputs.size() > 1 || routed)
-        throw TensorError(fmt::format(
-            "ambiguous CALL output gradient: CALL '{}' writes the returned buffer as {} "
-            "arguments",
-            info.name, outputs.size() + (routed ? 1 : 0)));
-      // the same buffer passed again read-only also makes the output ambiguous
-      for (size_t k = 0; k + 1 < dep.nsrc(); ++k)
-        if (k != outputs[0] && dep.src(k + 1) == t)
-          throw TensorError(fmt::format(
-              "ambiguous CALL output gradient: CALL '{}' gets the returned buffer as arguments "
-              "{} and {}",
-              info.name, outputs[0], k));
-      add_output_grad(dep, outputs[0], g);
-      routed = true;
-    }
-    if (!routed) add(t, g);
-    return true;
+    if (fresh) return;
+    slot->second =
+        is_call_grad_bundle(g) ? add_call_grad_bundles(slot->second, g) : slot->second + g;
   }
 
   Tensor as_tensor(const UOp& u) const { return Tensor::over_storages(u, storages_); }
 
+  // An argument's gradient from the CALL being differentiated.
+  void add_arg(size_t k, const UOp& g) { arg_grads_[k] = arg_grads_[k] ? arg_grads_[k] + g : g; }
+
+ public:
+  // call_grad: one gradient per source of `call` (none for its body) from the bundle of its
+  // outputs' gradients.
+  rw::Value call_grad(const UOp& call, const UOp& bundle) {
+    std::map<size_t, UOp> out_grads;
+    for (size_t i = 0; i < bundle.nsrc(); ++i)
+      if (bundle.src(i).op() != Op::Noop) out_grads.emplace(i, bundle.src(i));
+    arg_grads_.assign(call.nsrc() - 1, UOp());
+    call_gradient(call, out_grads);
+    std::vector<rw::Value> out{rw::Value()};
+    for (const UOp& g : arg_grads_) out.push_back(g ? rw::Value::uop(g) : rw::Value());
+    return rw::Value::tuple(std::move(out));
+  }
+
+ private:
   // Gradients of the arguments of `call` from the gradients of its outputs.
   void call_gradient(const UOp& call, const std::map<size_t, UOp>& out_grads) {
     const CallInfo info = CallInfo::of(call);
@@ -157,8 +114,8 @@ class GradientPass {
               "the gradient function of CALL '{}' returned a gradient of shape {} for argument "
               "{} of shape {}",
               info.name, shape_repr(res[k]->uop().shape()), k, shape_repr(arg.shape())));
-        add(arg,
-            res[k]->uop().dtype() == arg.dtype() ? res[k]->uop() : res[k]->uop().cast(arg.dtype()));
+        add_arg(k, res[k]->uop().dtype() == arg.dtype() ? res[k]->uop()
+                                                        : res[k]->uop().cast(arg.dtype()));
       }
       return;
     }
@@ -213,16 +170,24 @@ class GradientPass {
     const UOp bwd_call = UOp::make(Op::Call, dtypes::void_, src, bwd.to_arg());
     for (size_t j = 0; j < slots.size(); ++j) {
       if (slots[j] >= nargs) continue;
-      add(call.src(slots[j] + 1),
-          UOp::make(Op::Returned, outs[j].dtype(), {bwd_call}, Arg::integer(static_cast<i128>(j))));
+      add_arg(slots[j], UOp::make(Op::Returned, outs[j].dtype(), {bwd_call},
+                                  Arg::integer(static_cast<i128>(j))));
     }
   }
 
   const std::unordered_set<UOp>& targets_;
   const std::vector<std::shared_ptr<Storage>>& storages_;
   std::unordered_map<UOp, UOp> grads_;
-  std::unordered_map<UOp, std::map<size_t, UOp>> call_grads_;  // per output of each CALL
+  std::vector<UOp> arg_grads_;  // per argument of the CALL being differentiated
 };
+
+const rw::HelperRegistrar kCallGrad(
+    {"call_grad", 2, 2, rw::Type::Tuple,
+     [](RewriteContext& ctx, std::span<const rw::Value> a) {
+       if (!ctx.user) throw rw::EvalError("call_grad runs inside a gradient pass only");
+       return ctx.as<GradientPass>().call_grad(a[0].as_uop(), a[1].as_uop());
+     },
+     "call_grad(call, grads): one gradient per source of a CALL, from its outputs' gradients"});
 
 }  // namespace
 

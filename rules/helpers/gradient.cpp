@@ -1,6 +1,9 @@
 // Adjoints of movement ops and reductions for rules/gradient.rw: each returns one gradient per
 // source of the node (none for the shape sources), built as tensor-level UOps.
 #include <numeric>
+#include <optional>
+
+#include <fmt/format.h>
 
 #include "dsl/value.h"
 #include "ir/call.h"
@@ -109,33 +112,88 @@ Value movement_grad(const UOp& x, const UOp& g) {
   return Value::tuple(std::move(out));
 }
 
-// AFTER(t, deps...): t once the deps ran. A STORE that overwrites exactly t makes the stored value
-// the result (the last such store wins); stores elsewhere leave t's gradient path alone.
+// A kernel CALL `call` among an AFTER's deps over t: the index of the output it gives t (the
+// argument it writes that is t), or none when it only reads t. Aliasing t another way, or as two
+// arguments, leaves the output's gradient ambiguous and is refused.
+std::optional<size_t> call_output_for(const UOp& call, const UOp& t) {
+  const std::string name = CallInfo::of(call).name;
+  std::vector<size_t> outputs;
+  for (size_t w : call_access(call).writes) {
+    const UOp& arg = call.src(w + 1);
+    if (arg == t) {
+      outputs.push_back(w);
+    } else if (storage_root(arg) == storage_root(t)) {
+      throw EvalError(fmt::format(
+          "gradient through an aliased write: CALL '{}' writes argument {}, another view of the "
+          "buffer this AFTER returns",
+          name, w));
+    }
+  }
+  if (outputs.empty()) return std::nullopt;
+  for (size_t k = 0; k + 1 < call.nsrc(); ++k)
+    if (k != outputs[0] && call.src(k + 1) == t)
+      throw EvalError(fmt::format(
+          "ambiguous CALL output gradient: CALL '{}' gets the buffer this AFTER returns as "
+          "arguments {} and {}",
+          name, outputs[0], k));
+  return outputs[0];
+}
+
+// AFTER(t, deps...): t once the deps ran. A STORE that overwrites exactly t, or a kernel CALL that
+// writes t as one of its outputs, gives the result its value (the last such dep wins); stores
+// elsewhere and calls that only read t leave t's gradient path alone.
 Value after_grad(const UOp& a, const UOp& g) {
   const UOp& t = a.src(0);
   std::vector<Value> out(a.nsrc());
-  size_t route = 0;  // the source the gradient goes to: t, or the overwriting store
+  size_t route = 0;  // the source the gradient goes to: t, or the dep that wrote it
+  std::optional<size_t> output;
   for (size_t k = 1; k < a.nsrc(); ++k) {
     const UOp& dep = a.src(k);
+    if (dep.op() == Op::Call) {
+      if (auto i = call_output_for(dep, t)) {
+        if (output || route != 0)
+          throw EvalError(
+              "ambiguous CALL output gradient: several deps of an AFTER write the "
+              "buffer it returns");
+        route = k;
+        output = i;
+      }
+      continue;
+    }
     if (dep.op() != Op::Store) continue;
     if (dep.src(0) == t) {
       route = k;
+      output.reset();
     } else if (storage_root(dep.src(0)) == storage_root(t)) {
       throw EvalError(
           "gradient through an aliased write: a STORE writes part of (or another view of) the "
           "buffer this AFTER returns");
     }
   }
-  out[route] = Value::uop(g);
+  out[route] = Value::uop(output ? call_grad_bundle(call_outputs(a.src(route)), *output, g) : g);
   return Value::tuple(std::move(out));
 }
 
-const HelperRegistrar kAfterGrad(
-    {"after_grad", 2, 2, Type::Tuple,
+// RETURNED(call): output i's gradient, bundled for the CALL.
+Value returned_grad(const UOp& r, const UOp& g) {
+  const UOp& call = r.src(0);
+  return Value::tuple(
+      {Value::uop(call_grad_bundle(call_outputs(call), static_cast<size_t>(r.arg().as_int()), g))});
+}
+
+const HelperRegistrar kReturnedGrad(
+    {"returned_grad", 2, 2, Type::Tuple,
      [](RewriteContext&, std::span<const Value> a) {
-       return after_grad(a[0].as_uop(), a[1].as_uop());
+       return returned_grad(a[0].as_uop(), a[1].as_uop());
      },
-     "after_grad(after, g): the gradient of an AFTER per source (t, or the store overwriting it)"});
+     "returned_grad(returned, g): output i's gradient as the CALL's bundle of output gradients"});
+
+const HelperRegistrar kAfterGrad({"after_grad", 2, 2, Type::Tuple,
+                                  [](RewriteContext&, std::span<const Value> a) {
+                                    return after_grad(a[0].as_uop(), a[1].as_uop());
+                                  },
+                                  "after_grad(after, g): the gradient of an AFTER per source (t, "
+                                  "or the store or CALL writing it)"});
 
 const HelperRegistrar kMovementGrad(
     {"movement_grad", 2, 2, Type::Tuple,
