@@ -145,32 +145,34 @@ std::optional<size_t> call_output_for(const UOp& call, const UOp& t) {
 Value after_grad(const UOp& a, const UOp& g) {
   const UOp& t = a.src(0);
   std::vector<Value> out(a.nsrc());
-  size_t route = 0;  // the source the gradient goes to: t, or the dep that wrote it
-  std::optional<size_t> output;
+  size_t route = 0;     // the source the gradient goes to: t, or the dep that wrote it
+  int64_t output = -1;  // the routed CALL's output, -1 for a STORE (or none)
   for (size_t k = 1; k < a.nsrc(); ++k) {
     const UOp& dep = a.src(k);
     if (dep.op() == Op::Call) {
       if (auto i = call_output_for(dep, t)) {
-        if (output || route != 0)
+        if (route != 0)
           throw EvalError(
               "ambiguous CALL output gradient: several deps of an AFTER write the "
               "buffer it returns");
         route = k;
-        output = i;
+        output = static_cast<int64_t>(*i);
       }
       continue;
     }
     if (dep.op() != Op::Store) continue;
     if (dep.src(0) == t) {
       route = k;
-      output.reset();
+      output = -1;
     } else if (storage_root(dep.src(0)) == storage_root(t)) {
       throw EvalError(
           "gradient through an aliased write: a STORE writes part of (or another view of) the "
           "buffer this AFTER returns");
     }
   }
-  out[route] = Value::uop(output ? call_grad_bundle(call_outputs(a.src(route)), *output, g) : g);
+  out[route] = Value::uop(
+      output >= 0 ? call_grad_bundle(call_outputs(a.src(route)), static_cast<size_t>(output), g)
+                  : g);
   return Value::tuple(std::move(out));
 }
 
