@@ -449,6 +449,24 @@ TEST_P(Functions, BackwardReusesTheForwardOutputs) {
   expect_near(gg.to_doubles(), {1, 2.718281828});
 }
 
+// precompile_backward: the backward CALL's body runs as kernels of its own instead of fusing
+// into what uses the gradient
+TEST_P(Functions, PrecompiledBackwardIsItsOwnKernel) {
+  int kernels[2];
+  for (bool pre_bwd : {false, true}) {
+    auto f = function([](Tensor a) { return a.exp2(); },
+                      {.precompile = true, .precompile_backward = pre_bwd});
+    const Tensor x = vec({0, 1, 2}).realize();
+    Tensor g = f(x).sum().gradient({x})[0] * 2.0f;
+    g.realize();
+    kernels[pre_bwd] = last_kernel_count();
+    expect_near(g.to_doubles(), {2 * 0.6931472, 4 * 0.6931472, 8 * 0.6931472});
+  }
+  // the backward body in a kernel of its own (its inputs, the output gradient included, in
+  // buffers), then the * 2
+  EXPECT_GT(kernels[1], kernels[0]);
+}
+
 TEST_P(Functions, GradOpsOfAChainOfMatmuls) {
   for (int mode = 0; mode < 3; ++mode) {
     const int n = 8;
