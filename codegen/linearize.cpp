@@ -43,6 +43,9 @@ class Linearizer {
     scopes_.emplace_back();
     scopes_.back().emplace(range.node(), range);
   }
+  // A scope of values of its own (recomputed in it, not reused from outer ones at this level).
+  void push_scope() { scopes_.emplace_back(); }
+  void pop_scope() { scopes_.pop_back(); }
   void close(const UOp& range) {
     scopes_.pop_back();
     program.push_back(UOp::make(Op::End, dtypes::void_, {range}));
@@ -145,7 +148,17 @@ class KernelBinder {
       throw GraphError(fmt::format("custom kernel: PARAM {} of shape {} indexed with {} indices",
                                    slot_of(param), shape_repr(shape), idx.size()));
     }
-    return UOp::make(Op::Index, param.dtype(), {buffer(param), flat});
+    return checked(param, UOp::make(Op::Index, param.dtype(), {buffer(param), flat}));
+  }
+  // An access that may leave its buffer is refused: it would read or corrupt other memory.
+  static UOp checked(const UOp& param, const UOp& index) {
+    const int64_t size = static_cast<int64_t>(index.src(0).arg().field("size").as_int());
+    const UOp& i = index.src(1);
+    if (i.vmin() < Num::of(0) || i.vmax() > Num::of(size - 1))
+      throw GraphError(fmt::format(
+          "custom kernel: PARAM {} is accessed at indices {}..{}, outside its {} elements",
+          slot_of(param), i.vmin().repr(), i.vmax().repr(), size));
+    return index;
   }
   UOp value_of(const UOp& u) {
     if (u.op() != Op::Param) return bound_.at(u);
@@ -156,7 +169,7 @@ class KernelBinder {
           "custom kernel: PARAM {} of shape {} used without an index (only a one-element "
           "parameter may be)",
           slot_of(u), shape_repr(u.shape())));
-    return UOp::make(Op::Index, u.dtype(), {buffer(u), UOp::cint(0)});
+    return checked(u, UOp::make(Op::Index, u.dtype(), {buffer(u), UOp::cint(0)}));
   }
 
   const std::vector<UOp>& buffers_;
@@ -165,9 +178,12 @@ class KernelBinder {
 
 }  // namespace
 
-UOp linearize_kernel(const UOp& sink, const std::vector<UOp>& buffers) {
+UOp bind_kernel(const UOp& sink, const std::vector<UOp>& buffers) {
   if (sink.op() != Op::Sink) throw GraphError("custom kernel: the body must be a SINK");
-  const UOp bound = KernelBinder(buffers).bind(sink);
+  return KernelBinder(buffers).bind(sink);
+}
+
+UOp linearize_kernel(const UOp& bound) {
   Linearizer l;
   // effects in order; a STORE's address is computed but not loaded
   std::vector<std::pair<UOp, bool>> work;  // (node, closing) in reverse
@@ -184,10 +200,12 @@ UOp linearize_kernel(const UOp& sink, const std::vector<UOp>& buffers) {
         const UOp& dst = u.src(0);
         if (dst.op() != Op::Index)
           throw GraphError("custom kernel: a STORE must write an element of a parameter");
+        l.push_scope();  // computed afresh: a load after an earlier store sees the stored value
         const UOp at = l.emit(dst.src(1));
         const UOp v = l.emit(u.src(1));
         l.program.push_back(
             UOp::make(Op::Store, dtypes::void_, {dst.with_src({dst.src(0), at}), v}));
+        l.pop_scope();
         break;
       }
       case Op::End:

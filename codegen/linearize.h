@@ -27,6 +27,10 @@ UOp linearize(const UOp& value, const std::vector<UOp>& ranges, const std::vecto
 // loops) or GROUP(effects...), over PARAMs; `buffers[k]` is the BUFFER that PARAM slot k stands
 // for. PARAM[i, j, ...] addresses elements row-major in the PARAM's shape; LOAD(x) is x's value;
 // a bare PARAM of one element is that element.
-UOp linearize_kernel(const UOp& sink, const std::vector<UOp>& buffers);
+// The kernel with its PARAM accesses bound to buffers: INDEX(BUFFER, flat index), each access
+// checked to stay inside its buffer.
+UOp bind_kernel(const UOp& sink, const std::vector<UOp>& buffers);
+// A bound kernel as a LINEAR program.
+UOp linearize_kernel(const UOp& bound);
 
 }  // namespace tinyrw

@@ -149,6 +149,15 @@ class Emitter {
   std::map<int64_t, int> buffer_index;  // slot -> argument position (output is 0)
   std::string allocas_, body_;
 
+  // STORE v at INDEX(buffer, i) (an index the caller has checked to stay inside the buffer).
+  void store(const UOp& index, const std::string& v) {
+    const int64_t slot = static_cast<int64_t>(index.src(0).arg().field("slot").as_int());
+    const std::string i = emit(index.src(1)), p = tmp(), mv = to_memory(index.dtype(), v);
+    line(fmt::format("{} = getelementptr {}, ptr {}, i64 {}", p, mem_type(index.dtype()),
+                     buffer_ptr(slot), i));
+    line(fmt::format("store {} {}, ptr {}", mem_type(index.dtype()), mv, p));
+  }
+
  private:
   std::string buffer_ptr(int64_t slot) { return fmt::format("%b{}", buffer_index.at(slot)); }
 
@@ -539,6 +548,61 @@ RenderedKernel render_llvm(const UOp& value, const std::vector<UOp>& ranges, DTy
   e.line(fmt::format("store {} {}, ptr {}", mem_type(out_dtype), v, p));
   e.scopes_.pop_back();
   for (auto it = loops.rbegin(); it != loops.rend(); ++it) e.close_loop(*it);
+  return finish(out, e);
+}
+
+RenderedKernel render_llvm_effects(const UOp& sink,
+                                   const std::vector<std::pair<int64_t, int64_t>>& buffer_sizes) {
+  RenderedKernel out;
+  Emitter e(buffer_sizes);
+  for (const UOp& u : toposort(sink)) {
+    if (u.op() != Op::Buffer) continue;
+    const int64_t slot = static_cast<int64_t>(u.arg().field("slot").as_int());
+    if (e.buffer_index.emplace(slot, static_cast<int>(out.input_slots.size()) + 1).second)
+      out.input_slots.push_back(slot);
+  }
+  // effects in order, each STORE computed afresh (a load after a store sees the stored value)
+  std::vector<std::pair<UOp, bool>> work;  // (effect, closing its loops), in reverse
+  std::vector<std::vector<Emitter::Loop>> open;
+  for (size_t k = sink.nsrc(); k-- > 0;) work.emplace_back(sink.src(k), false);
+  while (!work.empty()) {
+    auto [u, closing] = work.back();
+    work.pop_back();
+    if (closing) {
+      for (auto it = open.back().rbegin(); it != open.back().rend(); ++it) e.close_loop(*it);
+      open.pop_back();
+      e.scopes_.pop_back();
+      continue;
+    }
+    switch (u.op()) {
+      case Op::Store: {
+        e.scopes_.emplace_back();
+        e.store(u.src(0), e.emit(u.src(1)));
+        e.scopes_.pop_back();
+        break;
+      }
+      case Op::End: {
+        open.emplace_back();
+        e.scopes_.emplace_back();
+        for (size_t k = 1; k < u.nsrc(); ++k) {
+          const UOp& r = u.src(k);
+          if (r.op() != Op::Range || r.src(0).op() != Op::Const)
+            throw std::invalid_argument("CPU: a custom kernel loop needs a constant bound");
+          open.back().push_back(e.open_loop(static_cast<int64_t>(r.src(0).arg().as_int())));
+          e.scopes_.back().emplace(r.node(), open.back().back().idx);
+        }
+        work.emplace_back(u, true);
+        work.emplace_back(u.src(0), false);
+        break;
+      }
+      case Op::Group:
+      case Op::Sink:
+        for (size_t k = u.nsrc(); k-- > 0;) work.emplace_back(u.src(k), false);
+        break;
+      default:
+        throw std::invalid_argument("CPU: " + std::string(op_name(u.op())) + " is not an effect");
+    }
+  }
   return finish(out, e);
 }
 

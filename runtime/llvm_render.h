@@ -25,4 +25,10 @@ RenderedKernel render_llvm(const UOp& value, const std::vector<UOp>& ranges, DTy
                            const std::vector<std::pair<int64_t, int64_t>>& buffer_sizes,
                            const UOp& dest_index = UOp());
 
+// A custom kernel's effects (SINK of STORE / END(effect, ranges) / GROUP over INDEX(BUFFER, i),
+// as codegen/linearize.h binds them) as the same kind of function; argument 0 is unused, the
+// buffers follow in `input_slots` order.
+RenderedKernel render_llvm_effects(const UOp& sink,
+                                   const std::vector<std::pair<int64_t, int64_t>>& buffer_sizes);
+
 }  // namespace tinyrw

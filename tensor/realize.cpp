@@ -129,8 +129,8 @@ struct Realizer {
     return UOp::make(Op::Reshape, out->dtype, {buf, shape_to_uop(s)});
   }
 
-  // A kernel CALL (custom_kernel): its body over the arguments' buffers, in place. It runs on the
-  // INTERP machine on every device: the LLVM renderer takes one-output kernels only.
+  // A kernel CALL (custom_kernel): its body over the arguments' buffers, in place; on CPU
+  // compiled by LLVM, on INTERP run as its LINEAR program.
   void run_kernel_call(const UOp& call, const std::vector<int64_t>& writes,
                        const std::unordered_map<UOp, UOp>& done) {
     std::vector<UOp> bufs;
@@ -143,14 +143,27 @@ struct Realizer {
     viz::Group kernel_group("kernel " + std::to_string(g_kernel_count + 1));
     // a PROGRAM body runs from the SINK it was compiled from
     const UOp& body = call.src(0).op() == Op::Program ? call.src(0).src(0) : call.src(0);
-    const UOp program = linearize_kernel(body, bufs);
+    const UOp bound = bind_kernel(body, bufs);
+    const UOp program = linearize_kernel(bound);
     record_stage("linearize", call.src(0), program);
     if (spec_enabled()) verify(program, "spec_program");
-    if (debug_level() >= 2)
-      std::fprintf(stderr, "custom kernel %s\n%s\n", CallInfo::of(call).name.c_str(),
-                   render_program(program).c_str());
+    const std::string name = CallInfo::of(call).name;
     ++g_kernel_count;
-    interp_run(program, buffers);
+    if (default_device() == "CPU") {
+      std::vector<std::pair<int64_t, int64_t>> sizes;
+      for (const auto& [id, st] : buffers) sizes.emplace_back(id, st->size);
+      const RenderedKernel k = render_llvm_effects(bound, sizes);
+      if (debug_level() >= 2)
+        std::fprintf(stderr, "custom kernel %s\n%s\n", name.c_str(), k.ir.c_str());
+      std::vector<void*> ptrs{nullptr};  // argument 0 (an output of its own) is unused
+      for (int64_t slot : k.input_slots) ptrs.push_back(buffers.at(slot)->bytes.data());
+      cpu_compile(k.ir)(ptrs.data());
+    } else {
+      if (debug_level() >= 2)
+        std::fprintf(stderr, "custom kernel %s\n%s\n", name.c_str(),
+                     render_program(program).c_str());
+      interp_run(program, buffers);
+    }
     for (int64_t slot : writes)
       buffers.at(slot)->executed_assignments.push_back(assignment_id(call));
   }

@@ -187,6 +187,41 @@ TEST_P(CustomKernel, InPlaceOutputCreatedInsideAFunctionIsAnImplicitInput) {
   expect_error([&] { f(vec({1, 2, 3, 4})); }, "function f has 1 implicit buffer(s)");
 }
 
+TEST_P(CustomKernel, AccessOutsideAParameterIsRefused) {
+  auto shifted = [](const Params& p) {
+    const UOp i = UOp::range(UOp::cint(4), 0);
+    return kernel_sink({kernel_end(
+        kernel_store(kernel_index(p[0], {i + UOp::cint(1)}), kernel_index(p[1], {i})), {i})});
+  };
+  Tensor out = custom_kernel({Tensor::empty({4}), vec({1, 2, 3, 4})}, shifted)[0];
+  expect_error([&] { out.realize(); }, "PARAM 0 is accessed at indices 1..4, outside its 4");
+}
+
+TEST_P(CustomKernel, LaterEffectsSeeEarlierStores) {
+  auto kernel = [](const Params& p) {
+    const UOp x0 = at(p[0], 0), y0 = at(p[1], 0);
+    return kernel_sink({kernel_store(y0, x0),                  // y = x (old x)
+                        kernel_store(x0, x0.const_like(5.0)),  // x = 5
+                        kernel_store(at(p[2], 0), x0 + y0)});  // z = 5 + old x
+  };
+  std::vector<Tensor> r = custom_kernel({vec({2}), Tensor::empty({1}), Tensor::empty({1})}, kernel);
+  EXPECT_EQ(r[2].to_doubles(), (D{7}));
+  EXPECT_EQ(r[1].to_doubles(), (D{2}));
+  EXPECT_EQ(r[0].to_doubles(), (D{5}));
+}
+
+TEST_P(CustomKernel, IntegerAndHalfBuffers) {
+  const Tensor n = Tensor::from_vector(std::vector<int32_t>{3, -4}, {2}, dtypes::int32).realize();
+  auto negate_into_half = [](const Params& p) {
+    const UOp i = UOp::range(UOp::cint(2), 0);
+    return kernel_sink({kernel_end(
+        kernel_store(kernel_index(p[0], {i}), (-kernel_index(p[1], {i})).cast(dtypes::float16)),
+        {i})});
+  };
+  Tensor h = custom_kernel({Tensor::empty({2}, dtypes::float16), n}, negate_into_half)[0];
+  EXPECT_EQ(h.to_doubles(), (D{-3, 4}));
+}
+
 // ---- gradients
 
 TEST_P(CustomKernel, InPlaceGradient) {
