@@ -47,7 +47,8 @@ void append(std::vector<std::shared_ptr<Storage>>& to,
 
 }  // namespace
 
-std::vector<Tensor> trace_function(const FunctionOptions& opts, const std::vector<Tensor*>& args,
+std::vector<Tensor> trace_function(const FunctionOptions& opts, int64_t grad_fn,
+                                   const std::vector<Tensor*>& args,
                                    const std::function<std::vector<Tensor>()>& body) {
   // the explicit inputs, one slot per distinct graph (the same tensor twice is one input)
   std::vector<UOp> inputs;
@@ -95,10 +96,10 @@ std::vector<Tensor> trace_function(const FunctionOptions& opts, const std::vecto
     for (UOp& r : results) r = replace_outside_calls(r, implicit_param);
   }
 
-  CallInfo info{.name = opts.name,
-                .precompile = opts.precompile,
-                .precompile_backward = opts.precompile_backward};
-  if (opts.grad_fxn) info.grad_fn = detail::register_grad_fn(opts.grad_fxn);
+  const CallInfo info{.name = opts.name,
+                      .precompile = opts.precompile,
+                      .precompile_backward = opts.precompile_backward,
+                      .grad_fn = grad_fn};
   std::vector<UOp> src{UOp::sink(results)};
   src.insert(src.end(), inputs.begin(), inputs.end());
   src.insert(src.end(), implicit.begin(), implicit.end());

@@ -36,12 +36,14 @@ struct FunctionOptions {
 };
 
 // The untyped core: traces `body` (called with the caller's own tensors, which it may assign
-// to) into a CALL and returns its outputs.
-std::vector<Tensor> trace_function(const FunctionOptions& opts, const std::vector<Tensor*>& args,
+// to) into a CALL and returns its outputs. `grad_fn` is opts.grad_fxn as registered (or -1).
+std::vector<Tensor> trace_function(const FunctionOptions& opts, int64_t grad_fn,
+                                   const std::vector<Tensor*>& args,
                                    const std::function<std::vector<Tensor>()>& body);
 
 namespace detail {
-// Custom gradients live here; a CALL refers to one by number (CallInfo::grad_fn).
+// Custom gradients live here; a CALL refers to one by number (CallInfo::grad_fn). A function
+// registers its gradient once; each custom_kernel call with a gradient function registers it.
 int64_t register_grad_fn(CallGradFn fn);
 const CallGradFn& registered_grad_fn(int64_t id);
 
@@ -77,13 +79,16 @@ struct Unflatten<std::vector<Tensor>> {
 template <class F>
 class Function {
  public:
-  Function(F fn, FunctionOptions opts) : fn_(std::move(fn)), opts_(std::move(opts)) {}
+  Function(F fn, FunctionOptions opts)
+      : fn_(std::move(fn)),
+        opts_(std::move(opts)),
+        grad_fn_(opts_.grad_fxn ? detail::register_grad_fn(opts_.grad_fxn) : -1) {}
   template <class... Ts>
   auto operator()(Ts&&... args) const {
     using R = std::decay_t<std::invoke_result_t<const F&, Ts&...>>;
     std::vector<Tensor*> ptrs{const_cast<Tensor*>(static_cast<const Tensor*>(&args))...};
     std::vector<Tensor> outs =
-        trace_function(opts_, ptrs, [&] { return detail::flatten(fn_(args...)); });
+        trace_function(opts_, grad_fn_, ptrs, [&] { return detail::flatten(fn_(args...)); });
     return detail::Unflatten<R>::from(outs);
   }
   const FunctionOptions& options() const { return opts_; }
@@ -91,6 +96,7 @@ class Function {
  private:
   F fn_;
   FunctionOptions opts_;
+  int64_t grad_fn_;  // registered once per function, not per call
 };
 
 template <class F>

@@ -100,6 +100,27 @@ TEST_P(Functions, SameTensorTwiceIsOneInput) {
   EXPECT_EQ(r.to_doubles(), (D{2, 4, 6}));
 }
 
+TEST_P(Functions, IdentityConstantAndNoArguments) {
+  auto identity = function([](Tensor a) { return a; });
+  auto constant = function([](Tensor) { return Tensor::full({2}, 7); });
+  const Tensor w = vec({1, 2});
+  auto no_args = function([&] { return w * 3.0f; });
+  Tensor x = vec({4, 5});
+  EXPECT_EQ(identity(x).to_doubles(), (D{4, 5}));
+  EXPECT_EQ(constant(x).to_doubles(), (D{7, 7}));
+  EXPECT_EQ(no_args().to_doubles(), (D{3, 6}));
+  EXPECT_EQ((identity(x) * 2.0f).sum().gradient({x})[0].to_doubles(), (D{2, 2}));
+  EXPECT_EQ(constant(x).sum().gradient({x})[0].to_doubles(), (D{0, 0}));
+}
+
+TEST_P(Functions, RepeatedCallsAreOneNode) {
+  auto f = function([](Tensor a) { return a * 2.0f; }, {.grad_fxn = [](const auto& g, const auto&) {
+                      return std::vector<std::optional<Tensor>>{*g[0] * 2.0f};
+                    }});
+  const Tensor x = vec({1, 2});
+  EXPECT_EQ(f(x).uop(), f(x).uop());  // same arguments, same body, same options: one CALL
+}
+
 TEST_P(Functions, ExceptionLeavesNoState) {
   auto bad = function([](Tensor) -> Tensor { throw std::runtime_error("error"); });
   Tensor a = ivec({1});
