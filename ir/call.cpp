@@ -56,7 +56,16 @@ UOp bind_params(const UOp& body, std::span<const UOp> args) {
     const size_t slot = param_slot(p);
     if (slot >= args.size())
       throw GraphError(fmt::format("PARAM {} of a CALL with {} arguments", slot, args.size()));
-    return args[slot];
+    const UOp& a = args[slot];
+    if (a.dtype() != p.dtype())
+      throw GraphError(fmt::format("CALL argument {} is {}, its PARAM expects {}", slot,
+                                   a.dtype().repr(), p.dtype().repr()));
+    const std::optional<Shape> want = p.shape_opt(), got = a.shape_opt();
+    if (want && got && *want != *got)
+      throw GraphError(fmt::format("CALL argument {}: shape mismatch: expected {}{}, got {}", slot,
+                                   want->empty() ? "scalar " : "", shape_repr(*want),
+                                   shape_repr(*got)));
+    return a;
   });
   return graph_rewrite(
       body, &m, {.bottom_up = true, .walk = true, .enter_calls = false, .name = "bind_params"});

@@ -18,6 +18,10 @@ UOp param(size_t slot) {
                                shape_to_uop({1})}),
                     slot);
 }
+UOp scalar_param(size_t slot) {
+  return UOp::make(Op::Param, dtypes::float32, {shape_to_uop({})},
+                   Arg::record("ParamArg", {{"slot", Arg::integer(static_cast<i128>(slot))}}));
+}
 UOp sink(std::vector<UOp> effects) { return UOp::sink(effects); }
 UOp store(const UOp& dst, const UOp& v) { return UOp::make(Op::Store, dtypes::void_, {dst, v}); }
 UOp call(const UOp& body, std::vector<UOp> args) {
@@ -111,7 +115,7 @@ TEST(CallAccess, WritableAliasOfCompiledCodeIsRefused) {
 }
 
 TEST(CallBinding, ParamsBoundWithoutEnteringNestedBodies) {
-  const UOp p0 = param(0), p1 = param(1);
+  const UOp p0 = scalar_param(0), p1 = scalar_param(1);
   // the inner body uses its own PARAM 0; only the inner call's argument is rebound
   const UOp inner = UOp::make(Op::Call, dtypes::void_, {sink({p0 * p0}), p0});
   const UOp body = sink({p0 + p1, inner});
@@ -124,12 +128,38 @@ TEST(CallBinding, ParamsBoundWithoutEnteringNestedBodies) {
 }
 
 TEST(CallBinding, ReturnedOutputHasTheBodysShapeAndInlines) {
-  const UOp p0 = param(0);
+  const UOp p0 = scalar_param(0);
   const UOp c = UOp::make(Op::Call, dtypes::void_, {sink({p0 * p0}), UOp::cfloat(3.0)},
                           CallInfo{.name = "sq"}.to_arg());
   const UOp r = UOp::make(Op::Returned, dtypes::float32, {c}, Arg::integer(0));
-  EXPECT_EQ(r.shape(), (Shape{1}));
+  EXPECT_EQ(r.shape(), (Shape{}));
   EXPECT_EQ(inline_output(c, 0), UOp::cfloat(3.0) * UOp::cfloat(3.0));
   EXPECT_EQ(CallInfo::of(c).name, "sq");
   EXPECT_THROW(UOp::make(Op::Returned, dtypes::float32, {c}, Arg::integer(1)).shape(), GraphError);
+}
+
+TEST(CallBinding, ArgumentsMustMatchTheirParameters) {
+  const UOp p0 = param(0);  // float32 of shape (1,)
+  const std::vector<UOp> wrong_dtype{UOp::cint(1, dtypes::int32)};
+  try {
+    bind_params(p0 * p0, wrong_dtype);
+    ADD_FAILURE() << "no error";
+  } catch (const GraphError& e) {
+    EXPECT_NE(std::string(e.what()).find("CALL argument 0 is dtypes.int"), std::string::npos)
+        << e.what();
+  }
+  const UOp scalar = scalar_param(0);
+  const UOp two = UOp::make(
+      Op::Reshape, dtypes::float32,
+      {UOp::make(Op::Buffer, dtypes::float32, {},
+                 Arg::record("ParamArg", {{"slot", Arg::integer(9)}, {"size", Arg::integer(2)}})),
+       shape_to_uop({2})});
+  const std::vector<UOp> args{two};
+  try {
+    bind_params(scalar * scalar, args);
+    ADD_FAILURE() << "no error";
+  } catch (const GraphError& e) {
+    EXPECT_NE(std::string(e.what()).find("shape mismatch: expected scalar"), std::string::npos)
+        << e.what();
+  }
 }
