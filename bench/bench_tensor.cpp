@@ -42,6 +42,28 @@ void BM_ElementwiseAdd16M(benchmark::State& state) {
 }
 BENCHMARK(BM_ElementwiseAdd16M)->Unit(benchmark::kMillisecond)->Iterations(10);
 
+// c[i] = a[i] + b[i] written as a custom kernel (compiled by LLVM like the built-in kernel above,
+// which is the baseline): the cost of a kernel CALL over a fused elementwise kernel.
+void BM_CustomKernelAdd16M(benchmark::State& state) {
+  set_default_device("CPU");
+  Tensor a = Tensor::full({kN}, 1.0).contiguous(), b = Tensor::full({kN}, 2.0).contiguous();
+  a.realize();
+  b.realize();
+  auto add = [](const std::vector<UOp>& p) {
+    const UOp i = UOp::range(UOp::cint(kN), 0);
+    return kernel_sink({kernel_end(
+        kernel_store(kernel_index(p[0], {i}), kernel_index(p[1], {i}) + kernel_index(p[2], {i})),
+        {i})});
+  };
+  for (auto _ : state) {
+    Tensor c = custom_kernel({Tensor::empty({kN}), a, b}, add)[0];
+    c.realize();
+    benchmark::DoNotOptimize(c.uop());
+  }
+  state.SetBytesProcessed(state.iterations() * kN * static_cast<int64_t>(sizeof(float)) * 3);
+}
+BENCHMARK(BM_CustomKernelAdd16M)->Unit(benchmark::kMillisecond)->Iterations(10);
+
 void BM_Matmul512(benchmark::State& state) {
   set_default_device("CPU");
   Tensor a = Tensor::full({512, 512}, 0.5).contiguous(),
