@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <unordered_map>
 #include <unordered_set>
@@ -212,13 +213,54 @@ struct Realizer {
 
   // One unit of the schedule: a kernel boundary, a root to compute, an assignment's STORE, or a
   // kernel CALL.
+  // The elements [lo, hi] of a buffer an access may touch (flat indices; the whole buffer unless
+  // a view narrows it): a read and a write of disjoint regions do not conflict.
+  struct Region {
+    int64_t lo = 0, hi = std::numeric_limits<int64_t>::max();
+    bool overlaps(const Region& o) const { return lo <= o.hi && o.lo <= hi; }
+  };
+  struct Read {
+    int64_t slot;
+    std::vector<UOp> seen;  // the stores it must see
+    Region region;
+  };
   struct Kernel {
     UOp node;
-    std::vector<int64_t> writes;                              // storages a STORE or CALL writes
-    std::vector<size_t> after;                                // kernels that must run first
-    std::vector<std::pair<int64_t, std::vector<UOp>>> reads;  // (storage, the stores it must see)
+    std::vector<int64_t> writes;        // storages a STORE or CALL writes
+    std::vector<Region> write_regions;  // the part of each it writes
+    std::vector<size_t> after;          // kernels that must run first
+    std::vector<Read> reads;
     bool reads_own_destination = false;
   };
+
+  // The region of its buffer a view (movement ops and assignment chains over a buffer view)
+  // addresses: the bounds of its lowered index.
+  Region region_of(const UOp& view) {
+    // the view over the plain buffer: the chains only order, they do not move elements
+    std::vector<UOp> chain;
+    UOp u = view;
+    for (; !is_buffer_view(u) && (u.op() == Op::After || groups::movement().contains(u.op()));
+         u = u.src(0))
+      if (u.op() != Op::After) chain.push_back(u);
+    if (!is_buffer_view(u) || chain.empty()) return {};
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+      std::vector<UOp> src((*it).src().begin(), (*it).src().end());
+      src[0] = u;
+      u = it->with_src(src);
+    }
+    rw::RangeifyContext ctx;
+    std::vector<UOp> idx{u};
+    for (const SInt& d : u.shape())
+      idx.push_back(UOp::range(UOp::cint(d.value()), ctx.next_axis++));
+    if (idx.size() == 1) return {};
+    const UOp lowered = graph_rewrite(UOp::make(Op::Index, u.dtype(), idx), &rules("lower"),
+                                      {.ctx = &ctx, .name = "region"});
+    if (lowered.op() != Op::Index || lowered.nsrc() != 2 || lowered.src(0).op() != Op::Buffer)
+      return {};
+    const UOp& e = lowered.src(1);
+    return {std::max<int64_t>(0, static_cast<int64_t>(e.vmin().i)),
+            static_cast<int64_t>(std::min<i128>(e.vmax().i, std::numeric_limits<int64_t>::max()))};
+  }
 
   // The stores an assignment chain After(After(view, S1), S2) has applied: {S1, S2} (also
   // through movement ops: a view of a chain has applied the chain's stores).
@@ -271,6 +313,11 @@ struct Realizer {
     }
     return out;
   }
+  static bool reads_storage(const UOp& value, int64_t slot) {
+    for (const UOp& u : toposort(value, nullptr, /*enter_calls=*/false))
+      if (u.op() == Op::Buffer && u.arg().field("slot").as_int() == slot) return true;
+    return false;
+  }
   bool executed(const UOp& effect) const {
     for (int64_t slot : written_storages(effect)) {
       const auto& log = buffers.at(slot)->executed_assignments;
@@ -299,11 +346,11 @@ struct Realizer {
         if (u.op() == Op::Store || u.op() == Op::Call) continue;  // executed in an earlier realize
         if (u.op() == Op::After && is_buffer_view(view_root(u))) {
           const std::vector<UOp> stores = chain_stores(u);
-          k.reads.emplace_back(storage_of(view_root(u)), stores);
+          k.reads.push_back({storage_of(view_root(u)), stores, {}});
           for (const UOp& st : stores) stack.push_back(st);
           continue;
         }
-        if (u.op() == Op::Buffer) k.reads.emplace_back(storage_of(u), std::vector<UOp>{});
+        if (u.op() == Op::Buffer) k.reads.push_back({storage_of(u), {}, {}});
         push_sources(u);
       }
     };
@@ -312,21 +359,27 @@ struct Realizer {
       // target itself (its assignment chain) only orders the store
       stack.push_back(k.node.src(1));
       drain();
-      for (const auto& read : k.reads)
-        if (read.first == k.writes.at(0)) k.reads_own_destination = true;
+      for (const Read& read : k.reads)
+        if (read.slot == k.writes.at(0)) k.reads_own_destination = true;
+      // the target's chain, as the part of the buffer written: the store follows the chain's
+      // stores and precedes other writes to that part
+      const size_t first = k.reads.size();
       stack.push_back(k.node.src(0));
+      drain();
+      for (size_t r = first; r < k.reads.size(); ++r)
+        if (k.reads[r].slot == k.writes.at(0)) k.reads[r].region = k.write_regions.at(0);
     } else if (k.node.op() == Op::Call) {
       // the arguments (the body has only parameters): ordered like reads, whether the kernel
       // reads or only writes them, so it follows their assignments and precedes later ones
       for (size_t a = 1; a < k.node.nsrc(); ++a) stack.push_back(k.node.src(a));
     } else if (k.node.op() == Op::After) {  // a root chain over a view: one read of the chain
-      k.reads.emplace_back(storage_of(view_root(k.node)), chain_stores(k.node));
+      k.reads.push_back({storage_of(view_root(k.node)), chain_stores(k.node), region_of(k.node)});
       for (const UOp& st : chain_stores(k.node)) stack.push_back(st);
     } else {
       push_sources(k.node);
     }
     drain();
-    for (const auto& [slot, stores] : k.reads) check_not_overwritten(slot, stores);
+    for (const Read& r : k.reads) check_not_overwritten(r.slot, r.seen);
   }
 
   // A read whose assignments have all run needs the buffer as the last of them left it: refused
@@ -365,12 +418,14 @@ struct Realizer {
     };
     for (size_t k = 0; k < ks.size(); ++k) {
       for (size_t d : ks[k].after) edge(d, k);
-      for (const auto& [slot, seen] : ks[k].reads)
+      for (const Read& r : ks[k].reads)
         for (size_t s = 0; s < ks.size(); ++s) {
-          if (s == k ||
-              std::find(ks[s].writes.begin(), ks[s].writes.end(), slot) == ks[s].writes.end())
-            continue;
-          if (std::find(seen.begin(), seen.end(), ks[s].node) == seen.end()) edge(k, s);
+          if (s == k) continue;
+          bool conflicts = false;  // s writes the part of the buffer this read needs
+          for (size_t w = 0; w < ks[s].writes.size(); ++w)
+            conflicts |= ks[s].writes[w] == r.slot && ks[s].write_regions[w].overlaps(r.region);
+          if (conflicts && std::find(r.seen.begin(), r.seen.end(), ks[s].node) == r.seen.end())
+            edge(k, s);
         }
     }
     std::vector<size_t> ready, out;
@@ -412,6 +467,13 @@ struct Realizer {
     const std::vector<UOp> order = toposort(all, nullptr, /*enter_calls=*/false);
     // a kernel CALL's arguments in buffers: computed ones become kernels of their own first
     std::unordered_set<UOp> needs_buffer;
+    // so does the value of an assignment that reads its own target buffer: its reads then run
+    // before any write to that buffer, and slices of one buffer assigned from themselves in one
+    // schedule order as all reads, then all writes
+    for (const UOp& u : order)
+      if (u.op() == Op::Store && !executed(u) && !is_buffer_view(base_view(u.src(1))) &&
+          reads_storage(u.src(1), storage_of(view_root(u.src(0)))))
+        needs_buffer.insert(u.src(1));
     for (const UOp& u : order) {
       if (u.op() == Op::Call && !is_kernel_call(u))
         throw std::logic_error("realize: a function CALL was left after inlining");
@@ -443,6 +505,8 @@ struct Realizer {
       Kernel k;
       k.node = u;
       if (u.op() == Op::Store || u.op() == Op::Call) k.writes = written_storages(u);
+      k.write_regions.assign(k.writes.size(), Region{});
+      if (u.op() == Op::Store) k.write_regions[0] = region_of(u.src(0));
       kernel_of.emplace(u, ks.size());
       ks.push_back(std::move(k));
     }

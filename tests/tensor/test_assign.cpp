@@ -191,6 +191,61 @@ TEST_P(Assign, ExpandedViewIsNotAnAssignmentTarget) {
   EXPECT_EQ(a.to_doubles(), (D{1}));
 }
 
+// Slices of one buffer, each assigned from itself, realized together: all reads, then all writes
+// (tinygrad's TestPartialAssignToSharedBuffer).
+TEST_P(Assign, SlicesOfOneBufferAssignedTogether) {
+  Tensor big = Tensor::zeros({100}).contiguous().realize();
+  const std::vector<Dims> shapes{{3, 4}, {4, 6}, {6, 4}, {2, 5}, {4, 3}};
+  std::vector<Tensor> views;
+  int64_t pos = 0;
+  for (const Dims& s : shapes) {
+    views.push_back(big.shrink({{pos, pos + s[0] * s[1]}}).reshape(s));
+    pos += s[0] * s[1];
+  }
+  for (Tensor& v : views) v.assign(v + 1.0f);
+  std::vector<Tensor*> ptrs;
+  for (Tensor& v : views) ptrs.push_back(&v);
+  Tensor::realize_all(ptrs);
+  for (Tensor& v : views) EXPECT_EQ(v.to_doubles(), D(static_cast<size_t>(v.numel()), 1.0));
+}
+
+// Assignments to tensors that are not buffers yet: they get a buffer of their own first
+// (tinygrad's TestAssignToUnrealizedView, where several of these are still broken).
+TEST_P(Assign, AssignIntoUnrealizedTensors) {
+  const Tensor t = Tensor::from_vector(std::vector<float>{1, 2, 3, 4}, {2, 2}).realize();
+  const Tensor one = Tensor::ones({2, 1}).contiguous().realize();
+  Tensor c = t.permute({1, 0}).contiguous();
+  c.setitem({{0, 2, 1}, {1, 2, 1}}, one);
+  EXPECT_EQ(c.to_doubles(), (D{1, 1, 2, 1}));
+  Tensor sum = vec({1, 2, 3, 4}) + vec({5, 6, 7, 8});
+  sum.setitem({{0, 2, 1}}, vec({99, 99}));
+  EXPECT_EQ(sum.to_doubles(), (D{99, 99, 10, 12}));
+  Tensor r = t.sum({0});
+  r.setitem({{0, 1, 1}}, vec({99}));
+  EXPECT_EQ(r.to_doubles(), (D{99, 6}));
+  Tensor k = Tensor::full({2, 2}, 5);
+  k.setitem({{0, 2, 1}, {1, 2, 1}}, one);
+  EXPECT_EQ(k.to_doubles(), (D{5, 1, 5, 1}));
+  EXPECT_EQ(Tensor(t).to_doubles(), (D{1, 2, 3, 4}));  // the source is untouched
+}
+
+// AFTER(x, STORE(state, x * 3)): x, ordered after a write to another buffer
+// (tinygrad's test_after_store_to_other_buffer)
+TEST_P(Assign, AfterAStoreToAnotherBuffer) {
+  const Tensor x = vec({2}), state = vec({0});
+  const UOp store = UOp::make(Op::Store, dtypes::void_, {state.uop(), (x * 3.0f).uop()});
+  const Tensor ordered =
+      Tensor::from_uop(UOp::make(Op::After, x.dtype(), {x.uop(), store}), {x, state});
+  // the state as that same store (numbered by from_uop) left it
+  Tensor state_after = Tensor::from_uop(
+      UOp::make(Op::After, state.dtype(), {state.uop(), ordered.uop().src(1)}), {state, x});
+  Tensor sum = ordered + x;
+  Tensor::realize_all({&sum, &state_after});
+  EXPECT_EQ(sum.to_doubles(), (D{4}));
+  EXPECT_EQ(state_after.to_doubles(), (D{6}));
+  EXPECT_EQ(Tensor(x).to_doubles(), (D{2}));
+}
+
 // The assignment cases of tinygrad's test_gradient.py (seed 003).
 TEST_P(Assign, GradientThroughOneAssignment) {
   const Tensor x = vec({2, 3});

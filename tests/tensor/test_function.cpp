@@ -275,6 +275,40 @@ TEST_P(Functions, ImplicitInputWithAPendingAssignment) {
   EXPECT_EQ(f(ivec({10, 20, 30}).realize()).to_doubles(), (D{14, 25, 36}));
 }
 
+// An assignment in a nested function and one in its caller: the result reads the input as the
+// inner assignment left it and as the outer one left it, in one kernel, so no order exists; a
+// cycle, raised before anything runs (seed 003; older tinygrad ran the inner assignment twice)
+TEST_P(Functions, NestedFunctionsAssigningTheSameInputIsACycle) {
+  auto inner = function([](Tensor& x) {
+    x.assign(x + 1.0f);
+    return x * 2.0f;
+  });
+  auto outer = function([&](Tensor& x) {
+    Tensor y = inner(x);
+    x.assign(x + 1.0f);
+    return y + x;
+  });
+  Tensor a = vec({1}).realize();
+  const Tensor before = a;
+  Tensor out = outer(a);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    try {
+      out.realize();
+      ADD_FAILURE() << "no cycle";
+    } catch (const TensorError& e) {
+      EXPECT_NE(std::string(e.what()).find("cycle"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(Tensor(before).to_doubles(), (D{1}));  // nothing ran
+}
+
+TEST_P(Functions, AssignToAFunctionOutput) {
+  auto f = function([](Tensor x) { return x * 2.0f; });
+  Tensor out = f(Tensor::ones({4}).contiguous().realize());
+  out.assign(Tensor::full({4}, 9).contiguous().realize());
+  EXPECT_EQ(out.to_doubles(), (D{9, 9, 9, 9}));
+}
+
 TEST_P(Functions, AssignInput) {
   auto f = function([](Tensor& a, Tensor& b) {
     a.assign(b + 1.0f);
