@@ -334,7 +334,7 @@ TEST_P(Assign, RandomProgramsNeverReadWrongContents) {
     }
     auto flip = [](D v) { return D(v.rbegin(), v.rend()); };
     for (int step = 0; step < 30; ++step) {
-      const int what = static_cast<int>(pick(10));
+      const int what = static_cast<int>(pick(11));
       if (what < 3) {  // a lazy read of two tensors
         const Item &a = pool[pick(pool.size())], &b = pool[pick(pool.size())];
         D w(4);
@@ -351,6 +351,14 @@ TEST_P(Assign, RandomProgramsNeverReadWrongContents) {
         for (size_t i = 0; i < 4; ++i) w[i] += target.want[i];
         target.t.assign(v.t + target.t);
         target.want = w;
+      } else if (what < 8) {  // a slice of a buffer assigned, reading the target too
+        Item& target = pool[buffers[pick(buffers.size())]];
+        const Item& v = pool[pick(pool.size())];
+        const int64_t lo = static_cast<int64_t>(pick(3)),
+                      hi = lo + 1 + static_cast<int64_t>(pick(3 - static_cast<size_t>(lo)));
+        for (int64_t i = lo; i < hi; ++i)
+          target.want[static_cast<size_t>(i)] += v.want[static_cast<size_t>(i)];
+        target.t.setitem({{lo, hi, 1}}, v.t.shrink({{lo, hi}}) + target.t.shrink({{lo, hi}}));
       } else {  // realize a few tensors together: all of them, or a refusal
         std::vector<Tensor*> ts;
         std::vector<size_t> idx;
