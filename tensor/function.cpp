@@ -61,9 +61,18 @@ std::vector<Tensor> trace_function(const FunctionOptions& opts, int64_t grad_fn,
     }
     append(deps, t->storages());
   }
-  // run it on the real tensors, then turn the inputs into parameters: an exception thrown by
-  // the callable leaves nothing behind (no CALL, no registered gradient)
-  const std::vector<Tensor> outs = body();
+  // run it on the real tensors, then turn the inputs into parameters. An exception thrown by
+  // the callable leaves nothing behind: no CALL, and the arguments as they were (an assignment
+  // the callable made to one before throwing is undone)
+  std::vector<Tensor> saved;
+  for (const Tensor* t : args) saved.push_back(*t);
+  std::vector<Tensor> outs;
+  try {
+    outs = body();
+  } catch (...) {
+    for (size_t i = 0; i < args.size(); ++i) *args[i] = saved[i];
+    throw;
+  }
   if (outs.empty()) throw TensorError(fmt::format("function {} returned no tensors", opts.name));
   std::vector<UOp> results;
   for (const Tensor& o : outs) {

@@ -129,6 +129,16 @@ TEST_P(Functions, ExceptionLeavesNoState) {
   EXPECT_EQ(a.uop(), before);
   auto good = function([](Tensor x) { return x + x; });
   EXPECT_EQ(good(a).to_doubles(), (D{2}));  // tracing still works after the failure
+  // an assignment to an argument made before the exception is undone
+  auto assign_then_throw = function([](Tensor& x) -> Tensor {
+    x.assign(x * 10);
+    throw std::runtime_error("after the assignment");
+  });
+  Tensor b = vec({3}).realize();
+  const UOp b_before = b.uop();
+  EXPECT_THROW(assign_then_throw(b), std::runtime_error);
+  EXPECT_EQ(b.uop(), b_before);
+  EXPECT_EQ(b.to_doubles(), (D{3}));
 }
 
 TEST_P(Functions, ImplicitInputs) {
