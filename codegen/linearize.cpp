@@ -183,36 +183,24 @@ UOp bind_kernel(const UOp& sink, const std::vector<UOp>& buffers) {
   return KernelBinder(buffers).bind(sink);
 }
 
-UOp linearize_kernel(const UOp& bound) {
-  Linearizer l;
-  // effects in order; a STORE's address is computed but not loaded
-  std::vector<std::pair<UOp, bool>> work;  // (node, closing) in reverse
-  for (size_t k = bound.nsrc(); k-- > 0;) work.emplace_back(bound.src(k), false);
+void walk_effects(const UOp& sink, const EffectVisitor& visit) {
+  std::vector<std::pair<UOp, bool>> work;  // (effect, closing its loops), in reverse
+  for (size_t k = sink.nsrc(); k-- > 0;) work.emplace_back(sink.src(k), false);
   while (!work.empty()) {
     auto [u, closing] = work.back();
     work.pop_back();
-    if (closing) {  // the END of an effect's loops
-      for (size_t k = u.nsrc(); k-- > 1;) l.close(u.src(k));
+    if (closing) {
+      visit.close(u);
       continue;
     }
     switch (u.op()) {
-      case Op::Store: {
-        const UOp& dst = u.src(0);
-        if (dst.op() != Op::Index)
-          throw GraphError("custom kernel: a STORE must write an element of a parameter");
-        l.push_scope();  // computed afresh: a load after an earlier store sees the stored value
-        const UOp at = l.emit(dst.src(1));
-        const UOp v = l.emit(u.src(1));
-        l.program.push_back(
-            UOp::make(Op::Store, dtypes::void_, {dst.with_src({dst.src(0), at}), v}));
-        l.pop_scope();
+      case Op::Store:
+        visit.store(u);
         break;
-      }
       case Op::End:
-        for (size_t k = 1; k < u.nsrc(); ++k) {
+        for (size_t k = 1; k < u.nsrc(); ++k)
           if (u.src(k).op() != Op::Range) throw GraphError("custom kernel: END closes RANGEs only");
-          l.open(u.src(k));
-        }
+        visit.open(u);
         work.emplace_back(u, true);
         work.emplace_back(u.src(0), false);
         break;
@@ -225,6 +213,32 @@ UOp linearize_kernel(const UOp& bound) {
             fmt::format("custom kernel: {} is not an effect (STORE, END, GROUP)", op_name(u.op())));
     }
   }
+}
+
+UOp linearize_kernel(const UOp& bound) {
+  Linearizer l;
+  walk_effects(
+      bound,
+      {.store =
+           [&](const UOp& st) {
+             const UOp& dst = st.src(0);
+             if (dst.op() != Op::Index)
+               throw GraphError("custom kernel: a STORE must write an element of a parameter");
+             l.push_scope();  // computed afresh: a load after an earlier store sees the store
+             const UOp at = l.emit(dst.src(1));
+             const UOp v = l.emit(st.src(1));
+             l.program.push_back(
+                 UOp::make(Op::Store, dtypes::void_, {dst.with_src({dst.src(0), at}), v}));
+             l.pop_scope();
+           },
+       .open =
+           [&](const UOp& end) {
+             for (size_t k = 1; k < end.nsrc(); ++k) l.open(end.src(k));
+           },
+       .close =
+           [&](const UOp& end) {
+             for (size_t k = end.nsrc(); k-- > 1;) l.close(end.src(k));
+           }});
   return UOp::make(Op::Linear, dtypes::void_, l.program);
 }
 

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "ir/uop.h"
@@ -30,6 +31,14 @@ UOp linearize(const UOp& value, const std::vector<UOp>& ranges, const std::vecto
 // The kernel with its PARAM accesses bound to buffers: INDEX(BUFFER, flat index), each access
 // checked to stay inside its buffer.
 UOp bind_kernel(const UOp& sink, const std::vector<UOp>& buffers);
+// Walks a kernel's effects in order: `store` for each STORE, `open` and `close` around the
+// effect of each END (whose ranges are its sources after the first); GROUPs and SINKs are
+// flattened, anything else is refused as not an effect.
+struct EffectVisitor {
+  std::function<void(const UOp& store)> store;
+  std::function<void(const UOp&end)> open, close;
+};
+void walk_effects(const UOp& sink, const EffectVisitor& visit);
 // A bound kernel as a LINEAR program.
 UOp linearize_kernel(const UOp& bound);
 

@@ -9,6 +9,8 @@
 
 #include <fmt/format.h>
 
+#include "codegen/linearize.h"
+
 #include "ir/graph.h"
 
 namespace tinyrw {
@@ -476,6 +478,16 @@ RenderedKernel& finish(RenderedKernel& out, Emitter& e) {
             "  ret void\n}\n";
   return out;
 }
+// The buffers `root` reads or writes become the kernel's arguments after the output, in order of
+// first use.
+void number_buffers(const UOp& root, RenderedKernel& out, Emitter& e) {
+  for (const UOp& u : toposort(root)) {
+    if (u.op() != Op::Buffer) continue;
+    const int64_t slot = static_cast<int64_t>(u.arg().field("slot").as_int());
+    if (e.buffer_index.emplace(slot, static_cast<int>(out.input_slots.size()) + 1).second)
+      out.input_slots.push_back(slot);
+  }
+}
 }  // namespace
 
 RenderedKernel render_llvm(const UOp& value, const std::vector<UOp>& ranges, DType out_dtype,
@@ -484,12 +496,7 @@ RenderedKernel render_llvm(const UOp& value, const std::vector<UOp>& ranges, DTy
                            const UOp& dest_index) {
   RenderedKernel out;
   Emitter e(buffer_sizes);
-  for (const UOp& u : toposort(value)) {
-    if (u.op() != Op::Buffer) continue;
-    const int64_t slot = static_cast<int64_t>(u.arg().field("slot").as_int());
-    if (e.buffer_index.emplace(slot, static_cast<int>(out.input_slots.size()) + 1).second)
-      out.input_slots.push_back(slot);
-  }
+  number_buffers(value, out, e);
   // A reduction at the root over rows of at most kRowLimit: the innermost output loop runs
   // inside the reduction (see reduce_rows), then the row is stored.
   constexpr int64_t kRowLimit = 4096;
@@ -555,54 +562,35 @@ RenderedKernel render_llvm_effects(const UOp& sink,
                                    const std::vector<std::pair<int64_t, int64_t>>& buffer_sizes) {
   RenderedKernel out;
   Emitter e(buffer_sizes);
-  for (const UOp& u : toposort(sink)) {
-    if (u.op() != Op::Buffer) continue;
-    const int64_t slot = static_cast<int64_t>(u.arg().field("slot").as_int());
-    if (e.buffer_index.emplace(slot, static_cast<int>(out.input_slots.size()) + 1).second)
-      out.input_slots.push_back(slot);
-  }
+  number_buffers(sink, out, e);
   // effects in order, each STORE computed afresh (a load after a store sees the stored value)
-  std::vector<std::pair<UOp, bool>> work;  // (effect, closing its loops), in reverse
   std::vector<std::vector<Emitter::Loop>> open;
-  for (size_t k = sink.nsrc(); k-- > 0;) work.emplace_back(sink.src(k), false);
-  while (!work.empty()) {
-    auto [u, closing] = work.back();
-    work.pop_back();
-    if (closing) {
-      for (auto it = open.back().rbegin(); it != open.back().rend(); ++it) e.close_loop(*it);
-      open.pop_back();
-      e.scopes_.pop_back();
-      continue;
-    }
-    switch (u.op()) {
-      case Op::Store: {
-        e.scopes_.emplace_back();
-        e.store(u.src(0), e.emit(u.src(1)));
-        e.scopes_.pop_back();
-        break;
-      }
-      case Op::End: {
-        open.emplace_back();
-        e.scopes_.emplace_back();
-        for (size_t k = 1; k < u.nsrc(); ++k) {
-          const UOp& r = u.src(k);
-          if (r.op() != Op::Range || r.src(0).op() != Op::Const)
-            throw std::invalid_argument("CPU: a custom kernel loop needs a constant bound");
-          open.back().push_back(e.open_loop(static_cast<int64_t>(r.src(0).arg().as_int())));
-          e.scopes_.back().emplace(r.node(), open.back().back().idx);
-        }
-        work.emplace_back(u, true);
-        work.emplace_back(u.src(0), false);
-        break;
-      }
-      case Op::Group:
-      case Op::Sink:
-        for (size_t k = u.nsrc(); k-- > 0;) work.emplace_back(u.src(k), false);
-        break;
-      default:
-        throw std::invalid_argument("CPU: " + std::string(op_name(u.op())) + " is not an effect");
-    }
-  }
+  walk_effects(
+      sink,
+      {.store =
+           [&](const UOp& st) {
+             e.scopes_.emplace_back();
+             e.store(st.src(0), e.emit(st.src(1)));
+             e.scopes_.pop_back();
+           },
+       .open =
+           [&](const UOp& end) {
+             open.emplace_back();
+             e.scopes_.emplace_back();
+             for (size_t k = 1; k < end.nsrc(); ++k) {
+               const UOp& r = end.src(k);
+               if (r.src(0).op() != Op::Const)
+                 throw std::invalid_argument("CPU: a custom kernel loop needs a constant bound");
+               open.back().push_back(e.open_loop(static_cast<int64_t>(r.src(0).arg().as_int())));
+               e.scopes_.back().emplace(r.node(), open.back().back().idx);
+             }
+           },
+       .close =
+           [&](const UOp&) {
+             for (auto it = open.back().rbegin(); it != open.back().rend(); ++it) e.close_loop(*it);
+             open.pop_back();
+             e.scopes_.pop_back();
+           }});
   return finish(out, e);
 }
 
