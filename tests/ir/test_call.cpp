@@ -138,28 +138,23 @@ TEST(CallBinding, ReturnedOutputHasTheBodysShapeAndInlines) {
   EXPECT_THROW(UOp::make(Op::Returned, dtypes::float32, {c}, Arg::integer(1)).shape(), GraphError);
 }
 
+void expect_bind_error(const UOp& body, const std::vector<UOp>& args, const std::string& what) {
+  try {
+    bind_params(body, args);
+    ADD_FAILURE() << "no error, expected '" << what << "'";
+  } catch (const GraphError& e) {
+    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+  }
+}
+
 TEST(CallBinding, ArgumentsMustMatchTheirParameters) {
   const UOp p0 = param(0);  // float32 of shape (1,)
-  const std::vector<UOp> wrong_dtype{UOp::cint(1, dtypes::int32)};
-  try {
-    bind_params(p0 * p0, wrong_dtype);
-    ADD_FAILURE() << "no error";
-  } catch (const GraphError& e) {
-    EXPECT_NE(std::string(e.what()).find("CALL argument 0 is dtypes.int"), std::string::npos)
-        << e.what();
-  }
-  const UOp scalar = scalar_param(0);
+  expect_bind_error(p0 * p0, {UOp::cint(1, dtypes::int32)}, "CALL argument 0 is dtypes.int");
   const UOp two = UOp::make(
       Op::Reshape, dtypes::float32,
       {UOp::make(Op::Buffer, dtypes::float32, {},
                  Arg::record("ParamArg", {{"slot", Arg::integer(9)}, {"size", Arg::integer(2)}})),
        shape_to_uop({2})});
-  const std::vector<UOp> args{two};
-  try {
-    bind_params(scalar * scalar, args);
-    ADD_FAILURE() << "no error";
-  } catch (const GraphError& e) {
-    EXPECT_NE(std::string(e.what()).find("shape mismatch: expected scalar"), std::string::npos)
-        << e.what();
-  }
+  const UOp scalar = scalar_param(0);
+  expect_bind_error(scalar * scalar, {two}, "shape mismatch: expected scalar");
 }
