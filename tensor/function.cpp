@@ -45,6 +45,37 @@ void append(std::vector<std::shared_ptr<Storage>>& to,
     if (std::find(to.begin(), to.end(), s) == to.end()) to.push_back(s);
 }
 
+// Whether kernel CALL `call` writes its argument k without reading it.
+bool only_writes(const UOp& call, size_t k) {
+  if (call.op() != Op::Call || !CallInfo::of(call).kernel) return false;
+  try {
+    const CallAccess a = call_access(call);
+    return std::find(a.writes.begin(), a.writes.end(), k) != a.writes.end() &&
+           std::find(a.reads.begin(), a.reads.end(), k) == a.reads.end();
+  } catch (const GraphError&) {
+    return false;  // opaque: counted as a read (realize refuses it anyway)
+  }
+}
+
+// A buffer view over a never-written Tensor::empty() whose every use in `nodes` is as an
+// argument that kernel CALLs only write, or as the buffer AFTER such a call returns.
+bool is_scratch(const UOp& view, const std::vector<UOp>& nodes,
+                const std::vector<std::shared_ptr<Storage>>& storages) {
+  const int64_t slot = static_cast<int64_t>(view.src(0).arg().field("slot").as_int());
+  auto st =
+      std::find_if(storages.begin(), storages.end(), [&](const auto& s) { return s->id == slot; });
+  if (st == storages.end() || !(*st)->uninitialized) return false;
+  for (const UOp& n : nodes)
+    for (size_t k = 0; k < n.nsrc(); ++k) {
+      if (n.src(k) != view) continue;
+      if (n.op() == Op::Call && k > 0 && only_writes(n, k - 1)) continue;
+      if (n.op() == Op::After && k == 0) continue;  // the buffer once its deps wrote it
+      if (n.op() == Op::Store && k == 0) continue;  // an assignment's destination
+      return false;
+    }
+  return true;
+}
+
 }  // namespace
 
 std::vector<Tensor> trace_function(const FunctionOptions& opts, int64_t grad_fn,
@@ -80,11 +111,14 @@ std::vector<Tensor> trace_function(const FunctionOptions& opts, int64_t grad_fn,
     append(deps, o.storages());
   }
 
-  // implicit inputs: buffers the body reads that were not passed
+  // implicit inputs: buffers the body reads that were not passed (a fresh, never written buffer
+  // that the body only lets kernels write into is scratch of the body's own, not an input)
   std::vector<UOp> implicit;
   std::unordered_map<UOp, UOp> implicit_param;
-  for (const UOp& u : toposort(UOp::sink(results), nullptr, /*enter_calls=*/false)) {
+  const std::vector<UOp> nodes = toposort(UOp::sink(results), nullptr, /*enter_calls=*/false);
+  for (const UOp& u : nodes) {
     if (!is_buffer_view(u) || implicit_param.contains(u)) continue;
+    if (is_scratch(u, nodes, deps)) continue;
     implicit_param.emplace(u, param_like(u, inputs.size() + implicit.size()));
     implicit.push_back(u);
   }

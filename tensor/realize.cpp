@@ -89,6 +89,7 @@ struct Realizer {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
     if (!out) out = allocate_storage(node.dtype(), n);
+    out->uninitialized = false;
     buffers[out->id] = out;
 
     rw::RangeifyContext ctx;
@@ -165,8 +166,10 @@ struct Realizer {
                      render_program(program).c_str());
       interp_run(program, buffers);
     }
-    for (int64_t slot : writes)
+    for (int64_t slot : writes) {
       buffers.at(slot)->executed_assignments.push_back(assignment_id(call));
+      buffers.at(slot)->uninitialized = false;
+    }
   }
 
   // Where element (ranges) of a store through the view `dest` of `out` goes: the view indexed

@@ -100,7 +100,9 @@ Tensor Tensor::full(Dims shape, double value, DType dtype) {
 
 Tensor Tensor::empty(Dims shape, DType dtype) {
   check_dims(shape);
-  return from_storage(allocate_storage(dtype, product(shape)), shape);
+  std::shared_ptr<Storage> s = allocate_storage(dtype, product(shape));
+  s->uninitialized = true;
+  return from_storage(std::move(s), shape);
 }
 
 Tensor Tensor::arange(int64_t start, int64_t stop, int64_t step, DType dtype) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "ir/call.h"
+#include "ir/graph.h"
 #include "on_device.h"
 #include "tensor/function.h"
 #include "tensor/tensor.h"
@@ -220,6 +221,31 @@ TEST_P(CustomKernel, IntegerAndHalfBuffers) {
   };
   Tensor h = custom_kernel({Tensor::empty({2}, dtypes::float16), n}, negate_into_half)[0];
   EXPECT_EQ(h.to_doubles(), (D{-3, 4}));
+}
+
+// A fresh empty() that the kernel only writes is the body's own scratch, not an implicit input
+// (tinygrad's invalids() output of a precompiled function)
+TEST_P(CustomKernel, WriteOnlyScratchInsideAFunctionIsNotAnInput) {
+  auto f = function(
+      [](Tensor a) {
+        return custom_kernel({Tensor::empty(a.shape()), a}, scale(2))[0];
+      },
+      {.name = "f", .precompile = true, .allow_implicit = false});
+  Tensor out = f(vec({1, 2, 3, 4}));
+  UOp call;
+  for (const UOp& u : toposort(out.uop(), nullptr, false))
+    if (u.op() == Op::Call && !CallInfo::of(u).kernel) call = u;
+  ASSERT_TRUE(call);
+  EXPECT_EQ(call.nsrc(), 2u);  // the body and `a`
+  EXPECT_EQ(out.to_doubles(), (D{2, 4, 6, 8}));
+  // a realized buffer written by the kernel is state, so it is an input
+  Tensor state = vec({0, 0, 0, 0});
+  auto g = function(
+      [&](Tensor a) {
+        return custom_kernel({state, a}, scale(2))[0];
+      },
+      {.name = "g", .allow_implicit = false});
+  expect_error([&] { g(vec({1, 2, 3, 4})); }, "function g has 1 implicit buffer(s)");
 }
 
 // ---- gradients
