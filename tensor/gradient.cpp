@@ -1,5 +1,6 @@
 #include "tensor/gradient.h"
 
+#include <algorithm>
 #include <map>
 
 #include <fmt/format.h>
@@ -18,7 +19,7 @@ namespace {
 class GradientPass {
  public:
   GradientPass(const std::unordered_set<UOp>& targets,
-               const std::vector<std::shared_ptr<Storage>>& storages)
+               std::vector<std::shared_ptr<Storage>>& storages)
       : targets_(targets), storages_(storages) {}
 
   // Differentiates several roots at once, each seeded with its gradient.
@@ -108,6 +109,9 @@ class GradientPass {
                         info.name, res.size(), nargs));
       for (size_t k = 0; k < res.size(); ++k) {
         if (!res[k]) continue;
+        for (const auto& st : res[k]->storages())
+          if (std::find(storages_.begin(), storages_.end(), st) == storages_.end())
+            storages_.push_back(st);
         const UOp& arg = call.src(k + 1);
         if (res[k]->uop().shape() != arg.shape())
           throw TensorError(fmt::format(
@@ -176,7 +180,8 @@ class GradientPass {
   }
 
   const std::unordered_set<UOp>& targets_;
-  const std::vector<std::shared_ptr<Storage>>& storages_;
+  // the buffers the graph reads; buffers that custom gradients create are added
+  std::vector<std::shared_ptr<Storage>>& storages_;
   std::unordered_map<UOp, UOp> grads_;
   std::vector<UOp> arg_grads_;  // per argument of the CALL being differentiated
 };
@@ -191,9 +196,9 @@ const rw::HelperRegistrar kCallGrad(
 
 }  // namespace
 
-std::unordered_map<UOp, UOp> compute_gradient(
-    const UOp& root, const UOp& root_grad, const std::unordered_set<UOp>& targets,
-    const std::vector<std::shared_ptr<Storage>>& storages) {
+std::unordered_map<UOp, UOp> compute_gradient(const UOp& root, const UOp& root_grad,
+                                              const std::unordered_set<UOp>& targets,
+                                              std::vector<std::shared_ptr<Storage>>& storages) {
   return GradientPass(targets, storages).run({{root, root_grad}});
 }
 

@@ -14,9 +14,10 @@
 namespace tinyrw {
 
 // The gradient of `root` (seeded with `root_grad`) for each target it depends on. `storages` are
-// the buffers the graph reads (tensors handed to custom gradient functions carry them).
-std::unordered_map<UOp, UOp> compute_gradient(
-    const UOp& root, const UOp& root_grad, const std::unordered_set<UOp>& targets,
-    const std::vector<std::shared_ptr<Storage>>& storages);
+// the buffers the graph reads (tensors handed to custom gradient functions carry them); the
+// buffers custom gradient functions create are added to them, for the gradients to read.
+std::unordered_map<UOp, UOp> compute_gradient(const UOp& root, const UOp& root_grad,
+                                              const std::unordered_set<UOp>& targets,
+                                              std::vector<std::shared_ptr<Storage>>& storages);
 
 }  // namespace tinyrw

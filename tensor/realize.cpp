@@ -44,6 +44,16 @@ const rw::RuleSetMatcher& rules(const char* name) {
 struct Realizer {
   std::map<int64_t, std::shared_ptr<Storage>> buffers;
 
+  // The storage of BUFFER `slot`: one of the tensors' own (a graph that reads a buffer no tensor
+  // holds is a bug in whatever built it).
+  const std::shared_ptr<Storage>& storage(int64_t slot) const {
+    auto it = buffers.find(slot);
+    if (it == buffers.end())
+      throw std::logic_error(fmt::format(
+          "realize: buffer {} is read but no tensor being realized holds its storage", slot));
+    return it->second;
+  }
+
   static bool is_buffer_view(const UOp& u) {
     return u.op() == Op::Buffer || (u.op() == Op::Reshape && u.src(0).op() == Op::Buffer);
   }
@@ -158,7 +168,7 @@ struct Realizer {
       if (debug_level() >= 2)
         std::fprintf(stderr, "custom kernel %s\n%s\n", name.c_str(), k.ir.c_str());
       std::vector<void*> ptrs{nullptr};  // argument 0 (an output of its own) is unused
-      for (int64_t slot : k.input_slots) ptrs.push_back(buffers.at(slot)->bytes.data());
+      for (int64_t slot : k.input_slots) ptrs.push_back(storage(slot)->bytes.data());
       cpu_compile(k.ir)(ptrs.data());
     } else {
       if (debug_level() >= 2)
@@ -167,8 +177,8 @@ struct Realizer {
       interp_run(program, buffers);
     }
     for (int64_t slot : writes) {
-      buffers.at(slot)->executed_assignments.push_back(assignment_id(call));
-      buffers.at(slot)->uninitialized = false;
+      storage(slot)->executed_assignments.push_back(assignment_id(call));
+      storage(slot)->uninitialized = false;
     }
   }
 
@@ -200,7 +210,7 @@ struct Realizer {
     if (debug_level() >= 2) std::fprintf(stderr, "%s\n", k.ir.c_str());
     const KernelFn fn = cpu_compile(k.ir);
     std::vector<void*> bufs{out.bytes.data()};
-    for (int64_t slot : k.input_slots) bufs.push_back(buffers.at(slot)->bytes.data());
+    for (int64_t slot : k.input_slots) bufs.push_back(storage(slot)->bytes.data());
     if (out.size > 0) fn(bufs.data());
   }
 
@@ -323,7 +333,7 @@ struct Realizer {
   }
   bool executed(const UOp& effect) const {
     for (int64_t slot : written_storages(effect)) {
-      const auto& log = buffers.at(slot)->executed_assignments;
+      const auto& log = storage(slot)->executed_assignments;
       if (std::find(log.begin(), log.end(), assignment_id(effect)) != log.end()) return true;
     }
     return false;
@@ -388,7 +398,7 @@ struct Realizer {
   // A read whose assignments have all run needs the buffer as the last of them left it: refused
   // when a later assignment, not in its chain, has already overwritten that.
   void check_not_overwritten(int64_t slot, const std::vector<UOp>& seen) const {
-    const std::vector<int64_t>& log = buffers.at(slot)->executed_assignments;
+    const std::vector<int64_t>& log = storage(slot)->executed_assignments;
     if (seen.empty() && !log.empty())  // read as it was before any assignment
       throw TensorError(
           "cannot schedule this read: it needs a buffer's contents from before an assignment "
@@ -534,7 +544,7 @@ struct Realizer {
       }
       // an assignment: the value computed straight into the target's storage, or through a
       // temporary when the value reads the target (another element may already be overwritten)
-      std::shared_ptr<Storage> target = buffers.at(k.writes.at(0)), out;
+      std::shared_ptr<Storage> target = storage(k.writes.at(0)), out;
       const UOp dest = substitute(k.node.src(0), done, /*walk=*/true);
       UOp value = substitute(k.node.src(1), done, /*walk=*/true);
       if (!is_buffer_view(dest)) {  // a view of the target: written through its index map
@@ -568,7 +578,7 @@ struct Realizer {
     const UOp view = base_view(root);
     const int64_t slot = storage_of(view);
     check_not_overwritten(slot, chain_stores(root));
-    const std::vector<int64_t>& log = buffers.at(slot)->executed_assignments;
+    const std::vector<int64_t>& log = storage(slot)->executed_assignments;
     return log.empty() ? view : state_after(view, log.back());
   }
   // The buffer as assignment `id` left it: AFTER over an executed STORE that carries only the id
@@ -650,7 +660,7 @@ void Tensor::realize_all(const std::vector<Tensor*>& tensors) {
       tensors[i]->realized_view_ = views[i];
     }
     tensors[i]->uop_ = views[i];
-    tensors[i]->deps_ = {r.buffers.at(Realizer::storage_of(Realizer::base_view(views[i])))};
+    tensors[i]->deps_ = {r.storage(Realizer::storage_of(Realizer::base_view(views[i])))};
   }
 }
 

@@ -356,6 +356,51 @@ TEST_P(CustomKernel, GradientThroughAnAliasedStoreViewIsRefused) {
   expect_error([&] { y.sum().gradient({x}); }, "aliased write");
 }
 
+// C = A @ B as a custom kernel (an accumulation loop over k storing into C), with a gradient
+// function that is itself made of custom kernels (tinygrad's custom_gemm with its backward)
+namespace {
+UOp gemm_kernel(const Params& p) {  // p: C (M, N), A (M, K), B (K, N)
+  const int64_t m = p[1].shape()[0].value(), kk = p[1].shape()[1].value(),
+                n = p[2].shape()[1].value();
+  const UOp i = UOp::range(UOp::cint(m), 0), j = UOp::range(UOp::cint(n), 1),
+            k = UOp::range(UOp::cint(kk), 2);
+  const UOp c = kernel_index(p[0], {i, j});
+  const UOp init = kernel_store(c, c.const_like(0.0));
+  const UOp acc =
+      kernel_end(kernel_store(c, c + kernel_index(p[1], {i, k}) * kernel_index(p[2], {k, j})), {k});
+  return kernel_sink({kernel_end(UOp::make(Op::Group, dtypes::void_, {init, acc}), {i, j})},
+                     "gemm");
+}
+Tensor custom_matmul(const Tensor& a, const Tensor& b, bool with_grad);
+CallGradFn gemm_grad() {
+  return [](const std::vector<std::optional<Tensor>>& g, const std::vector<Tensor>& args) {
+    // dA = dC @ B^T, dB = A^T @ dC, each a custom GEMM again
+    const Tensor& dc = *g[0];
+    return std::vector<std::optional<Tensor>>{
+        std::nullopt, custom_matmul(dc, args[2].transpose().contiguous(), false),
+        custom_matmul(args[1].transpose().contiguous(), dc, false)};
+  };
+}
+Tensor custom_matmul(const Tensor& a, const Tensor& b, bool with_grad) {
+  const Tensor c = Tensor::empty({a.shape()[0], b.shape()[1]});
+  return custom_kernel({c, a, b}, gemm_kernel, with_grad ? gemm_grad() : nullptr, "gemm")[0];
+}
+}  // namespace
+
+TEST_P(CustomKernel, GemmWithACustomBackward) {
+  Tensor a = Tensor::randn({4, 8}, 1).realize(), b = Tensor::randn({8, 3}, 2).realize();
+  Tensor c = custom_matmul(a, b, true);
+  const std::vector<Tensor> g = (c * c).sum().gradient({a, b});
+  const std::vector<Tensor> want = (a.matmul(b) * a.matmul(b)).sum().gradient({a, b});
+  const std::vector<double> got_c = c.to_doubles(), want_c = a.matmul(b).to_doubles();
+  for (size_t i = 0; i < want_c.size(); ++i) EXPECT_NEAR(got_c[i], want_c[i], 1e-4);
+  for (size_t t = 0; t < 2; ++t) {
+    const std::vector<double> got = Tensor(g[t]).to_doubles(), ref = Tensor(want[t]).to_doubles();
+    ASSERT_EQ(got.size(), ref.size());
+    for (size_t i = 0; i < ref.size(); ++i) EXPECT_NEAR(got[i], ref[i], 1e-3) << t << " " << i;
+  }
+}
+
 // ---- inside function()
 
 TEST_P(CustomKernel, InsidePrecompiledFunctionWithGradient) {
