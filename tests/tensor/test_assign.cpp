@@ -229,6 +229,18 @@ TEST_P(Assign, AssignIntoUnrealizedTensors) {
   EXPECT_EQ(Tensor(t).to_doubles(), (D{1, 2, 3, 4}));  // the source is untouched
 }
 
+// tinygrad's test_detach_assignment_preserves_earlier_update
+TEST_P(Assign, AssignmentsThroughDetachKeepTheirOrder) {
+  Tensor x = vec({1, 2}).detach(), state = vec({0, 0}).detach();
+  state.assign(state + x * 2.0f);
+  Tensor result = state + 1.0f;
+  x.assign(x + 1.0f);
+  Tensor::realize_all({&x, &state, &result});
+  EXPECT_EQ(x.to_doubles(), (D{2, 3}));
+  EXPECT_EQ(state.to_doubles(), (D{2, 4}));
+  EXPECT_EQ(result.to_doubles(), (D{3, 5}));
+}
+
 // AFTER(x, STORE(state, x * 3)): x, ordered after a write to another buffer
 // (tinygrad's test_after_store_to_other_buffer)
 TEST_P(Assign, AfterAStoreToAnotherBuffer) {
