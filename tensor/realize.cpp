@@ -1,6 +1,8 @@
-// realize(): cuts the tensor graphs into kernels (rules/rangeify.rw decides where) and
-// assignments, orders them so that every read sees exactly the assignments it was made after,
-// lowers each kernel with the rangeify and symbolic rules, and runs it on INTERP or CPU.
+// realize(): inlines function CALLs (rules/call.rw), cuts the tensor graphs into kernels
+// (rules/rangeify.rw decides where), assignments (a STORE into a buffer or a view of one) and
+// kernel CALLs (custom kernels, whose accesses ir/call.h derives), orders them so that every read
+// sees exactly the assignments it was made after (per buffer region), lowers each kernel with the
+// rangeify and symbolic rules, and runs it on INTERP or CPU.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
