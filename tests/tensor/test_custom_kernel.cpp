@@ -4,6 +4,8 @@
 // test_gradient.py (seed 003) and test_function.py (seed 002). Both devices.
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "ir/call.h"
 #include "ir/graph.h"
 #include "on_device.h"
@@ -476,3 +478,68 @@ TEST_P(CustomKernel, PrecompiledFunctionWithFurtherCompute) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, CustomKernel, ::testing::Values("INTERP", "CPU"));
+
+// Random custom kernels (loops, loads, ALU ops over several dtypes, stores that later effects
+// read back) run on INTERP, the reference, and compiled by LLVM on CPU: the results agree.
+TEST(CustomKernelDevices, RandomKernelsAgreeOnInterpAndCpu) {
+  if (!device_available("CPU")) GTEST_SKIP() << "device CPU is not available here";
+  int compared = 0;
+  for (uint32_t seed = 0; seed < 40; ++seed) {
+    std::mt19937 rng(seed);
+    auto pick = [&](int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng); };
+    const DType dt = std::vector<DType>{dtypes::float32, dtypes::int32, dtypes::float16,
+                                        dtypes::int8}[static_cast<size_t>(pick(4))];
+    const int64_t n = 1 + pick(7);
+    // a value over loads of the inputs at the loop index (or a fixed element)
+    auto kernel = [&, seed](const Params& p) {
+      std::mt19937 r(seed * 7919u + 1);
+      auto choose = [&](int k) { return std::uniform_int_distribution<int>(0, k - 1)(r); };
+      const UOp i = UOp::range(UOp::cint(n), 0);
+      std::function<UOp(int)> expr = [&](int depth) -> UOp {
+        if (depth == 0 || choose(3) == 0) {
+          const UOp& src = p[static_cast<size_t>(1 + choose(2))];
+          return kernel_index(src, {choose(4) == 0 ? UOp::cint(choose(static_cast<int>(n))) : i});
+        }
+        const UOp a = expr(depth - 1), b = expr(depth - 1);
+        switch (choose(4)) {
+          case 0:
+            return a + b;
+          case 1:
+            return a * b;
+          case 2:
+            return a.maximum(b);
+          default:
+            return a - b;
+        }
+      };
+      const UOp out_i = kernel_index(p[0], {i});
+      const UOp first = kernel_end(kernel_store(out_i, expr(3)), {i});
+      // a second pass reading what the first stored
+      const UOp j = UOp::range(UOp::cint(n), 1);
+      const UOp out_j = kernel_index(p[0], {j});
+      const UOp second = kernel_end(kernel_store(out_j, out_j + kernel_index(p[1], {j})), {j});
+      return kernel_sink({first, second});
+    };
+    std::vector<double> results[2];
+    for (int d = 0; d < 2; ++d) {
+      set_default_device(d == 0 ? "INTERP" : "CPU");
+      std::mt19937 data(seed);
+      std::vector<float> va, vb;
+      for (int64_t k = 0; k < n; ++k) {
+        va.push_back(static_cast<float>(std::uniform_int_distribution<int>(-4, 4)(data)));
+        vb.push_back(static_cast<float>(std::uniform_int_distribution<int>(-4, 4)(data)));
+      }
+      const Tensor a = Tensor::from_vector(va, {n}).cast(dt).realize();
+      const Tensor b = Tensor::from_vector(vb, {n}).cast(dt).realize();
+      Tensor out = custom_kernel({Tensor::empty({n}, dt), a, b}, kernel)[0];
+      results[d] = out.to_doubles();
+    }
+    set_default_device("");
+    ASSERT_EQ(results[0].size(), results[1].size());
+    for (size_t k = 0; k < results[0].size(); ++k) {
+      EXPECT_EQ(results[0][k], results[1][k]) << "seed " << seed << " dtype " << dt.repr();
+      ++compared;
+    }
+  }
+  EXPECT_GT(compared, 100);
+}
