@@ -479,7 +479,13 @@ struct Realizer {
     const UOp all = graph_rewrite(UOp::sink(tensor_roots), &rules("calls"),
                                   {.enter_calls = false, .name = "inline calls"});
     const std::vector<UOp> roots(all.src().begin(), all.src().end());
-    const std::vector<UOp> order = toposort(all, nullptr, /*enter_calls=*/false);
+    // what an executed effect computed is done: nothing under it is scheduled again
+    const std::vector<UOp> order = toposort(
+        all,
+        [this](const UOp& u) {
+          return !((u.op() == Op::Store || is_kernel_call(u)) && executed(u));
+        },
+        /*enter_calls=*/false);
     // a kernel CALL's arguments in buffers: computed ones become kernels of their own first
     std::unordered_set<UOp> needs_buffer;
     // so does the value of an assignment that reads its own target buffer: its reads then run
