@@ -1,8 +1,10 @@
 // Trains a small MLP (2 -> 16 -> 1, relu) by gradient descent to fit y = x0 * x1 on random
-// points: gradients from rules/gradient.rw, updates in place with assign(). Prints the loss.
+// points: each layer a function() (a CALL, inlined when realized), gradients from
+// rules/gradient.rw through the calls, updates in place with assign(). Prints the loss.
 #include <cstdio>
 #include <random>
 
+#include "tensor/function.h"
 #include "tensor/tensor.h"
 
 using namespace tinyrw;
@@ -25,8 +27,10 @@ int main() {
   Tensor w1 = matrix(2, 16, normal), b1 = matrix(1, 16, normal);
   Tensor w2 = matrix(16, 1, normal), b2 = matrix(1, 1, normal);
   const double lr = 0.1;
+  auto linear =
+      function([](Tensor in, Tensor w, Tensor b) { return in.matmul(w) + b; }, {.name = "linear"});
   for (int step = 0; step <= 200; ++step) {
-    Tensor pred = (x.matmul(w1) + b1).relu().matmul(w2) + b2;
+    Tensor pred = linear(linear(x, w1, b1).relu(), w2, b2);
     Tensor loss = ((pred - y) * (pred - y)).mean();
     std::vector<Tensor> g = loss.gradient({w1, b1, w2, b2});
     if (step % 50 == 0) std::printf("step %3d  loss %.5f\n", step, loss.to_doubles()[0]);
