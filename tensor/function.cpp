@@ -79,7 +79,8 @@ bool is_scratch(const UOp& view, const std::vector<UOp>& nodes,
 }  // namespace
 
 std::vector<Tensor> trace_function(const FunctionOptions& opts, int64_t grad_fn,
-                                   const std::vector<Tensor*>& args,
+                                   const std::vector<const Tensor*>& args,
+                                   const std::vector<Tensor*>& writable,
                                    const std::function<std::vector<Tensor>()>& body) {
   // the explicit inputs, one slot per distinct graph (the same tensor twice is one input)
   std::vector<UOp> inputs;
@@ -92,18 +93,20 @@ std::vector<Tensor> trace_function(const FunctionOptions& opts, int64_t grad_fn,
     }
     append(deps, t->storages());
   }
-  // run it on the real tensors, then turn the inputs into parameters. An exception thrown by
-  // the callable leaves nothing behind: no CALL, and the arguments as they were (an assignment
-  // the callable made to one before throwing is undone)
-  std::vector<Tensor> saved;
-  for (const Tensor* t : args) saved.push_back(*t);
-  std::vector<Tensor> outs;
-  try {
-    outs = body();
-  } catch (...) {
-    for (size_t i = 0; i < args.size(); ++i) *args[i] = saved[i];
-    throw;
-  }
+  // run it on the real tensors, then turn the inputs into parameters. An exception (thrown by
+  // the callable, or a refusal below) leaves nothing behind: no CALL, and the arguments as they
+  // were (an assignment the callable made to one is undone)
+  struct Restore {
+    std::vector<std::pair<Tensor*, Tensor>> saved;
+    bool done = false;
+    ~Restore() {
+      if (!done)
+        for (auto& [t, before] : saved) *t = before;
+    }
+  } restore;
+  for (Tensor* t : writable)
+    if (t) restore.saved.emplace_back(t, *t);
+  const std::vector<Tensor> outs = body();
   if (outs.empty()) throw TensorError(fmt::format("function {} returned no tensors", opts.name));
   std::vector<UOp> results;
   for (const Tensor& o : outs) {
@@ -147,6 +150,7 @@ std::vector<Tensor> trace_function(const FunctionOptions& opts, int64_t grad_fn,
   src.insert(src.end(), inputs.begin(), inputs.end());
   src.insert(src.end(), implicit.begin(), implicit.end());
   const UOp call = UOp::make(Op::Call, dtypes::void_, src, info.to_arg());
+  restore.done = true;
   std::vector<Tensor> ret;
   for (size_t i = 0; i < results.size(); ++i)
     ret.push_back(Tensor::over_storages(

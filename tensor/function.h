@@ -1,6 +1,6 @@
 // function(): tinygrad's @function for C++ callables over Tensors. Calling one traces the
 // callable once into a CALL whose body is the computation over PARAM placeholders and whose
-// arguments are the tensors passed (deduplicated by identity) plus any tensors the body read
+// arguments are the tensors passed (equal graphs are one input) plus any tensors the body read
 // without being given them ("implicit" inputs). The result tensors are the CALL's outputs; when
 // realized the body is inlined, or with `precompile` compiled as its own kernels. Gradients
 // differentiate the body (a backward CALL, precompiled with `precompile_backward`) unless a
@@ -36,12 +36,24 @@ struct FunctionOptions {
 };
 
 // The untyped core: traces `body` (called with the caller's own tensors, which it may assign
-// to) into a CALL and returns its outputs. `grad_fn` is opts.grad_fxn as registered (or -1).
+// to) into a CALL and returns its outputs. `grad_fn` is opts.grad_fxn as registered (or -1);
+// `writable[i]` is args[i] when the caller passed it as a non-const tensor (it is restored if
+// tracing fails), else null.
 std::vector<Tensor> trace_function(const FunctionOptions& opts, int64_t grad_fn,
-                                   const std::vector<Tensor*>& args,
+                                   const std::vector<const Tensor*>& args,
+                                   const std::vector<Tensor*>& writable,
                                    const std::function<std::vector<Tensor>()>& body);
 
 namespace detail {
+template <class T>
+Tensor* writable(T& t) {
+  if constexpr (std::is_const_v<T>) {
+    return nullptr;
+  } else {
+    return &t;
+  }
+}
+
 // Custom gradients live here; a CALL refers to one by number (CallInfo::grad_fn). A function
 // registers its gradient once; each custom_kernel call with a gradient function registers it.
 int64_t register_grad_fn(CallGradFn fn);
@@ -86,9 +98,10 @@ class Function {
   template <class... Ts>
   auto operator()(Ts&&... args) const {
     using R = std::decay_t<std::invoke_result_t<const F&, Ts&...>>;
-    std::vector<Tensor*> ptrs{const_cast<Tensor*>(static_cast<const Tensor*>(&args))...};
-    std::vector<Tensor> outs =
-        trace_function(opts_, grad_fn_, ptrs, [&] { return detail::flatten(fn_(args...)); });
+    const std::vector<const Tensor*> ins{static_cast<const Tensor*>(&args)...};
+    const std::vector<Tensor*> writable{detail::writable(args)...};
+    std::vector<Tensor> outs = trace_function(opts_, grad_fn_, ins, writable,
+                                              [&] { return detail::flatten(fn_(args...)); });
     return detail::Unflatten<R>::from(outs);
   }
   const FunctionOptions& options() const { return opts_; }

@@ -663,9 +663,18 @@ void Tensor::realize_all(const std::vector<Tensor*>& tensors) {
   std::vector<std::shared_ptr<Storage>> kept;
   const std::vector<UOp> views = r.realize(roots, kept);
   for (size_t i = 0; i < tensors.size(); ++i) {
-    if (tensors[i]->uop_ != views[i]) {
-      tensors[i]->computed_by_ = tensors[i]->differentiable_uop();
-      tensors[i]->realized_view_ = views[i];
+    // a computed tensor keeps the graph (and buffers) it was computed by, for gradients; an
+    // assigned one does not (its history would keep every earlier buffer alive)
+    Tensor& t = *tensors[i];
+    if (t.uop_ != views[i] && t.uop_.op() != Op::After) {
+      if (t.differentiable_uop() == t.uop_) {
+        t.computed_by_ = t.uop_;
+        t.computed_by_storages_ = t.deps_;
+      }
+      t.realized_view_ = views[i];
+    } else if (t.uop_ != views[i]) {
+      t.computed_by_ = UOp();
+      t.computed_by_storages_.clear();
     }
     tensors[i]->uop_ = views[i];
     tensors[i]->deps_ = {r.storage(Realizer::storage_of(Realizer::base_view(views[i])))};

@@ -689,17 +689,29 @@ std::vector<Tensor> Tensor::gradient(const std::vector<Tensor>& targets, const T
     wanted.insert(t.differentiable_uop());
   }
   std::vector<std::shared_ptr<Storage>> storages = deps_;
-  for (const Tensor& t : targets) storages.insert(storages.end(), t.deps_.begin(), t.deps_.end());
-  if (seed) storages.insert(storages.end(), seed->deps_.begin(), seed->deps_.end());
+  auto keep = [&](const std::vector<std::shared_ptr<Storage>>& more) {
+    for (const auto& st : more)
+      if (std::find(storages.begin(), storages.end(), st) == storages.end()) storages.push_back(st);
+  };
+  keep(computed_by_storages_);
+  for (const Tensor& t : targets) {
+    keep(t.deps_);
+    keep(t.computed_by_storages_);
+  }
+  if (seed) keep(seed->deps_);
   const std::unordered_map<UOp, UOp> grads = compute_gradient(
       differentiable_uop(), seed ? seed->cast(dtype()).uop_ : full(shape(), 1.0, dtype()).uop_,
       wanted, storages);
   std::vector<Tensor> out;
   for (const Tensor& t : targets) {
-    auto it = grads.find(t.uop_);
-    if (it == grads.end()) it = grads.find(t.differentiable_uop());
-    out.push_back(it == grads.end() ? zeros(t.shape(), t.dtype())
-                                    : Tensor(it->second, storages).cast(t.dtype()));
+    // found as its buffer, as the graph it was computed by, or both (the sum)
+    UOp g;
+    for (const UOp& form : {t.uop_, t.differentiable_uop()}) {
+      auto it = grads.find(form);
+      if (it == grads.end() || (g && form == t.uop_)) continue;
+      g = g ? g + it->second : it->second;
+    }
+    out.push_back(g ? Tensor(g, storages).cast(t.dtype()) : zeros(t.shape(), t.dtype()));
   }
   return out;
 }

@@ -220,8 +220,10 @@ class Tensor {
   std::vector<std::shared_ptr<Storage>> deps_;  // every buffer the graph reads
   std::shared_ptr<Tensor> grad_;                // backward()'s accumulated gradient
   // The graph this tensor was computed by, kept when realize() replaces it with the buffer view
-  // `realized_view_`: gradients still follow it while the tensor is that buffer.
+  // `realized_view_`: gradients still follow it (and the buffers it read) while the tensor is
+  // that buffer.
   UOp computed_by_, realized_view_;
+  std::vector<std::shared_ptr<Storage>> computed_by_storages_;
   const UOp& differentiable_uop() const {
     return computed_by_ && uop_ == realized_view_ ? computed_by_ : uop_;
   }

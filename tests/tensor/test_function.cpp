@@ -139,6 +139,18 @@ TEST_P(Functions, ExceptionLeavesNoState) {
   EXPECT_THROW(assign_then_throw(b), std::runtime_error);
   EXPECT_EQ(b.uop(), b_before);
   EXPECT_EQ(b.to_doubles(), (D{3}));
+  // so is one made before the trace itself refuses the function (an implicit input here)
+  const Tensor other = vec({1});
+  auto refused = function(
+      [&](Tensor& x) {
+        x.assign(x * 10);
+        return x + other;
+      },
+      {.allow_implicit = false});
+  const UOp b_now = b.uop();
+  EXPECT_THROW(refused(b), TensorError);
+  EXPECT_EQ(b.uop(), b_now);
+  EXPECT_EQ(b.to_doubles(), (D{3}));
 }
 
 TEST_P(Functions, ImplicitInputs) {

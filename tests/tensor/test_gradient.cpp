@@ -230,6 +230,19 @@ TEST_P(Gradients, GradientOfARealizedTensor) {
   Tensor out = (h * h).sum();
   h.realize();
   EXPECT_EQ(out.gradient({h})[0].to_doubles(), (std::vector<double>{6, 12, 18}));
+  // reached both as its buffer and through its graph: both paths count
+  Tensor h2 = x * 3.0f;
+  const Tensor sq = h2 * h2;
+  h2.realize();
+  EXPECT_EQ((sq + h2).sum().gradient({h2})[0].to_doubles(), (std::vector<double>{7, 13, 19}));
+  // the graph's buffers stay readable after the tensors that made them are gone
+  Tensor w = Tensor::from_vector(std::vector<float>{1, 1, 1}, {3}).realize();
+  Tensor y = [&] {
+    const Tensor scratch = Tensor::from_vector(std::vector<float>{4, 5, 6}, {3});
+    return (scratch * w).sum();
+  }();
+  y.realize();
+  EXPECT_EQ(y.gradient({w})[0].to_doubles(), (std::vector<double>{4, 5, 6}));
   // once assigned to, the tensor is differentiated as its new value
   loss.assign(Tensor::full({}, 5.0) * x.sum());
   EXPECT_EQ(loss.gradient({x})[0].to_doubles(), (std::vector<double>{5, 5, 5}));
