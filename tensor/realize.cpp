@@ -328,10 +328,11 @@ struct Realizer {
     }
     return out;
   }
-  static bool reads_storage(const UOp& value, int64_t slot) {
+  static std::unordered_set<int64_t> read_storages(const UOp& value) {
+    std::unordered_set<int64_t> out;
     for (const UOp& u : toposort(value, nullptr, /*enter_calls=*/false))
-      if (u.op() == Op::Buffer && u.arg().field("slot").as_int() == slot) return true;
-    return false;
+      if (u.op() == Op::Buffer) out.insert(static_cast<int64_t>(u.arg().field("slot").as_int()));
+    return out;
   }
   bool executed(const UOp& effect) const {
     for (int64_t slot : written_storages(effect)) {
@@ -488,13 +489,27 @@ struct Realizer {
         /*enter_calls=*/false);
     // a kernel CALL's arguments in buffers: computed ones become kernels of their own first
     std::unordered_set<UOp> needs_buffer;
-    // so does the value of an assignment that reads its own target buffer: its reads then run
-    // before any write to that buffer, and slices of one buffer assigned from themselves in one
-    // schedule order as all reads, then all writes
+    // so does the value of an assignment that reads a buffer another assignment of this schedule
+    // writes (or its own target, written through a view): its reads then run before any of those
+    // writes, and slices of one buffer assigned from themselves order as all reads, then all
+    // writes. (A whole-buffer assignment reading only its own target computes into a temporary.)
+    std::vector<UOp> stores;
+    std::unordered_map<int64_t, int> writers;  // pending assignments per buffer
     for (const UOp& u : order)
-      if (u.op() == Op::Store && !executed(u) && !is_buffer_view(base_view(u.src(1))) &&
-          reads_storage(u.src(1), storage_of(view_root(u.src(0)))))
-        needs_buffer.insert(u.src(1));
+      if (u.op() == Op::Store && !executed(u)) {
+        stores.push_back(u);
+        ++writers[storage_of(view_root(u.src(0)))];
+      }
+    for (const UOp& st : stores) {
+      const UOp& value = st.src(1);
+      if (is_buffer_view(base_view(value))) continue;
+      const int64_t own = storage_of(view_root(st.src(0)));
+      const bool partial = !is_buffer_view(base_view(st.src(0)));
+      for (int64_t slot : read_storages(value)) {
+        const int others = writers[slot] - (slot == own ? 1 : 0);
+        if (others > 0 || (slot == own && partial)) needs_buffer.insert(value);
+      }
+    }
     for (const UOp& u : order) {
       if (u.op() == Op::Call && !is_kernel_call(u))
         throw std::logic_error("realize: a function CALL was left after inlining");
