@@ -477,8 +477,11 @@ struct Realizer {
       for (const UOp& r : tensor_roots) verify(r, "spec_tensor");
     const rw::RuleSetMatcher& boundary = rules("kernel_boundary");
     // function CALLs inlined (rules/call.rw); kernel CALLs stay, as units of the schedule
-    const UOp all = graph_rewrite(UOp::sink(tensor_roots), &rules("calls"),
-                                  {.enter_calls = false, .name = "inline calls"});
+    UOp all = UOp::sink(tensor_roots);
+    const std::vector<UOp> before_inlining = toposort(all, nullptr, /*enter_calls=*/false);
+    if (std::any_of(before_inlining.begin(), before_inlining.end(),
+                    [](const UOp& u) { return u.op() == Op::Returned; }))
+      all = graph_rewrite(all, &rules("calls"), {.enter_calls = false, .name = "inline calls"});
     const std::vector<UOp> roots(all.src().begin(), all.src().end());
     // what an executed effect computed is done: nothing under it is scheduled again
     const std::vector<UOp> order = toposort(
