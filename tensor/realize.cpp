@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -143,6 +144,27 @@ struct Realizer {
     return UOp::make(Op::Reshape, out->dtype, {buf, shape_to_uop(s)});
   }
 
+  // A kernel CALL's body bound to buffers of its arguments' sizes, linearized and (on CPU)
+  // rendered: every refusal (an access out of bounds, an unindexed parameter, an effect that is
+  // none, a loop bound CPU cannot compile) happens before the schedule runs anything.
+  static void check_kernel_call(const UOp& call) {
+    std::vector<UOp> bufs;
+    std::vector<std::pair<int64_t, int64_t>> sizes;
+    for (size_t a = 1; a < call.nsrc(); ++a) {
+      int64_t n = 1;
+      for (const SInt& d : call.src(a).shape()) n *= d.value();
+      const int64_t slot = -static_cast<int64_t>(a);  // placeholders, never run
+      bufs.push_back(UOp::make(
+          Op::Buffer, call.src(a).dtype(), {},
+          Arg::record("ParamArg", {{"slot", Arg::integer(slot)}, {"size", Arg::integer(n)}})));
+      sizes.emplace_back(slot, n);
+    }
+    const UOp& body = call.src(0).op() == Op::Program ? call.src(0).src(0) : call.src(0);
+    const UOp bound = bind_kernel(body, bufs);
+    linearize_kernel(bound);
+    if (default_device() == "CPU") render_llvm_effects(bound, sizes);
+  }
+
   // A kernel CALL (custom_kernel): its body over the arguments' buffers, in place; on CPU
   // compiled by LLVM, on INTERP run as its LINEAR program.
   void run_kernel_call(const UOp& call, const std::vector<int64_t>& writes,
@@ -250,14 +272,16 @@ struct Realizer {
 
   // The region of its buffer a view (movement ops and assignment chains over a buffer view)
   // addresses: the bounds of its lowered index.
-  Region region_of(const UOp& view) {
+  Region region_of(const UOp& view) { return lowered_region(view).value_or(Region{}); }
+  // The same, or nothing when the view's index does not lower to one element of its buffer.
+  std::optional<Region> lowered_region(const UOp& view) {
     // the view over the plain buffer: the chains only order, they do not move elements
     std::vector<UOp> chain;
     UOp u = view;
     for (; !is_buffer_view(u) && (u.op() == Op::After || groups::movement().contains(u.op()));
          u = u.src(0))
       if (u.op() != Op::After) chain.push_back(u);
-    if (!is_buffer_view(u) || chain.empty()) return {};
+    if (!is_buffer_view(u) || chain.empty()) return Region{};
     for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
       std::vector<UOp> src((*it).src().begin(), (*it).src().end());
       src[0] = u;
@@ -267,14 +291,15 @@ struct Realizer {
     std::vector<UOp> idx{u};
     for (const SInt& d : u.shape())
       idx.push_back(UOp::range(UOp::cint(d.value()), ctx.next_axis++));
-    if (idx.size() == 1) return {};
+    if (idx.size() == 1) return Region{};
     const UOp lowered = graph_rewrite(UOp::make(Op::Index, u.dtype(), idx), &rules("lower"),
                                       {.ctx = &ctx, .name = "region"});
     if (lowered.op() != Op::Index || lowered.nsrc() != 2 || lowered.src(0).op() != Op::Buffer)
-      return {};
+      return std::nullopt;
     const UOp& e = lowered.src(1);
-    return {std::max<int64_t>(0, static_cast<int64_t>(e.vmin().i)),
-            static_cast<int64_t>(std::min<i128>(e.vmax().i, std::numeric_limits<int64_t>::max()))};
+    return Region{
+        std::max<int64_t>(0, static_cast<int64_t>(e.vmin().i)),
+        static_cast<int64_t>(std::min<i128>(e.vmax().i, std::numeric_limits<int64_t>::max()))};
   }
 
   // The stores an assignment chain After(After(view, S1), S2) has applied: {S1, S2} (also
@@ -545,7 +570,17 @@ struct Realizer {
       k.node = u;
       if (u.op() == Op::Store || u.op() == Op::Call) k.writes = written_storages(u);
       k.write_regions.assign(k.writes.size(), Region{});
-      if (u.op() == Op::Store) k.write_regions[0] = region_of(u.src(0));
+      // checked now, before anything runs: a store through a view that does not address its
+      // buffer element by element, a custom kernel that would go out of bounds
+      if (u.op() == Op::Store) {
+        const std::optional<Region> r = lowered_region(u.src(0));
+        if (!r)
+          throw TensorError(
+              "cannot assign through this view: its elements do not map one to one onto the "
+              "target buffer");
+        k.write_regions[0] = *r;
+      }
+      if (u.op() == Op::Call) check_kernel_call(u);
       kernel_of.emplace(u, ks.size());
       ks.push_back(std::move(k));
     }

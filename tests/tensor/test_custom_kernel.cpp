@@ -198,6 +198,13 @@ TEST_P(CustomKernel, AccessOutsideAParameterIsRefused) {
   };
   Tensor out = custom_kernel({Tensor::empty({4}), vec({1, 2, 3, 4})}, shifted)[0];
   expect_error([&] { out.realize(); }, "PARAM 0 is accessed at indices 1..4, outside its 4");
+  // refused before anything in the same schedule runs
+  Tensor a = vec({1});
+  const Tensor before = a;
+  a.assign(a * 10.0f);
+  expect_error([&] { Tensor::realize_all({&a, &out}); }, "outside its 4 elements");
+  EXPECT_EQ(Tensor(before).to_doubles(), (D{1}));  // the assignment did not run
+  EXPECT_EQ(a.to_doubles(), (D{10}));
 }
 
 TEST_P(CustomKernel, LaterEffectsSeeEarlierStores) {
