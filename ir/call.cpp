@@ -24,7 +24,10 @@ CallInfo CallInfo::of(const UOp& call) {
   if (call.op() != Op::Call) throw GraphError(fmt::format("{} is not a CALL", op_name(call.op())));
   CallInfo info;
   const Arg& a = call.arg();
-  if (!a.is_record()) return info;  // a bare CALL: an unnamed kernel call
+  if (!a.is_record()) {  // a bare CALL: an unnamed kernel call
+    info.kernel = true;
+    return info;
+  }
   auto field = [&](std::string_view n) { return a.find_field(n); };
   if (const Arg* f = field("name")) info.name = f->as_string();
   if (const Arg* f = field("kernel")) info.kernel = f->as_bool();
@@ -236,14 +239,16 @@ CallAccess call_access(const UOp& call) {
   const size_t nargs = call.nsrc() - 1;
   const SlotSets s = body_access(call, call.src(0), nargs);
   CallAccess out;
-  for (size_t r : s.reads)
-    if (r < nargs) out.reads.push_back(r);
-  for (size_t w : s.writes) {
-    if (w >= nargs)
-      throw GraphError(fmt::format("invalid CALL access slot {} for CALL '{}' with {} arguments", w,
-                                   CallInfo::of(call).name, nargs));
-    out.writes.push_back(w);
-  }
+  auto checked = [&](const std::set<size_t>& slots, std::vector<size_t>& into) {
+    for (size_t slot : slots) {
+      if (slot >= nargs)
+        throw GraphError(fmt::format("invalid CALL access slot {} for CALL '{}' with {} arguments",
+                                     slot, CallInfo::of(call).name, nargs));
+      into.push_back(slot);
+    }
+  };
+  checked(s.reads, out.reads);
+  checked(s.writes, out.writes);
   // compiled code cannot tell two arguments apart: one buffer passed writable twice, or writable
   // and readable, would have its accesses merged unpredictably
   if (call.src(0).op() == Op::Program)

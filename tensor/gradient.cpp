@@ -96,8 +96,7 @@ class GradientPass {
     const CallInfo info = CallInfo::of(call);
     const size_t nargs = call.nsrc() - 1;
     if (info.grad_fn >= 0) {
-      const size_t nout = info.kernel ? nargs : call.src(0).nsrc();
-      std::vector<std::optional<Tensor>> outs(nout);
+      std::vector<std::optional<Tensor>> outs(call_outputs(call));
       for (const auto& [i, g] : out_grads) outs.at(i) = as_tensor(g);
       std::vector<Tensor> args;
       for (size_t k = 0; k < nargs; ++k) args.push_back(as_tensor(call.src(k + 1)));
@@ -155,9 +154,15 @@ class GradientPass {
     for (const auto& [p, pg] : GradientPass(wanted, storages_).run(seeded))
       if (wanted.contains(p)) param_grads.emplace(p.arg().field("slot").as_int(), pg);
     if (param_grads.empty()) return;
-    // forward outputs referenced by the gradients become parameters bound to the outputs
+    // forward outputs the gradients use become parameters bound to those outputs (not
+    // recomputed)
+    std::vector<UOp> grads;
+    for (const auto& [slot, pg] : param_grads) grads.push_back(pg);
+    std::unordered_set<UOp> used;
+    for (const UOp& u : toposort(UOp::sink(grads), nullptr, /*enter_calls=*/false)) used.insert(u);
     std::unordered_map<UOp, UOp> fwd;
     for (size_t i = 0; i < body.nsrc(); ++i) {
+      if (!used.contains(body.src(i)) || fwd.contains(body.src(i))) continue;
       fwd.emplace(body.src(i), param_like(body.src(i), bwd_args.size()));
       bwd_args.push_back(
           UOp::make(Op::Returned, body.src(i).dtype(), {call}, Arg::integer(static_cast<i128>(i))));

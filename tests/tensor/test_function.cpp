@@ -514,16 +514,27 @@ TEST_P(Functions, BackwardReusesTheForwardOutputs) {
   const Tensor x = vec({0, 1});
   const Tensor y = f(x);
   const Tensor g = y.sum().gradient({x})[0];
-  // d exp(a) = exp(a) * g: the backward CALL gets the forward output as an argument
-  UOp bwd;
-  for (const UOp& u : toposort(g.uop(), nullptr, false))
-    if (u.op() == Op::Call && CallInfo::of(u).name == "f_backward") bwd = u;
+  // d exp(a) = exp(a) * g: the backward CALL gets the forward output as an argument, and its
+  // body does not compute exp again
+  auto backward_of = [](const Tensor& t, const std::string& name) {
+    for (const UOp& u : toposort(t.uop(), nullptr, false))
+      if (u.op() == Op::Call && CallInfo::of(u).name == name) return u;
+    return UOp();
+  };
+  const UOp bwd = backward_of(g, "f_backward");
   ASSERT_TRUE(bwd);
   bool gets_forward = false;
   for (size_t k = 1; k < bwd.nsrc(); ++k) gets_forward |= bwd.src(k) == y.uop();
   EXPECT_TRUE(gets_forward);
+  for (const UOp& u : toposort(bwd.src(0), nullptr, false)) EXPECT_NE(u.op(), Op::Exp2);
   Tensor gg = g;
   expect_near(gg.to_doubles(), {1, 2.718281828});
+  // a gradient that does not use the output does not get it
+  auto twice = function([](Tensor a) { return a * 2.0f; }, {.name = "twice"});
+  const Tensor z = twice(x);
+  const UOp bwd2 = backward_of(z.sum().gradient({x})[0], "twice_backward");
+  ASSERT_TRUE(bwd2);
+  for (size_t k = 1; k < bwd2.nsrc(); ++k) EXPECT_NE(bwd2.src(k), z.uop());
 }
 
 // precompile_backward: the backward CALL's body runs as kernels of its own instead of fusing
