@@ -43,7 +43,8 @@ class Linearizer {
     scopes_.emplace_back();
     scopes_.back().emplace(range.node(), range);
   }
-  // A scope of values of its own (recomputed in it, not reused from outer ones at this level).
+  // A scope of values of its own: what is emitted in it is dropped when it ends, so a later
+  // computation emits it again (a load after a store then sees the store).
   void push_scope() { scopes_.emplace_back(); }
   void pop_scope() { scopes_.pop_back(); }
   void close(const UOp& range) {

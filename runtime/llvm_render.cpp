@@ -57,7 +57,8 @@ class Emitter {
   struct Loop {
     std::string ptr, head, body, exit, idx;
   };
-  Loop open_loop(int64_t n) {
+  Loop open_loop(int64_t n) { return open_loop(std::to_string(n)); }
+  Loop open_loop(const std::string& n) {
     Loop l{tmp(), label("head"), label("body"), label("exit"), ""};
     allocas_ += fmt::format("  {} = alloca i64\n", l.ptr);
     line(fmt::format("store i64 0, ptr {}", l.ptr));
@@ -565,32 +566,31 @@ RenderedKernel render_llvm_effects(const UOp& sink,
   number_buffers(sink, out, e);
   // effects in order, each STORE computed afresh (a load after a store sees the stored value)
   std::vector<std::vector<Emitter::Loop>> open;
-  walk_effects(
-      sink,
-      {.store =
-           [&](const UOp& st) {
-             e.scopes_.emplace_back();
-             e.store(st.src(0), e.emit(st.src(1)));
-             e.scopes_.pop_back();
-           },
-       .open =
-           [&](const UOp& end) {
-             open.emplace_back();
-             e.scopes_.emplace_back();
-             for (size_t k = 1; k < end.nsrc(); ++k) {
-               const UOp& r = end.src(k);
-               if (r.src(0).op() != Op::Const)
-                 throw std::invalid_argument("CPU: a custom kernel loop needs a constant bound");
-               open.back().push_back(e.open_loop(static_cast<int64_t>(r.src(0).arg().as_int())));
-               e.scopes_.back().emplace(r.node(), open.back().back().idx);
-             }
-           },
-       .close =
-           [&](const UOp&) {
-             for (auto it = open.back().rbegin(); it != open.back().rend(); ++it) e.close_loop(*it);
-             open.pop_back();
-             e.scopes_.pop_back();
-           }});
+  walk_effects(sink, {.store =
+                          [&](const UOp& st) {
+                            e.scopes_.emplace_back();
+                            e.store(st.src(0), e.emit(st.src(1)));
+                            e.scopes_.pop_back();
+                          },
+                      .open =
+                          [&](const UOp& end) {
+                            open.emplace_back();
+                            e.scopes_.emplace_back();
+                            for (size_t k = 1; k < end.nsrc(); ++k) {
+                              const UOp& r = end.src(k);
+                              // the bound is computed before the loop's head, which compares
+                              // against it
+                              open.back().push_back(e.open_loop(e.emit(r.src(0))));
+                              e.scopes_.back().emplace(r.node(), open.back().back().idx);
+                            }
+                          },
+                      .close =
+                          [&](const UOp&) {
+                            for (auto it = open.back().rbegin(); it != open.back().rend(); ++it)
+                              e.close_loop(*it);
+                            open.pop_back();
+                            e.scopes_.pop_back();
+                          }});
   return finish(out, e);
 }
 

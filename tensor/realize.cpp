@@ -102,7 +102,6 @@ struct Realizer {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
     if (!out) out = allocate_storage(node.dtype(), n);
-    out->uninitialized = false;
     buffers[out->id] = out;
 
     rw::RangeifyContext ctx;
@@ -132,6 +131,7 @@ struct Realizer {
     } else {
       run_interp(value, ranges, shape, *out, dest_index);
     }
+    out->uninitialized = false;
     if (debug_level() >= 2) {
       const double us =
           std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
@@ -180,12 +180,16 @@ struct Realizer {
     // a PROGRAM body runs from the SINK it was compiled from
     const UOp& body = call.src(0).op() == Op::Program ? call.src(0).src(0) : call.src(0);
     const UOp bound = bind_kernel(body, bufs);
-    const UOp program = linearize_kernel(bound);
-    record_stage("linearize", call.src(0), program);
-    if (spec_enabled()) verify(program, "spec_program");
+    const bool cpu = default_device() == "CPU";
+    UOp program;  // the LINEAR program: run on INTERP, traced and verified on request on CPU
+    if (!cpu || viz::enabled() || spec_enabled()) {
+      program = linearize_kernel(bound);
+      record_stage("linearize", call.src(0), program);
+      if (spec_enabled()) verify(program, "spec_program");
+    }
     const std::string name = CallInfo::of(call).name;
     ++g_kernel_count;
-    if (default_device() == "CPU") {
+    if (cpu) {
       std::vector<std::pair<int64_t, int64_t>> sizes;
       for (const auto& [id, st] : buffers) sizes.emplace_back(id, st->size);
       const RenderedKernel k = render_llvm_effects(bound, sizes);
@@ -248,8 +252,6 @@ struct Realizer {
     interp_run(program, buffers);
   }
 
-  // One unit of the schedule: a kernel boundary, a root to compute, an assignment's STORE, or a
-  // kernel CALL.
   // The elements [lo, hi] of a buffer an access may touch (flat indices; the whole buffer unless
   // a view narrows it): a read and a write of disjoint regions do not conflict.
   struct Region {
@@ -261,6 +263,8 @@ struct Realizer {
     std::vector<UOp> seen;  // the stores it must see
     Region region;
   };
+  // One unit of the schedule: a kernel boundary, a root to compute, an assignment's STORE, or a
+  // kernel CALL.
   struct Kernel {
     UOp node;
     std::vector<int64_t> writes;        // storages a STORE or CALL writes
@@ -618,7 +622,10 @@ struct Realizer {
       } else {
         if (!k.reads_own_destination) out = target;
         run_kernel(value, out);
-        if (out != target) std::copy(out->bytes.begin(), out->bytes.end(), target->bytes.begin());
+        if (out != target) {
+          std::copy(out->bytes.begin(), out->bytes.end(), target->bytes.begin());
+          target->uninitialized = false;
+        }
       }
       target->executed_assignments.push_back(assignment_id(k.node));
     }

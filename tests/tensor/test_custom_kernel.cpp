@@ -60,6 +60,17 @@ TEST_P(CustomKernel, LoopOverRanges) {
   EXPECT_EQ(last_kernel_count(), 1);
 }
 
+TEST_P(CustomKernel, ComputedLoopBound) {
+  auto kernel = [](const Params& p) {
+    const UOp i = UOp::range(UOp::cint(1) + UOp::cint(3), 0);  // a bound the loop computes
+    return kernel_sink({kernel_end(
+        kernel_store(kernel_index(p[0], {i}), kernel_index(p[1], {i}) * p[1].const_like(3.0)),
+        {i})});
+  };
+  EXPECT_EQ(custom_kernel({Tensor::empty({4}), vec({1, 2, 3, 4})}, kernel)[0].to_doubles(),
+            (D{3, 6, 9, 12}));
+}
+
 TEST_P(CustomKernel, TwoDimensionalIndexing) {
   const Tensor a = Tensor::from_vector(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3}).realize();
   auto transpose = [](const Params& p) {
