@@ -338,7 +338,14 @@ struct Realizer {
   }
   // The storages an effect writes: an assignment's target, the arguments a kernel CALL writes
   // (from its LOAD/STORE operands; an opaque body is refused here, before anything runs).
-  static std::vector<int64_t> written_storages(const UOp& effect) {
+  // (computed once per effect and realize: a kernel CALL's costs an access analysis)
+  const std::vector<int64_t>& written_storages(const UOp& effect) {
+    auto it = written_.find(effect);
+    if (it == written_.end()) it = written_.emplace(effect, find_written_storages(effect)).first;
+    return it->second;
+  }
+  std::unordered_map<UOp, std::vector<int64_t>> written_;
+  static std::vector<int64_t> find_written_storages(const UOp& effect) {
     if (effect.op() == Op::Store) {
       const UOp target = view_root(effect.src(0));
       if (!is_buffer_view(target))
@@ -363,7 +370,7 @@ struct Realizer {
       if (u.op() == Op::Buffer) out.insert(static_cast<int64_t>(u.arg().field("slot").as_int()));
     return out;
   }
-  bool executed(const UOp& effect) const {
+  bool executed(const UOp& effect) {
     for (int64_t slot : written_storages(effect)) {
       const auto& log = storage(slot)->executed_assignments;
       if (std::find(log.begin(), log.end(), assignment_id(effect)) != log.end()) return true;
