@@ -1,10 +1,12 @@
 #include "dsl/verify.h"
 
 #include <cstdlib>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
 #include "compiler/runtime.h"
+#include "ir/call.h"
 #include "ir/graph.h"
 
 namespace tinyrw {
@@ -14,11 +16,11 @@ bool spec_enabled() {
   return s && std::atoi(s) >= 1;
 }
 
-void verify(const UOp& root, std::string_view verifier_set) {
+void verify(const UOp& root, std::string_view verifier_set, bool enter_calls) {
   const rw::RuleSetMatcher* v = rw::compiled_rules(verifier_set);
   if (!v) throw SpecError(fmt::format("no compiled verifier '{}'", verifier_set));
   RewriteContext ctx;
-  for (const UOp& u : toposort(root)) {
+  for (const UOp& u : toposort(root, nullptr, enter_calls)) {
     const RuleInfo* rule = nullptr;
     std::optional<rw::Value> r;
     std::string reason;
@@ -46,6 +48,20 @@ void verify(const UOp& root, std::string_view verifier_set) {
     throw SpecError(fmt::format("SPEC: {} rejects {} {} with sources ({}) arg {}: {}", verifier_set,
                                 op_info(u.op()).py_name, u.dtype().repr(), srcs, u.arg().repr(),
                                 reason));
+  }
+}
+
+void verify_with_calls(const UOp& root, std::string_view tensor_set,
+                       std::string_view kernel_body_set) {
+  std::vector<std::pair<UOp, bool>> work{{root, false}};  // (graph, is a kernel body)
+  std::unordered_set<UOp> seen;
+  while (!work.empty()) {
+    const auto [graph, kernel] = work.back();
+    work.pop_back();
+    verify(graph, kernel ? kernel_body_set : tensor_set, /*enter_calls=*/false);
+    for (const UOp& u : toposort(graph, nullptr, /*enter_calls=*/false))
+      if (u.op() == Op::Call && seen.insert(u).second)
+        work.emplace_back(u.src(0), CallInfo::of(u).kernel);
   }
 }
 

@@ -16,7 +16,12 @@ class SpecError : public std::runtime_error {
 
 // Every node under root must be accepted by a rule of `verifier_set` (a compiled verifier):
 // raises SpecError naming the node (op, dtype, sources, arg), the rule set and the reason.
-void verify(const UOp& root, std::string_view verifier_set);
+// enter_calls=false: the bodies of CALLs are not part of the graph (verify them on their own).
+void verify(const UOp& root, std::string_view verifier_set, bool enter_calls = true);
+// A tensor graph with `tensor_set`, and the bodies of its CALLs as what they are: a function's
+// body (a tensor graph over PARAMs) with `tensor_set`, a kernel's with `kernel_body_set`.
+void verify_with_calls(const UOp& root, std::string_view tensor_set,
+                       std::string_view kernel_body_set);
 // $SPEC >= 1.
 bool spec_enabled();
 

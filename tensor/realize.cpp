@@ -510,7 +510,7 @@ struct Realizer {
                            std::vector<std::shared_ptr<Storage>>& keep) {
     viz::Group group("realize");
     if (spec_enabled())
-      for (const UOp& r : tensor_roots) verify(r, "spec_tensor");
+      for (const UOp& r : tensor_roots) verify_with_calls(r, "spec_tensor", "spec_kernel_body");
     const rw::RuleSetMatcher& boundary = rules("kernel_boundary");
     // function CALLs inlined (rules/call.rw); kernel CALLs stay, as units of the schedule
     UOp all = UOp::sink(tensor_roots);

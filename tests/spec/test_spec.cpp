@@ -23,6 +23,7 @@
 #include "compiler/runtime.h"
 #include "dsl/verify.h"
 #include "ir/ops.h"
+#include "tensor/function.h"
 #include "tensor/tensor.h"
 
 using namespace tinyrw;
@@ -562,6 +563,28 @@ TEST(Spec, PipelineGraphsPassTheVerifiers) {
   // a kernel may not index a tensor (only buffers)
   const UOp idx = UOp::make(Op::Index, dtypes::float32, {a.uop(), UOp::cint(0)});
   EXPECT_THROW(verify(idx, "spec_kernel"), SpecError);
+}
+
+// CALL bodies are verified as what they are: a function's as a tensor graph, a kernel's with
+// spec_kernel_body; kernel-body ops outside a kernel body are rejected.
+TEST(Spec, CallBodiesAreVerifiedByKind) {
+  const Tensor a = Tensor::from_vector(std::vector<float>{1, 2}, {2});
+  auto f = function([](Tensor x) { return x * 2.0f; });
+  EXPECT_NO_THROW(verify_with_calls(f(a).uop(), "spec_tensor", "spec_kernel_body"));
+  auto twice = [](const std::vector<UOp>& p) {
+    const UOp i = UOp::range(UOp::cint(2), 0);
+    return kernel_sink({kernel_end(
+        kernel_store(kernel_index(p[0], {i}), kernel_index(p[1], {i}) * p[1].const_like(2.0)),
+        {i})});
+  };
+  const Tensor k = custom_kernel({Tensor::empty({2}), a}, twice)[0];
+  EXPECT_NO_THROW(verify_with_calls(k.uop(), "spec_tensor", "spec_kernel_body"));
+  EXPECT_THROW(verify(k.uop().src(1).src(0), "spec_tensor"), SpecError);  // a loop is no tensor op
+  // a reduction is no kernel-body op
+  const UOp reduce = UOp::make(Op::Reduce, dtypes::float32, {a.uop()},
+                               Arg::tuple({Arg::op(Op::Add), Arg::integer(1)}));
+  const UOp body = UOp::sink(std::vector<UOp>{reduce});
+  EXPECT_THROW(verify(body, "spec_kernel_body"), SpecError);
 }
 
 // A fuzzer of ill-formed graphs: random ops over sources of random dtypes; the verifiers accept or
