@@ -4,6 +4,7 @@
 #include <cctype>
 #include <functional>
 #include <set>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -172,7 +173,7 @@ class Resolver {
         if (d.kind == Decl::Kind::RuleSet || d.kind == Decl::Kind::Compose) declare_set(d);
       }
     }
-    for (const auto& [name, decl] : set_decls_) resolve_set(name, decl->loc);
+    resolve_all();
   }
 
  private:
@@ -233,53 +234,135 @@ class Resolver {
   }
 
   // ---- rule sets
-  const ResolvedSet* resolve_set(const std::string& name, const Loc& use) {
-    auto it = set_decls_.find(name);
-    if (it == set_decls_.end()) {
-      diags_.error(use, fmt::format("unknown rule set '{}'", name));
-      return nullptr;
+  // Every set is resolved once, after the sets it uses or composes. The order comes from a
+  // depth-first walk with an explicit stack: a chain of `use`s is as long as the file allows.
+  void resolve_all() {
+    for (const auto& [name, decl] : set_decls_) {
+      if (state_[name] != 0) continue;
+      state_[name] = 1;
+      struct Frame {
+        std::string name;
+        std::vector<std::pair<std::string, Loc>> deps;
+        size_t next = 0;
+      };
+      std::vector<Frame> stack;
+      stack.push_back({name, dependencies(*decl)});
+      while (!stack.empty()) {
+        Frame& f = stack.back();
+        if (f.next < f.deps.size()) {
+          const auto& [dep, loc] = f.deps[f.next++];
+          auto it = set_decls_.find(dep);
+          if (it == set_decls_.end()) continue;  // reported where it is spliced in
+          int& st = state_[dep];
+          if (st == 1) {
+            diags_.error(loc, fmt::format("rule set '{}' includes itself", dep));
+          } else if (st == 0) {
+            st = 1;
+            stack.push_back({dep, dependencies(*it->second)});
+          }
+          continue;
+        }
+        build_set(f.name);
+        state_[f.name] = 2;
+        stack.pop_back();
+      }
     }
-    const Decl& d = *it->second;
-    int& st = state_[name];
-    if (st == 2) return out_.find(name);
-    if (st == 1) {
-      diags_.error(use, fmt::format("rule set '{}' includes itself", name));
-      return nullptr;
-    }
-    st = 1;
+  }
+
+  // The sets a declaration splices in, in written order (`for` bodies included).
+  static std::vector<std::pair<std::string, Loc>> dependencies(const Decl& d) {
+    std::vector<std::pair<std::string, Loc>> out;
+    if (d.kind == Decl::Kind::Compose) return d.names;
+    // `for` bodies nest only as deep as their braces (kMaxNesting), so this recursion is shallow.
+    std::function<void(const std::vector<Member>&)> walk = [&](const std::vector<Member>& ms) {
+      for (const Member& m : ms) {
+        if (m.kind == Member::Kind::Use) out.emplace_back(m.use, m.loc);
+        if (m.kind == Member::Kind::For) walk(m.body);
+      }
+    };
+    walk(d.members);
+    return out;
+  }
+
+  // Per resolved set: the set each of its rules was written in (parallel to its rules).
+  struct Expansion {
+    std::vector<int> origin;
+  };
+
+  void build_set(const std::string& name) {
+    const Decl& d = *set_decls_.at(name);
     ResolvedSet set;
     set.name = name;
     set.loc = d.loc;
     set.kind = d.set_kind;
+    // The sets whose rules this set holds: a set spliced in twice is included once, at its
+    // first use.
+    included_.clear();
+    included_.insert(set_id(name));
+    expansions_[name];
     if (d.kind == Decl::Kind::Compose) {
       for (const auto& [part, loc] : d.names) append_set(set, part, loc);
     } else {
       std::map<std::string, std::string> env;
       resolve_members(d.members, env, set);
     }
-    st = 2;
     if (set.kind == SetKind::Rules) analyze(set);
-    return &out_.sets.emplace(name, std::move(set)).first->second;
+    out_.sets.emplace(name, std::move(set));
+  }
+
+  int set_id(const std::string& name) {
+    return ids_.emplace(name, static_cast<int>(ids_.size())).first->second;
+  }
+
+  // Counts `n` more expanded rules against kMaxExpandedRules; false (with one error) past it.
+  bool charge(size_t n, const Loc& at, const std::string& set) {
+    if (over_limit_) return false;
+    expanded_ += n;
+    if (expanded_ <= kMaxExpandedRules) return true;
+    over_limit_ = true;
+    diags_.error(at, fmt::format("rule set '{}' expands to more than {} rules in total (the "
+                                 "rule-set expansion limit)",
+                                 set, kMaxExpandedRules));
+    return false;
   }
 
   void append_set(ResolvedSet& into, const std::string& part, const Loc& loc) {
-    const ResolvedSet* s = resolve_set(part, loc);
-    if (!s) return;
+    if (over_limit_) return;
+    if (!set_decls_.count(part)) {
+      diags_.error(loc, fmt::format("unknown rule set '{}'", part));
+      return;
+    }
+    const ResolvedSet* s = out_.find(part);
+    if (!s) return;  // part of a cycle (reported when found)
     if (s->kind != into.kind) {
       diags_.error(loc, fmt::format("cannot combine rule set '{}' with '{}': different kinds", part,
                                     into.name));
       return;
     }
-    const int base = into.rules.empty() ? 0 : into.rules.back().rule_index + 1;
-    for (ResolvedRule r : s->rules) {
-      r.rule_index += base;
+    Expansion& ex = expansions_[into.name];
+    const Expansion& from = expansions_.at(part);
+    // Rules of a set already included come later than their first copy, so they could never
+    // fire first: they are dropped, which keeps repeated and diamond-shaped `use`s linear.
+    std::vector<size_t> keep;
+    for (size_t i = 0; i < s->rules.size(); ++i)
+      if (!included_.count(from.origin[i])) keep.push_back(i);
+    if (keep.empty() || !charge(keep.size(), loc, into.name)) return;
+    int index = into.rules.empty() ? 0 : into.rules.back().rule_index + 1;
+    int last = s->rules[keep[0]].rule_index;
+    for (size_t i : keep) {
+      ResolvedRule r = s->rules[i];
+      if (r.rule_index != last) ++index, last = r.rule_index;
+      r.rule_index = index;
       into.rules.push_back(std::move(r));
+      ex.origin.push_back(from.origin[i]);
     }
+    for (size_t i : keep) included_.insert(from.origin[i]);
   }
 
   void resolve_members(const std::vector<Member>& members,
                        const std::map<std::string, std::string>& env, ResolvedSet& set) {
     for (const Member& m : members) {
+      if (over_limit_) return;
       switch (m.kind) {
         case Member::Kind::Rule:
           resolve_rule(m, env, set);
@@ -306,6 +389,7 @@ class Resolver {
   // ---- one rule
   void resolve_rule(const Member& m, const std::map<std::string, std::string>& env,
                     ResolvedSet& set) {
+    if (over_limit_) return;
     const int errors_before = diags_.error_count();
     RuleCtx rc;
     rc.for_env = env;
@@ -363,13 +447,20 @@ class Resolver {
             fmt::format("capture '{}' is never used (write '_' or drop the name)", info.name));
       }
     }
-    if (diags_.error_count() > errors_before) return;
+    // A rule that fails still counts: a `for` loop repeating it must stay bounded.
+    if (diags_.error_count() > errors_before) {
+      charge(1, m.loc, set.name);
+      return;
+    }
 
     const int index = set.rules.empty() ? 0 : set.rules.back().rule_index + 1;
     std::vector<MatchNode> unique;
     for (MatchNode& v : variants)
       if (std::find(unique.begin(), unique.end(), v) == unique.end())
         unique.push_back(std::move(v));
+    if (!charge(unique.size(), m.loc, set.name)) return;
+    std::vector<int>& origin = expansions_[set.name].origin;
+    origin.insert(origin.end(), unique.size(), set_id(set.name));
     for (size_t i = 0; i < unique.size(); ++i) {
       ResolvedRule r;
       r.loc = m.loc;
@@ -1007,16 +1098,19 @@ class Resolver {
     // Only rules written in this set are reported (composed sets were analyzed on their own).
     std::map<int, std::vector<const ResolvedRule*>> by_rule;
     for (const ResolvedRule& r : set.rules) by_rule[r.rule_index].push_back(&r);
-    std::vector<const ResolvedRule*> earlier;
+    // Earlier rules that always rewrite, by root op (kNumOps: rules of any op). Each variant is
+    // compared with at most kMaxShadowChecks of them, which keeps huge sets near linear.
+    constexpr size_t kMaxShadowChecks = 1000;
+    std::vector<std::vector<const ResolvedRule*>> earlier(static_cast<size_t>(kNumOps) + 1);
     std::map<std::string, const ResolvedRule*> texts;
     for (const auto& [idx, variants] : by_rule) {
       const ResolvedRule& first = *variants[0];
+      const bool own = first.info.name.rfind(set.name + "#", 0) == 0;
       // For-loop bindings are part of a rule's identity: `op(x)` for Add and for Mul differ.
       const size_t bracket = first.info.name.find('[');
       std::string norm = bracket == std::string::npos ? "" : first.info.name.substr(bracket);
       for (char ch : first.info.source)
         if (!std::isspace(static_cast<unsigned char>(ch))) norm += ch;
-      const bool own = first.info.name.rfind(set.name + "#", 0) == 0;
       if (own && !norm.empty()) {
         if (auto it = texts.find(norm); it != texts.end() && it->second->loc.file) {
           diags_.warning(first.loc, "duplicate rule", {{it->second->loc, "the same rule is here"}});
@@ -1027,12 +1121,25 @@ class Resolver {
       const ResolvedRule* shadow = nullptr;
       bool all_shadowed = own;
       for (const ResolvedRule* v : variants) {
+        if (!all_shadowed) break;
+        // The first earlier rule that covers v (pointers into set.rules are in rule order).
         const ResolvedRule* by = nullptr;
-        for (const ResolvedRule* e : earlier)
-          if (unconditional(*e) && subsumes(e->root, v->root)) {
-            by = e;
-            break;
+        auto scan = [&](const std::vector<const ResolvedRule*>& cands) {
+          for (size_t i = 0; i < cands.size() && i < kMaxShadowChecks; ++i) {
+            if (subsumes(cands[i]->root, v->root)) {
+              if (!by || cands[i] < by) by = cands[i];
+              return;
+            }
           }
+        };
+        scan(earlier[static_cast<size_t>(kNumOps)]);
+        if (!v->root.any_op) {
+          std::optional<Op> first_op;
+          v->root.ops.for_each([&](Op o) {
+            if (!first_op) first_op = o;
+          });
+          if (first_op) scan(earlier[static_cast<size_t>(*first_op)]);
+        }
         if (!by)
           all_shadowed = false;
         else
@@ -1042,7 +1149,13 @@ class Resolver {
         diags_.warning(first.loc, "rule can never fire: an earlier rule always matches first",
                        {{shadow->loc, "this rule matches first"}});
       }
-      for (const ResolvedRule* v : variants) earlier.push_back(v);
+      for (const ResolvedRule* v : variants) {
+        if (!unconditional(*v)) continue;
+        if (v->root.any_op)
+          earlier[static_cast<size_t>(kNumOps)].push_back(v);
+        else
+          v->root.ops.for_each([&](Op o) { earlier[static_cast<size_t>(o)].push_back(v); });
+      }
     }
   }
 
@@ -1050,7 +1163,12 @@ class Resolver {
   Diagnostics& diags_;
   std::map<std::string, std::pair<OpSet, Loc>> groups_;
   std::map<std::string, const Decl*> set_decls_;
-  std::map<std::string, int> state_;
+  std::map<std::string, int> state_;  // 1 while its dependencies resolve, 2 when resolved
+  std::map<std::string, Expansion> expansions_;
+  std::unordered_set<int> included_;  // of the set being built
+  std::map<std::string, int> ids_;
+  size_t expanded_ = 0;  // rules expanded so far, over every set
+  bool over_limit_ = false;
 };
 
 }  // namespace

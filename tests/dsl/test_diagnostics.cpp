@@ -6,6 +6,8 @@
 #include <fstream>
 #include <regex>
 
+#include <fmt/format.h>
+
 #include "dsl/resolve.h"
 
 using namespace tinyrw::rw;
@@ -208,4 +210,83 @@ TEST(RwDiagnostics, ManyMalformedInputsNeverCrash) {
     (void)load_rules_text("t.rw", good.substr(0, n), d);
   }
   SUCCEED();
+}
+
+// Resolution walks the `use`/composition graph with an explicit stack: a 10,000-deep chain used
+// to overflow the C++ stack.
+TEST(RwRuleSets, DeepUseAndCompositionChainsResolve) {
+  constexpr int kDepth = 10000;
+  for (const bool compose : {false, true}) {
+    std::string src;
+    for (int i = 0; i < kDepth; ++i) {
+      src += compose ? fmt::format("ruleset s{} = s{}\n", i, i + 1)
+                     : fmt::format("ruleset s{} {{ use s{} }}\n", i, i + 1);
+    }
+    src += fmt::format("ruleset s{} {{ Add(x, 0) => x }}\n", kDepth);
+    Diagnostics d;
+    auto prog = load_rules_text("chain.rw", src, d);
+    ASSERT_TRUE(prog) << d.render().substr(0, 400);
+    ASSERT_EQ(prog->find("s0")->rules.size(), 1u);
+    EXPECT_EQ(prog->find("s0")->rules[0].info.name, fmt::format("s{}#0", kDepth));
+  }
+  const Result cycle = check("ruleset a { use b }\nruleset b { use c }\nruleset c = a\n");
+  EXPECT_FALSE(cycle.ok);
+  EXPECT_NE(cycle.text.find("rule set 'a' includes itself"), std::string::npos) << cycle.text;
+}
+
+// A set used twice is included once, at its first use (its later copies could never fire
+// first), so a diamond of `use`s stays linear instead of doubling at every level.
+TEST(RwRuleSets, RepeatedUsesAreIncludedOnceInFirstUseOrder) {
+  Diagnostics d;
+  auto prog = load_rules_text("order.rw",
+                              "ruleset c { Add(x, 0) => x }\n"
+                              "ruleset a { Mul(x, 1) => x\n use c }\n"
+                              "ruleset b { use c\n Sub(x, 0) => x\n use c }\n"
+                              "ruleset d = a + b + c\n",
+                              d);
+  ASSERT_TRUE(prog) << d.render();
+  std::vector<std::string> names;
+  std::vector<int> indices;
+  for (const ResolvedRule& r : prog->find("d")->rules) {
+    names.push_back(r.info.name);
+    indices.push_back(r.rule_index);
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"a#0", "c#0", "b#1"}));
+  EXPECT_EQ(indices, (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(prog->find("b")->rules.size(), 2u);
+
+  std::string diamond;
+  for (int i = 0; i < 60; ++i)
+    diamond += fmt::format("ruleset s{} {{ use s{}\n use s{} }}\n", i, i + 1, i + 1);
+  diamond += "ruleset s60 { Add(x, 0) => x }\n";
+  Diagnostics dd;
+  auto p2 = load_rules_text("diamond.rw", diamond, dd);
+  ASSERT_TRUE(p2) << dd.render().substr(0, 400);
+  EXPECT_EQ(p2->find("s0")->rules.size(), 1u);
+}
+
+// Expansion that would still grow past kMaxExpandedRules (here: every set of a chain holds the
+// rules of all the sets after it) stops with an error naming the limit.
+TEST(RwRuleSets, ExpansionLimitIsALocatedError) {
+  std::string src;
+  for (int i = 0; i < 1000; ++i)
+    src += fmt::format("ruleset s{} {{ Add(x, {}) => x\n use s{} }}\n", i, i, i + 1);
+  src += "ruleset s1000 { Add(x, 0) => x }\n";
+  const Result r = check(src);
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.text.find(fmt::format("rules in total (the rule-set expansion limit)")),
+            std::string::npos)
+      << r.text.substr(0, 400);
+  EXPECT_NE(r.text.find(std::to_string(kMaxExpandedRules)), std::string::npos);
+  EXPECT_EQ(r.text.rfind("bad.rw:", 0), 0u) << r.text.substr(0, 200);
+  EXPECT_EQ(r.errors, 1);
+  // Nested `for` loops are counted as they expand, so they stop at the limit too.
+  std::string loops = "ruleset r {\n";
+  for (int i = 0; i < 6; ++i)
+    loops += fmt::format("for o{} in (ALU, Add, Mul, Max, Sub, And, Or, Xor) {{\n", i);
+  loops += "Add(x, 0) => x\n" + std::string(6, '}') + "\n}\n";
+  const Result l = check(loops);
+  EXPECT_FALSE(l.ok);
+  EXPECT_NE(l.text.find("the rule-set expansion limit"), std::string::npos)
+      << l.text.substr(0, 400);
 }
