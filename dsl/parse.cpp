@@ -43,6 +43,11 @@ size_t utf8_length(const std::string& t, size_t i) {
 
 bool prescan(const SourceFile& src, Diagnostics& diags) {
   const std::string& t = src.text;
+  if (t.size() > kMaxSourceBytes) {
+    diags.error(Loc{&src, 1, 1},
+                fmt::format("file larger than {} bytes (the source size limit)", kMaxSourceBytes));
+    return false;
+  }
   {  // the whole text must be UTF-8 (comments included: the ANTLR runtime decodes everything)
     int line = 1;
     size_t line_start = 0;
@@ -416,6 +421,7 @@ class Builder {
       }
       ExprPtr next = operand(rule);
       acc = acc ? binary(std::move(acc), pending, std::move(next), pending_loc) : std::move(next);
+      if (too_deep_) break;  // the file is rejected: build no deeper tree than the limit
     }
     return acc;
   }
@@ -434,6 +440,7 @@ class Builder {
       u->op = "!";
       u->kids.push_back(std::move(e));
       e = with_kids(std::move(u));
+      if (too_deep_) break;
     }
     return e;
   }
@@ -466,6 +473,7 @@ class Builder {
       u->op = (*it)->getText();
       u->kids.push_back(std::move(e));
       e = with_kids(std::move(u));
+      if (too_deep_) break;
     }
     return e;
   }
@@ -492,6 +500,7 @@ class Builder {
         out->kids.push_back(expr(ix->expr()));
         e = with_kids(std::move(out));
       }
+      if (too_deep_) break;
     }
     return e;
   }
@@ -583,9 +592,14 @@ class Loader {
         diags_.error(from, fmt::format("cannot open '{}'", path));
         return false;
       }
-      std::stringstream ss;
-      ss << in.rdbuf();
-      text = ss.str();
+      // Read one byte past the limit at most (a device such as /dev/zero never ends).
+      text.emplace(kMaxSourceBytes + 1, '\0');
+      in.read(text->data(), static_cast<std::streamsize>(text->size()));
+      if (in.bad()) {
+        diags_.error(from, fmt::format("cannot read '{}'", path));
+        return false;
+      }
+      text->resize(static_cast<size_t>(in.gcount()));
     }
     auto file = std::make_unique<SourceFile>(SourceFile{path, std::move(*text)});
     const SourceFile* src = file.get();

@@ -13,6 +13,7 @@ namespace tinyrw::rw {
 // Limits that keep every later stage's recursion shallow; input beyond them is an error.
 inline constexpr int kMaxNesting = 64;     // brackets ( [ { inside one another
 inline constexpr int kMaxTreeDepth = 256;  // depth of one pattern or expression tree
+inline constexpr size_t kMaxSourceBytes = size_t{1} << 20;  // one .rw file (the parser's memory)
 
 // Parses one file. Returns null (with errors in diags) when the file is malformed.
 std::unique_ptr<FileAst> parse_file(const SourceFile& src, Diagnostics& diags);

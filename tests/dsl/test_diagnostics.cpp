@@ -80,6 +80,26 @@ TEST(RwDiagnostics, DeepNestingIsAnErrorNotAStackOverflow) {
   const Result c = check(chain);
   EXPECT_FALSE(c.ok);
   EXPECT_NE(c.text.find("nested deeper than"), std::string::npos) << c.text.substr(0, 300);
+  // Prefix and postfix operators too; the syntax tree stops growing at the limit (a 300k-deep
+  // tree used to be built, and freeing it recursively overflowed the stack).
+  for (const std::string op : {"!", "-", "~"}) {
+    std::string text = "ruleset r {\n  Add(x, y) if ";
+    for (int i = 0; i < 300000; ++i) text += op;
+    text += op == "!" ? "True => x\n}\n" : "1 > 0 => x\n}\n";
+    const Result u = check(text);
+    EXPECT_FALSE(u.ok);
+    EXPECT_NE(u.text.find("nested deeper than 256 levels"), std::string::npos)
+        << u.text.substr(0, 300);
+  }
+  std::string post = "ruleset r {\n  Add(x, y) => x";
+  for (int i = 0; i < 100000; ++i) post += ".src[0]";
+  EXPECT_NE(check(post + "\n}\n").text.find("nested deeper than 256 levels"), std::string::npos);
+}
+
+TEST(RwDiagnostics, SourceSizeLimit) {
+  const std::string big = "ruleset r {\n  Add(x, 0) => x\n}\n" + std::string(kMaxSourceBytes, '#');
+  expect_error(big, "file larger than 1048576 bytes (the source size limit)", 1, 1);
+  EXPECT_TRUE(check("ruleset r {\n  Add(x, 0) => x\n}\n#" + std::string(100000, ' ')).ok);
 }
 
 TEST(RwDiagnostics, NulAndInvalidUtf8) {
@@ -95,7 +115,8 @@ TEST(RwDiagnostics, NulAndInvalidUtf8) {
 }
 
 TEST(RwDiagnostics, MegabyteLine) {
-  std::string line = "ruleset r { Add(x, 0) => x } " + std::string(1 << 20, ' ') + "$";
+  std::string line =
+      "ruleset r { Add(x, 0) => x } " + std::string(kMaxSourceBytes - 100, ' ') + "$";
   const Result r = check(line);
   EXPECT_FALSE(r.ok);
   EXPECT_NE(r.text.find("unexpected character '$'"), std::string::npos);
