@@ -3,11 +3,17 @@
 //   rwc compile FILE.rw -o OUT.cpp [--depfile D] [--name SHOWN_PATH]
 //                                                 writes the matcher (only when it changes)
 //   rwc dump FILE.rw                              prints the decision trees
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -18,6 +24,13 @@
 using namespace tinyrw::rw;
 
 namespace {
+
+// Messages to stderr; fmt::print would throw when stderr cannot be written (main reports that
+// through the exit status instead).
+template <class... Args>
+void eprint(fmt::format_string<Args...> format, Args&&... args) {
+  std::fputs(fmt::format(format, std::forward<Args>(args)...).c_str(), stderr);
+}
 
 int usage() {
   fmt::print(stderr,
@@ -39,30 +52,100 @@ const SourceFile* root_file(const ResolvedProgram& prog, const std::string& path
   return nullptr;
 }
 
-// Writes `text` to `path` unless the file already holds exactly that (keeps timestamps, so the
-// build recompiles nothing when a .rw edit does not change the generated code).
-bool write_if_changed(const std::string& path, const std::string& text) {
-  {
-    std::ifstream in(path, std::ios::binary);
-    if (in) {
-      std::stringstream ss;
-      ss << in.rdbuf();
-      if (ss.str() == text) return true;
+std::string errno_text(int err) { return std::strerror(err); }
+
+// The file a path names, following symlinks (up to 40, as the kernel does): rwc writes the
+// target, so a symlinked output stays a symlink and its target is brought up to date.
+std::optional<std::filesystem::path> follow_links(std::filesystem::path p, std::string& error) {
+  for (int hops = 0; hops < 40; ++hops) {
+    std::error_code ec;
+    if (!std::filesystem::is_symlink(std::filesystem::symlink_status(p, ec))) return p;
+    const std::filesystem::path to = std::filesystem::read_symlink(p, ec);
+    if (ec) {
+      error = ec.message();
+      return std::nullopt;
     }
+    p = to.is_absolute() ? to : p.parent_path() / to;
   }
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out || !(out << text) || !out.flush()) {
-      fmt::print(stderr, "rwc: error: cannot write '{}'\n", tmp);
+  error = "too many levels of symbolic links";
+  return std::nullopt;
+}
+
+// Whether the regular file at `fd` (of `size` bytes) holds exactly `text`, read in chunks.
+bool same_content(int fd, off_t size, const std::string& text) {
+  if (size != static_cast<off_t>(text.size())) return false;
+  char buf[1 << 16];
+  size_t at = 0;
+  while (true) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return n == 0 && at == text.size();
+    if (at + static_cast<size_t>(n) > text.size() ||
+        std::memcmp(buf, text.data() + at, static_cast<size_t>(n)) != 0)
       return false;
-    }
+    at += static_cast<size_t>(n);
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    fmt::print(stderr, "rwc: error: cannot write '{}': {}\n", path, ec.message());
+}
+
+bool write_all(int fd, std::string_view data) {
+  while (!data.empty()) {
+    const ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+// Writes `text` to `path` unless the file already holds exactly that (keeps timestamps, so the
+// build recompiles nothing when a .rw edit does not change the generated code). Only a regular
+// file (or a path that does not exist yet) is written: a FIFO, device or directory is refused. The
+// text goes to a temporary file in the target's directory, renamed over the target once it is
+// complete, so a failed write never leaves a truncated output.
+bool write_if_changed(const std::string& path, const std::string& text) {
+  auto fail = [&](const std::string& why) {
+    eprint("rwc: error: cannot write '{}': {}\n", path, why);
     return false;
+  };
+  std::string error;
+  const auto target = follow_links(path, error);
+  if (!target) return fail(error);
+  struct stat st {};
+  const bool exists = ::stat(target->c_str(), &st) == 0;
+  if (!exists && errno != ENOENT) return fail(errno_text(errno));
+  mode_t mode = 0;
+  if (exists) {
+    if (!S_ISREG(st.st_mode)) {
+      return fail(S_ISDIR(st.st_mode)    ? "it is a directory"
+                  : S_ISFIFO(st.st_mode) ? "it is a FIFO, not a regular file"
+                                         : "it is not a regular file (a device or socket)");
+    }
+    mode = st.st_mode & 07777;
+    const int fd = ::open(target->c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd >= 0) {
+      const bool same = same_content(fd, st.st_size, text);
+      ::close(fd);
+      if (same) return true;
+    }
+  } else {
+    const mode_t mask = ::umask(0);
+    ::umask(mask);
+    mode = 0666 & ~mask;
+  }
+  std::filesystem::path dir = target->parent_path();
+  if (dir.empty()) dir = ".";
+  std::string tmp = (dir / ("." + target->filename().string() + ".XXXXXX")).string();
+  const int fd = ::mkstemp(tmp.data());
+  if (fd < 0)
+    return fail(
+        fmt::format("cannot create a temporary file in '{}': {}", dir.string(), errno_text(errno)));
+  int err = 0;
+  if (::fchmod(fd, mode) != 0 || !write_all(fd, text)) err = errno;
+  if (::close(fd) != 0 && err == 0) err = errno;
+  if (err == 0 && ::rename(tmp.c_str(), target->c_str()) != 0) err = errno;
+  if (err != 0) {
+    ::unlink(tmp.c_str());
+    return fail(errno_text(err));
   }
   return true;
 }
@@ -76,7 +159,7 @@ int check(const std::vector<std::string>& files) {
     errors += diags.error_count();
     warnings += diags.warning_count();
   }
-  if (errors || warnings) fmt::print(stderr, "{} error(s), {} warning(s)\n", errors, warnings);
+  if (errors || warnings) eprint("{} error(s), {} warning(s)\n", errors, warnings);
   return status;
 }
 
@@ -102,16 +185,13 @@ int dump(const std::string& in) {
   Diagnostics diags;
   auto prog = load(in, diags);
   if (!prog) return 1;
-  std::fputs(dump_decision_trees(*prog, *root_file(*prog, in)).c_str(), stdout);
+  const SourceFile* root = root_file(*prog, in);
+  if (!root) return 1;
+  std::fputs(dump_decision_trees(*prog, *root).c_str(), stdout);
   return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  if (argc < 3) return usage();
-  const std::string cmd = argv[1];
-  std::vector<std::string> args(argv + 2, argv + argc);
+int run(const std::string& cmd, const std::vector<std::string>& args) {
   try {
     if (cmd == "check") return check(args);
     if (cmd == "dump" && args.size() == 1) return dump(args[0]);
@@ -133,8 +213,22 @@ int main(int argc, char** argv) {
       return compile(in, out, depfile, shown);
     }
   } catch (const std::exception& e) {
-    fmt::print(stderr, "rwc: internal error: {}\n", e.what());
+    eprint("rwc: internal error: {}\n", e.what());
     return 1;
   }
   return usage();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3) return usage();
+  int status = run(argv[1], std::vector<std::string>(argv + 2, argv + argc));
+  // Output lost to a full disk or a closed pipe is a failure, not a success.
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    eprint("rwc: error: cannot write the output: {}\n", std::strerror(errno));
+    status = 1;
+  }
+  if (std::ferror(stderr)) status = 1;  // diagnostics were lost: nothing left to report them on
+  return status;
 }

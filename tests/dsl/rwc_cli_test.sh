@@ -41,4 +41,37 @@ grep -q "examples.rw" "$work/a.d" || fail "depfile lacks the source"
 
 # dump prints the decision tree per root op.
 "$rwc" dump "$src/rules/examples.rw" | grep -q "root Add" || fail "dump has no root Add"
+
+# Output lost to a full disk is an error, on every output path.
+ex="$src/rules/examples.rw"
+out=$("$rwc" dump "$ex" 2>&1 >/dev/full); rc=$?
+[ $rc -eq 1 ] || fail "dump to /dev/full exited $rc"
+echo "$out" | grep -q "rwc: error: cannot write the output: No space left on device" || fail "dump to /dev/full: $out"
+"$rwc" check "$work/warn.rw" 2>/dev/full && fail "check whose warnings were lost exited 0"
+echo old > "$work/old.cpp"; touch -d "2001-01-01" "$work/old.cpp"
+(trap '' XFSZ; ulimit -f 8; "$rwc" compile "$ex" -o "$work/old.cpp" 2>"$work/err") && fail "compile past RLIMIT_FSIZE exited 0"
+grep -q "cannot write '$work/old.cpp': File too large" "$work/err" || fail "write error: $(cat "$work/err")"
+[ "$(cat "$work/old.cpp")" = old ] || fail "a failed write changed the old output"
+ls -A "$work" | grep -q '^\.old\.cpp\.' && fail "a failed write left its temporary file"
+
+# compile writes regular files only: a device, FIFO or directory is refused at once (reading
+# /dev/full first ran out of memory, and a FIFO hung).
+mkfifo "$work/fifo"; mkdir "$work/dir"
+for target in /dev/full "$work/fifo" "$work/dir"; do
+  out=$(timeout 20 "$rwc" compile "$ex" -o "$target" 2>&1); rc=$?
+  [ $rc -eq 1 ] || fail "compile -o $target exited $rc: $out"
+  echo "$out" | grep -Eq "^rwc: error: cannot write '$target': it is (a directory|a FIFO|not a regular file)" || fail "compile -o $target: $out"
+done
+[ -z "$(ls -A "$work/dir")" ] && ! ls -A "$work" | grep -q '\.tmp$' || fail "a refused output left files behind"
+
+# A symlinked output stays a symlink; its target is written, keeping its mode, and an unchanged
+# result leaves the target's timestamp alone.
+echo stale > "$work/target.cpp"; chmod 640 "$work/target.cpp"; ln -s target.cpp "$work/link.cpp"
+"$rwc" compile "$ex" -o "$work/link.cpp" || fail "compile through a symlink failed"
+[ -L "$work/link.cpp" ] || fail "the symlink was replaced"
+cmp -s "$work/target.cpp" "$work/b.cpp" || fail "the symlink's target was not written"
+[ "$(stat -c %a "$work/target.cpp")" = 640 ] || fail "the target's mode changed"
+touch -d "2001-01-01" "$work/target.cpp"
+"$rwc" compile "$ex" -o "$work/link.cpp" || fail "compile through a symlink failed"
+[ "$(stat -c %Y "$work/target.cpp")" = "$(date -d 2001-01-01 +%s)" ] || fail "unchanged target was rewritten"
 echo "rwc CLI: all checks passed"
