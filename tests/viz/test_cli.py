@@ -96,6 +96,26 @@ def test_errors():
     r = rw("viz", "--html", os.path.join(TMP, "cut.html"), cut)
     check(r.returncode == 0 and "warning" in r.stderr and os.path.exists(os.path.join(TMP, "cut.html")),
           "--html on a truncated dump warns and still writes the page (which shows the error)")
+    # Fields the text output trusts are checked before anything is allocated by them.
+    doc = json.loads(text)
+    doc["calls"][0]["depth"] = 10**9  # used to allocate 2 GB of indentation per line
+    json.dump(doc, open(bad, "w"))
+    r = rw("viz", "--text", bad, timeout=30)
+    check(r.returncode == 1 and "calls[0].depth: is 1000000000" in r.stderr and bad in r.stderr,
+          f"a call deeper than the calls before it allow: {r.stderr.strip()[:150]}")
+    doc = json.loads(text)
+    doc["calls"][1]["matches"][0]["ns"] = -1e300
+    json.dump(doc, open(bad, "w"))
+    r = rw("viz", "--text", bad, timeout=30)
+    check(r.returncode == 1 and "calls[1].matches[0].ns" in r.stderr, f"a negative time: {r.stderr.strip()[:150]}")
+    deep = os.path.join(TMP, "deep.json")
+    open(deep, "w").write('{"format":' + "[" * 200000 + "]" * 200000 + "}")
+    r = rw("viz", "--text", deep, timeout=30)
+    check(r.returncode == 1 and "format: is an array" in r.stderr,
+          f"a deeply nested value is named, not printed (that recursed): {r.stderr.strip()[:150]}")
+    r = rw("viz", "--text", TMP, timeout=30)
+    check(r.returncode == 2 and "it is a directory" in r.stderr, f"a directory: exit 2 ({r.stderr.strip()[:100]})")
+    check(rw("viz", "--bogus", path).returncode == 2, "unknown option: exit 2")
     check(rw("viz").returncode == 2 and rw("viz", "--bogus", path).returncode == 2, "bad usage: exit 2")
     check(rw("viz", "--port", "99999", path).returncode == 2, "a bad --port: exit 2")
 

@@ -15,9 +15,11 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <optional>
@@ -55,6 +57,14 @@ struct DumpError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Limits on what a dump may make `rw viz` do (docs/viz-format.md): the bytes it reads, how deep
+// groups nest (each call prints its group path), how many nodes replaying one call's matches may
+// add (--call), and how far the text indents.
+constexpr size_t kMaxDumpBytes = size_t{256} << 20;
+constexpr size_t kMaxGroupDepth = 256;
+constexpr size_t kMaxReplayNodes = 2000000;
+constexpr size_t kMaxIndentLevels = 64;
+
 // ---- the dump
 
 struct Node {
@@ -83,6 +93,7 @@ struct Call {
 struct Group {
   std::string name;
   std::optional<int> parent;
+  size_t depth = 0;  // 0 at top level
 };
 
 struct Dump {
@@ -107,6 +118,12 @@ struct Dump {
     }
     std::string k = key(nodes[static_cast<size_t>(id)], src);
     if (auto it = intern.find(k); it != intern.end()) return it->second;
+    if (nodes.size() - table_size >= kMaxReplayNodes) {
+      throw DumpError(
+          fmt::format("replaying the matches rebuilds more than {} nodes (the replay "
+                      "limit of rw viz --call)",
+                      kMaxReplayNodes));
+    }
     Node n = nodes[static_cast<size_t>(id)];
     n.src = src;
     n.rebuilt = true;
@@ -118,10 +135,8 @@ struct Dump {
 
   std::vector<int> group_path(std::optional<int> g) const {
     std::vector<int> path;
-    while (g) {
-      path.insert(path.begin(), *g);
-      g = groups[static_cast<size_t>(*g)].parent;
-    }
+    for (; g; g = groups[static_cast<size_t>(*g)].parent) path.push_back(*g);
+    std::reverse(path.begin(), path.end());
     return path;
   }
 };
@@ -134,7 +149,18 @@ std::string strip_json_prefix(std::string msg) {
   return msg;
 }
 
-// Parses and checks a dump with the same rules and messages as the page (viewer/src/model.js).
+// A JSON value in an error message: scalars as written (cut to a few dozen characters), arrays and
+// objects by kind only (dumping a deeply nested value would recurse once per level).
+std::string short_json(const json& v) {
+  if (v.is_array()) return fmt::format("an array of {} item(s)", v.size());
+  if (v.is_object()) return "an object";
+  std::string t = v.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (t.size() > 40) t = t.substr(0, 40) + "...";
+  return t;
+}
+
+// Parses and checks a dump with the same rules and messages as the page (viewer/src/model.js),
+// and checks everything the text output trusts before anything is allocated by it.
 Dump load_dump(const std::string& text) {
   json doc;
   try {
@@ -163,10 +189,11 @@ Dump load_dump(const std::string& text) {
   if (!doc.is_object()) fail("the document", "is not a JSON object");
   if (!doc.contains("format") || doc["format"] != "tinyrw-viz")
     fail("format", fmt::format("is {}, expected \"tinyrw-viz\" (is this a VIZ dump?)",
-                               doc.contains("format") ? doc["format"].dump() : "undefined"));
+                               doc.contains("format") ? short_json(doc["format"]) : "undefined"));
   if (!doc.contains("version") || doc["version"] != 1)
-    fail("version", fmt::format("is {}, this viewer reads version 1",
-                                doc.contains("version") ? doc["version"].dump() : "undefined"));
+    fail("version",
+         fmt::format("is {}, this viewer reads version 1",
+                     doc.contains("version") ? short_json(doc["version"]) : "undefined"));
   for (const char* k : {"nodes", "groups", "calls"})
     if (!doc.contains(k) || !doc[k].is_array()) fail(k, "is missing or not an array");
 
@@ -175,7 +202,7 @@ Dump load_dump(const std::string& text) {
   const size_t nn = nodes.size();
   auto node_ref = [&](const std::string& where, const json& v) -> int {
     if (!is_int(v) || v.get<int64_t>() < 0 || v.get<int64_t>() >= static_cast<int64_t>(nn))
-      fail(where, fmt::format("{} is not a node id (the dump has {} nodes)", v.dump(), nn));
+      fail(where, fmt::format("{} is not a node id (the dump has {} nodes)", short_json(v), nn));
     return v.get<int>();
   };
   d.nodes.reserve(nn);
@@ -184,8 +211,8 @@ Dump load_dump(const std::string& text) {
     const std::string w = fmt::format("nodes[{}]", i);
     if (!n.is_object()) fail(w, "is not an object");
     if (!n.contains("id") || n["id"] != i)
-      fail(w + ".id",
-           fmt::format("is {}, expected {}", n.contains("id") ? n["id"].dump() : "undefined", i));
+      fail(w + ".id", fmt::format("is {}, expected {}",
+                                  n.contains("id") ? short_json(n["id"]) : "undefined", i));
     Node node;
     node.op = str_field(n, "op", w);
     node.dtype = str_field(n, "dtype", w);
@@ -198,7 +225,7 @@ Dump load_dump(const std::string& text) {
     for (size_t j = 0; j < n["src"].size(); ++j) {
       const json& s = n["src"][j];
       if (!is_int(s) || s.get<int64_t>() < 0 || s.get<int64_t>() >= static_cast<int64_t>(i))
-        fail(fmt::format("{}.src[{}]", w, j), s.dump() + " is not the id of an earlier node");
+        fail(fmt::format("{}.src[{}]", w, j), short_json(s) + " is not the id of an earlier node");
       node.src.push_back(s.get<int>());
     }
     d.nodes.push_back(std::move(node));
@@ -210,15 +237,20 @@ Dump load_dump(const std::string& text) {
     const std::string w = fmt::format("groups[{}]", i);
     if (!g.is_object()) fail(w, "is not an object");
     if (!g.contains("id") || g["id"] != i)
-      fail(w + ".id",
-           fmt::format("is {}, expected {}", g.contains("id") ? g["id"].dump() : "undefined", i));
+      fail(w + ".id", fmt::format("is {}, expected {}",
+                                  g.contains("id") ? short_json(g["id"]) : "undefined", i));
     Group grp;
     grp.name = str_field(g, "name", w);
     const json p = g.contains("parent") ? g["parent"] : json();
     if (!p.is_null()) {
       if (!is_int(p) || p.get<int64_t>() < 0 || p.get<int64_t>() >= static_cast<int64_t>(i))
-        fail(w + ".parent", p.dump() + " is not null or the id of an earlier group");
+        fail(w + ".parent", short_json(p) + " is not null or the id of an earlier group");
       grp.parent = p.get<int>();
+      grp.depth = d.groups[static_cast<size_t>(*grp.parent)].depth + 1;
+      if (grp.depth >= kMaxGroupDepth)
+        fail(w + ".parent", fmt::format("nests groups deeper than {} levels (the group nesting "
+                                        "limit of rw viz)",
+                                        kMaxGroupDepth));
     }
     d.groups.push_back(std::move(grp));
   }
@@ -228,15 +260,15 @@ Dump load_dump(const std::string& text) {
     const std::string w = fmt::format("calls[{}]", i);
     if (!c.is_object()) fail(w, "is not an object");
     if (!c.contains("id") || c["id"] != i)
-      fail(w + ".id",
-           fmt::format("is {}, expected {}", c.contains("id") ? c["id"].dump() : "undefined", i));
+      fail(w + ".id", fmt::format("is {}, expected {}",
+                                  c.contains("id") ? short_json(c["id"]) : "undefined", i));
     Call call;
     const json g = c.contains("group") ? c["group"] : json();
     if (!g.is_null()) {
       if (!is_int(g) || g.get<int64_t>() < 0 ||
           g.get<int64_t>() >= static_cast<int64_t>(d.groups.size()))
         fail(w + ".group", fmt::format("{} is not null or a group id (the dump has {} groups)",
-                                       g.dump(), d.groups.size()));
+                                       short_json(g), d.groups.size()));
       call.group = g.get<int>();
     }
     call.name = str_field(c, "name", w);
@@ -245,6 +277,11 @@ Dump load_dump(const std::string& text) {
     if (!c.contains("depth") || !is_int(c["depth"]) || c["depth"].get<int64_t>() < 0)
       fail(w + ".depth", "is not a non-negative integer");
     call.depth = c["depth"].get<int64_t>();
+    // Calls are listed as they started, so a call is at most one deeper than the one before.
+    const int64_t max_depth = d.calls.empty() ? 0 : d.calls.back().depth + 1;
+    if (call.depth > max_depth)
+      fail(w + ".depth", fmt::format("is {}, deeper than the calls before it allow (at most {})",
+                                     call.depth, max_depth));
     call.root = node_ref(w + ".root", c.contains("root") ? c["root"] : json());
     if (c.contains("result") && !c["result"].is_null())
       call.result = node_ref(w + ".result", c["result"]);
@@ -268,7 +305,9 @@ Dump load_dump(const std::string& text) {
       match.rule_file = r["file"].get<std::string>();
       match.rule_source = r["source"].get<std::string>();
       match.rule_line = r["line"].get<int64_t>();
-      if (!m.contains("ns") || !m["ns"].is_number()) fail(mw + ".ns", "is missing or not a number");
+      if (!m.contains("ns") || !m["ns"].is_number() || !(m["ns"].get<double>() >= 0) ||
+          !std::isfinite(m["ns"].get<double>()))
+        fail(mw + ".ns", "is missing or not a non-negative number");
       match.ns = m["ns"].get<double>();
       call.matches.push_back(std::move(match));
     }
@@ -457,8 +496,13 @@ std::string expr_text(const Dump& d, int root, size_t max_len = 400) {
       p = !u.arg.empty() && u.arg[0] == '-' ? 13 : 20;
     else if (u.op == "NEG")
       p = 13;
-    else if (u.op == "BIND" && !u.src.empty())
-      p = prec(u.src[0]);
+    else if (u.op == "BIND" && !u.src.empty()) {
+      int b = u.src[0];  // a chain of BINDs can be as long as the dump: follow it in a loop
+      while (d.nodes[static_cast<size_t>(b)].op == "BIND" &&
+             !d.nodes[static_cast<size_t>(b)].src.empty())
+        b = d.nodes[static_cast<size_t>(b)].src[0];
+      p = prec(b);
+    }
     prec_memo[n] = p;
     return p;
   };
@@ -635,14 +679,25 @@ std::string format_ns(double ns) {
   return fmt::format("{:.2f} s", ns / 1e9);
 }
 
+// The whole file, up to kMaxDumpBytes (a FIFO works; /dev/zero is cut at the limit).
 std::string read_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw std::runtime_error(fmt::format("cannot open '{}': it is a directory", path));
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw std::runtime_error(fmt::format("cannot open '{}': {}", path, std::strerror(errno)));
-  std::ostringstream ss;
-  ss << in.rdbuf();
+  std::string text;
+  char buf[1 << 16];
+  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+    text.append(buf, static_cast<size_t>(in.gcount()));
+    if (text.size() > kMaxDumpBytes)
+      throw std::runtime_error(
+          fmt::format("cannot read '{}': it is larger than {} bytes (the dump size limit)", path,
+                      kMaxDumpBytes));
+  }
   if (in.bad()) throw std::runtime_error(fmt::format("cannot read '{}'", path));
-  return ss.str();
+  return text;
 }
 
 // ---- rw viz --text
@@ -736,11 +791,14 @@ int print_text(Dump& d, const std::string& path, std::optional<long> only_call) 
     size_t i = 0;
     while (i < chain.size() && i < path_.size() && chain[i] == path_[i]) ++i;
     for (size_t j = i; j < path_.size(); ++j)
-      fmt::print(out, "\n{}group {}\n", std::string(2 * j, ' '),
+      fmt::print(out, "\n{}group {}\n", std::string(2 * std::min(j, kMaxIndentLevels), ' '),
                  d.groups[static_cast<size_t>(path_[j])].name);
     if (i == path_.size() && i < chain.size()) fmt::print(out, "\n");
     chain = path_;
-    const std::string ind(2 * (path_.size() + static_cast<size_t>(c.depth)), ' ');
+    // Indentation stops at kMaxIndentLevels (the depth is printed on the line itself), so deep
+    // nesting cannot make the output quadratic.
+    const std::string ind(
+        2 * std::min(kMaxIndentLevels, path_.size() + static_cast<size_t>(c.depth)), ' ');
     const std::string ind2 = ind + "  ";
     fmt::print(out, "{}call #{} {}  {}  depth {}  {} match{}  at {}\n", ind, ci, c.name, c.mode,
                c.depth, c.matches.size(), c.matches.size() == 1 ? "" : "es", c.location);
@@ -764,7 +822,10 @@ int print_text(Dump& d, const std::string& path, std::optional<long> only_call) 
     else
       fmt::print(out, "{}{:<8}none: the call did not finish (it threw)\n", ind2, "result");
   }
-  std::fflush(out);
+  if (std::fflush(out) != 0 || std::ferror(out)) {
+    fmt::print(stderr, "rw viz: error: cannot write the output: {}\n", std::strerror(errno));
+    return 1;
+  }
   return 0;
 }
 
@@ -1022,7 +1083,13 @@ int viz_main(const std::vector<std::string>& args) {
       fmt::print(stderr, "rw viz: error: {}: {}\n", dump_path, e.what());
       return 1;
     }
-    return print_text(d, dump_path, have_call ? std::optional<long>(call) : std::nullopt);
+    try {
+      return print_text(d, dump_path, have_call ? std::optional<long>(call) : std::nullopt);
+    } catch (const DumpError& e) {  // a limit reached while replaying the matches
+      std::fflush(stdout);
+      fmt::print(stderr, "rw viz: error: {}: {}\n", dump_path, e.what());
+      return 1;
+    }
   }
   if (!html_out.empty()) {
     warn_if_bad(dump_path, dump_text);
