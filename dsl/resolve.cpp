@@ -102,6 +102,20 @@ bool MatchNode::operator==(const MatchNode& o) const {
          arg == o.arg && sources == o.sources && srcs == o.srcs;
 }
 
+std::string_view dclass_name(DClass c) {
+  switch (c) {
+    case DClass::Unknown:
+      return "unknown";
+    case DClass::Bool:
+      return "bool";
+    case DClass::Int:
+      return "int";
+    case DClass::Float:
+      return "float";
+  }
+  return "?";
+}
+
 const ResolvedSet* ResolvedProgram::find(std::string_view name) const {
   auto it = sets.find(std::string(name));
   return it == sets.end() ? nullptr : &it->second;
@@ -140,6 +154,7 @@ struct SlotInfo {
   int pattern_uses = 0;  // occurrences in the pattern
   int expr_uses = 0;
   Loc loc;
+  DClass dclass = DClass::Unknown;  // UOp slots
 };
 
 // Per-rule state: slots by name and their uses.
@@ -406,6 +421,7 @@ class Resolver {
                    "'g' is the incoming gradient in gradient rules and cannot be a capture");
       return;
     }
+    assign_slot_classes(variants, rc);
     const int g_slot = set.kind == SetKind::Gradient ? rc.bind("g", Type::UOp, false, m.loc) : -1;
     std::vector<Step> steps;
     for (const Clause& c : m.clauses) {
@@ -417,6 +433,7 @@ class Resolver {
         }
         s.is_let = true;
         s.slot = rc.bind(c.name, s.expr.type, false, c.loc);
+        rc.slots[static_cast<size_t>(s.slot)].dclass = s.expr.dclass;
       } else if (!guard_type_ok(s.expr.type)) {
         diags_.error(c.expr->loc,
                      fmt::format("a guard must be a bool, got {}", type_name(s.expr.type)));
@@ -824,6 +841,198 @@ class Resolver {
     return m;
   }
 
+  // ---- dtype classes of UOp expressions
+  // What a pattern node says of its dtype: a dtype constraint, or comparison ops (bool).
+  static DClass class_of(DType d) {
+    if (d.is_bool()) return DClass::Bool;
+    if (d.is_float()) return DClass::Float;
+    if (d.is_int()) return DClass::Int;  // index included
+    return DClass::Unknown;
+  }
+  static DClass node_class(const MatchNode& n) {
+    using K = DTypeFilter::Kind;
+    switch (n.dtype.kind) {
+      case K::Exact:
+        return class_of(n.dtype.exact);
+      case K::Int:
+      case K::UInt:
+      case K::SInt:
+      case K::Index:
+        return DClass::Int;
+      case K::Float:
+        return DClass::Float;
+      case K::Bool:
+        return DClass::Bool;
+      default:
+        break;
+    }
+    if (!n.any_op && !n.ops.empty() && (n.ops & groups::comparison()) == n.ops) return DClass::Bool;
+    return DClass::Unknown;
+  }
+  static void collect_classes(const MatchNode& n, std::map<int, DClass>& out) {
+    const DClass c = node_class(n);
+    for (int s : n.slots) {
+      auto [it, fresh] = out.emplace(s, c);
+      if (!fresh && it->second == DClass::Unknown) it->second = c;
+    }
+    for (const MatchNode& k : n.srcs) collect_classes(k, out);  // as deep as the brackets
+  }
+  // A capture's class is known when every variant that binds it agrees.
+  static void assign_slot_classes(const std::vector<MatchNode>& variants, RuleCtx& rc) {
+    std::map<int, std::optional<DClass>> agreed;
+    for (const MatchNode& v : variants) {
+      std::map<int, DClass> here;
+      collect_classes(v, here);
+      for (const auto& [slot, c] : here) {
+        auto [it, fresh] = agreed.emplace(slot, c);
+        if (!fresh && it->second != c) it->second = DClass::Unknown;
+      }
+    }
+    for (const auto& [slot, c] : agreed) rc.slots[static_cast<size_t>(slot)].dclass = *c;
+  }
+
+  // The operands of an ALU op built by an expression: UOps, or numbers that become constants of
+  // the UOp operands' dtype. Checks what rules/spec.rw's spec_alu verifies at run time, as far as
+  // the classes are known, and returns the class of the result.
+  DClass check_alu(Op op, std::string_view label, const Loc& at,
+                   std::initializer_list<const RExpr*> operands) {
+    std::vector<const RExpr*> ops(operands);
+    size_t first = 0;
+    DClass cond = DClass::Unknown;
+    if (op == Op::Where) {  // the condition is checked on its own
+      cond = ops[0]->dclass;
+      if (ops[0]->type == Type::UOp && cond != DClass::Unknown && cond != DClass::Bool) {
+        diags_.error(at,
+                     fmt::format("{} needs a bool condition, got {}", label, dclass_name(cond)));
+      }
+      first = 1;
+    }
+    DClass joined = DClass::Unknown;
+    bool float_number = false;
+    for (size_t i = first; i < ops.size(); ++i) {
+      const RExpr& o = *ops[i];
+      if (o.type != Type::UOp) {
+        float_number |= o.type == Type::Float;
+        continue;
+      }
+      if (o.dclass == DClass::Unknown) continue;
+      if (joined == DClass::Unknown) {
+        joined = o.dclass;
+      } else if (joined != o.dclass &&
+                 !(op == Op::Shl || op == Op::Shr)) {  // a shift count is any int
+        diags_.error(at, fmt::format("{} needs operands of one dtype class, got {} and {}", label,
+                                     dclass_name(joined), dclass_name(o.dclass)));
+        return DClass::Unknown;
+      }
+    }
+    if (float_number && (joined == DClass::Int || joined == DClass::Bool)) {
+      diags_.error(at, fmt::format("{} makes a float number a constant of a UOp of {} dtype", label,
+                                   dclass_name(joined)));
+      return DClass::Unknown;
+    }
+    auto need = [&](bool ok, std::string_view what) {
+      if (joined != DClass::Unknown && !ok) {
+        diags_.error(at,
+                     fmt::format("{} needs {} operands, got {}", label, what, dclass_name(joined)));
+      }
+    };
+    static const OpSet kFloatOnly{Op::FDiv, Op::Pow,  Op::Exp2,      Op::Log2,
+                                  Op::Sin,  Op::Sqrt, Op::Reciprocal};
+    static const OpSet kIntOnly{Op::CDiv, Op::CMod, Op::FloorDiv, Op::FloorMod, Op::Shl, Op::Shr};
+    static const OpSet kBitwise{Op::And, Op::Or, Op::Xor};
+    if (kFloatOnly.contains(op)) need(joined == DClass::Float, "float");
+    if (kIntOnly.contains(op)) need(joined == DClass::Int, "int");
+    if (kBitwise.contains(op)) need(joined == DClass::Int || joined == DClass::Bool, "int or bool");
+    if (groups::comparison().contains(op)) return DClass::Bool;
+    return joined;
+  }
+
+  static Op binop_alu(BinOp b) {
+    switch (b) {
+      case BinOp::Add:
+        return Op::Add;
+      case BinOp::Sub:
+        return Op::Sub;
+      case BinOp::Mul:
+        return Op::Mul;
+      case BinOp::FloorDiv:
+        return Op::FloorDiv;
+      case BinOp::Mod:
+        return Op::FloorMod;
+      case BinOp::Div:
+        return Op::FDiv;
+      case BinOp::And:
+        return Op::And;
+      case BinOp::Or:
+        return Op::Or;
+      case BinOp::Xor:
+        return Op::Xor;
+      case BinOp::Shl:
+        return Op::Shl;
+      case BinOp::Shr:
+        return Op::Shr;
+      default:
+        return Op::Noop;
+    }
+  }
+
+  // A dtype given as a constant (`float32`), or nothing when it is computed.
+  static DClass dtype_arg_class(const RExpr& d) {
+    return d.k == RExpr::K::Const && d.type == Type::DType ? class_of(d.value.as_dtype())
+                                                           : DClass::Unknown;
+  }
+
+  // Methods and builtins that build UOps.
+  void check_uop_call(RExpr& r, const Loc& at) {
+    const std::string& n = r.name;
+    auto arg = [&](size_t i) -> const RExpr* { return i < r.kids.size() ? &r.kids[i] : nullptr; };
+    auto named = [&](std::string_view key) -> const RExpr* {
+      for (size_t i = 0; i < r.kids.size(); ++i)
+        if (i < r.arg_names.size() && r.arg_names[i] == key) return &r.kids[i];
+      return nullptr;
+    };
+    const std::string label = fmt::format("'{}'", n);
+    if (r.k == RExpr::K::Method) {
+      const RExpr& recv = r.kids[0];
+      if (recv.type != Type::UOp) return;
+      static const std::map<std::string_view, Op> kAlu = {
+          {"lt", Op::CmpLt},          {"le", Op::CmpLt},    {"gt", Op::CmpLt},
+          {"ge", Op::CmpLt},          {"ne", Op::CmpNe},    {"eq", Op::CmpNe},
+          {"maximum", Op::Max},       {"minimum", Op::Max}, {"floordiv", Op::FloorDiv},
+          {"floormod", Op::FloorMod}, {"cdiv", Op::CDiv},   {"cmod", Op::CMod}};
+      if (auto it = kAlu.find(n); it != kAlu.end() && arg(1)) {
+        r.dclass = check_alu(it->second, label, at, {&recv, arg(1)});
+      } else if (n == "where" && arg(2)) {
+        r.dclass = check_alu(Op::Where, label, at, {&recv, arg(1), arg(2)});
+      } else if (n == "logical_not") {
+        if (recv.dclass != DClass::Unknown && recv.dclass != DClass::Bool)
+          diags_.error(
+              at, fmt::format("'logical_not' needs a bool UOp, got {}", dclass_name(recv.dclass)));
+        r.dclass = DClass::Bool;
+      } else if (n == "const_like" && arg(1)) {
+        r.dclass = check_alu(Op::Add, label, at, {&recv, arg(1)});
+      } else if ((n == "cast" || n == "bitcast") && arg(1)) {
+        r.dclass = dtype_arg_class(*arg(1));
+      } else if (n == "replace") {
+        if (const RExpr* d = named("dtype"))
+          r.dclass = dtype_arg_class(*d);
+        else if (!named("op"))
+          r.dclass = recv.dclass;
+      }
+      return;
+    }
+    // builtins
+    if (n == "const_like" && arg(1) && arg(0)->type == Type::UOp) {
+      r.dclass = check_alu(Op::Add, label, at, {arg(0), arg(1)});
+    } else if ((n == "max" || n == "min") && arg(1) && r.type == Type::UOp) {
+      r.dclass = check_alu(Op::Max, label, at, {arg(0), arg(1)});
+    } else if (n == "select" && arg(2) && arg(0)->type == Type::UOp) {
+      r.dclass = check_alu(Op::Where, label, at, {arg(0), arg(1), arg(2)});
+    } else if (n == "uop" && arg(1)) {
+      r.dclass = dtype_arg_class(*arg(1));
+    }
+  }
+
   // ---- expressions
   RExpr expr(const Expr& e, RuleCtx& rc) {
     RExpr r;
@@ -850,6 +1059,7 @@ class Resolver {
                                           e.is_call ? "method" : "property", e.name));
         }
         r.type = t.value_or(Type::Any);
+        if (t && r.type == Type::UOp) check_uop_call(r, e.loc);
         return r;
       }
       case ExprKind::Index:
@@ -871,6 +1081,10 @@ class Resolver {
         } else {
           r.k = e.op == "-" ? RExpr::K::Neg : RExpr::K::Invert;
           r.type = t;
+          if (t == Type::UOp) {  // -x is Neg (logical not of a bool); ~x is x ^ -1
+            r.dclass =
+                e.op == "-" ? r.kids[0].dclass : check_alu(Op::Xor, "'~'", e.loc, {&r.kids[0]});
+          }
           if (t != Type::UOp && t != Type::Int && t != Type::Float && t != Type::Any &&
               t != Type::Bool) {
             diags_.error(e.loc,
@@ -906,6 +1120,7 @@ class Resolver {
       r.k = RExpr::K::Slot;
       r.slot = s;
       r.type = rc.slots[static_cast<size_t>(s)].type;
+      r.dclass = rc.slots[static_cast<size_t>(s)].dclass;
       ++rc.slots[static_cast<size_t>(s)].expr_uses;
       return r;
     }
@@ -959,6 +1174,14 @@ class Resolver {
       } else if (!info.accepts_arity(static_cast<int>(r.kids.size()))) {
         diags_.error(e.loc, fmt::format("wrong arity: {} takes {} sources, got {}", info.name,
                                         arity_text(info), r.kids.size()));
+      } else {
+        const std::string label(info.name);
+        const size_t n = r.kids.size();
+        r.dclass = check_alu(
+            *o, label, e.loc,
+            n == 1   ? std::initializer_list<const RExpr*>{&r.kids[0]}
+            : n == 2 ? std::initializer_list<const RExpr*>{&r.kids[0], &r.kids[1]}
+                     : std::initializer_list<const RExpr*>{&r.kids[0], &r.kids[1], &r.kids[2]});
       }
       return r;
     }
@@ -966,6 +1189,7 @@ class Resolver {
       r.k = RExpr::K::Builtin;
       r.type = *t;
       if ((e.name == "max" || e.name == "min" || e.name == "select") && any_uop) r.type = Type::UOp;
+      if (r.type == Type::UOp) check_uop_call(r, e.loc);
       if (e.name == "fail" && rc.kind != SetKind::Verifier)
         diags_.error(e.loc, "'fail' is only a result of verifier rules");
       return r;
@@ -1036,6 +1260,9 @@ class Resolver {
       if ((a != Type::UOp && !numeric(a)) || (b != Type::UOp && !numeric(b))) {
         diags_.error(e.loc, fmt::format("'{}' needs UOps or numbers, got {} and {}", e.op,
                                         type_name(a), type_name(b)));
+      } else {
+        r.dclass =
+            check_alu(binop_alu(r.bop), fmt::format("'{}'", e.op), e.loc, {&r.kids[0], &r.kids[1]});
       }
       r.type = Type::UOp;
       return r;

@@ -66,6 +66,10 @@ struct MatchNode {
   bool operator==(const MatchNode& o) const;
 };
 
+// What the checker knows of a UOp expression's dtype: its class, or nothing.
+enum class DClass : uint8_t { Unknown, Bool, Int, Float };
+std::string_view dclass_name(DClass c);
+
 // A resolved expression: names are slots or constants, calls are bound to their targets.
 struct RExpr {
   enum class K : uint8_t {
@@ -88,8 +92,9 @@ struct RExpr {
   K k = K::Const;
   Loc loc;
   Type type = Type::Any;
-  Value value;    // Const
-  int slot = -1;  // Slot
+  DClass dclass = DClass::Unknown;  // UOps: the dtype class, when the checker can tell
+  Value value;                      // Const
+  int slot = -1;                    // Slot
   BinOp bop = BinOp::Add;
   std::string name;  // Member, Method, Builtin, Helper
   Op op = Op::Noop;  // Construct

@@ -161,6 +161,45 @@ TEST(RwDiagnostics, TypeErrors) {
   expect_error("gradient d {\n  Neg(g) => (g,)\n}\n", "'g' is the incoming gradient", 2, 7);
 }
 
+// Right-hand sides and guards are checked for the dtype classes of the UOps they build, as far
+// as the pattern tells them (x:int, x:float, a comparison is bool): these were accepted, and the
+// rewrite then built a float constant inside an index expression, or a Where on an int.
+TEST(RwDiagnostics, DtypeClassErrors) {
+  expect_error("ruleset r {\n  Add(x:index, 0) => x + 1.5\n}\n",
+               "'+' makes a float number a constant of a UOp of int dtype", 2, 24);
+  expect_error("ruleset r {\n  Mul(x:index, 1) => x.where(x, x)\n}\n",
+               "'where' needs a bool condition, got int", 2, 24);
+  expect_error("ruleset r {\n  Add(x:int, y) => Where(x, y, y)\n}\n",
+               "Where needs a bool condition, got int", 2, 20);
+  expect_error("ruleset r {\n  Add(x:int, y:float) => x * y\n}\n",
+               "'*' needs operands of one dtype class, got int and float", 2, 28);
+  expect_error("ruleset r {\n  Add(x:float, _) => x // 2\n}\n",
+               "'//' needs int operands, got float", 2, 24);
+  expect_error("ruleset r {\n  Add(x:int, _) => x / 2\n}\n", "'/' needs float operands, got int", 2,
+               22);
+  expect_error("ruleset r {\n  Add(x:float, _) => x ^ x\n}\n",
+               "'^' needs int or bool operands, got float", 2, 24);
+  expect_error("ruleset r {\n  Add(x:int, _) => const_like(x, 0.5)\n}\n",
+               "'const_like' makes a float number a constant of a UOp of int dtype", 2, 20);
+  expect_error("ruleset r {\n  Add(x:int, _) if (x * 0.5).vmax > 0 => x\n}\n",
+               "'*' makes a float number", 2, 23);  // guards too
+  expect_error("ruleset r {\n  Add(x:int, y:int) let z = x.lt(y) => z + x\n}\n",
+               "'+' needs operands of one dtype class, got bool and int", 2, 42);  // through lets
+  expect_error("ruleset r {\n  Add(c:CmpLt, y:int) => select(y, c, c)\n}\n",
+               "'select' needs a bool condition, got int", 2, 26);
+  // Well-typed rules, and rules whose classes are not known, stay clean.
+  for (const char* ok : {"ruleset r {\n  Add(x:float, _) => x * 0.5\n}\n",
+                         "ruleset r {\n  Where(c:bool, a, b) => c.where(b, a)\n}\n",
+                         "ruleset r {\n  Add(x:int, y:int) => x.lt(y).where(x, y + 1)\n}\n",
+                         "ruleset r {\n  Add(x, y) => x * 0.5 + y\n}\n",
+                         "ruleset r {\n  Shl(x:int, y:uint) => x << y\n}\n",
+                         "ruleset r {\n  Add(x:int, _) => x.cast(float32) * 0.5\n}\n",
+                         "gradient g {\n  Mul(a, b) => (b * g * 0.5, a * g)\n}\n"}) {
+    const Result r = check(ok);
+    EXPECT_TRUE(r.ok) << ok << r.text;
+  }
+}
+
 TEST(RwDiagnostics, DuplicateNames) {
   const Result r = check("ruleset a {\n  Add(x, 0) => x\n}\nruleset a {\n  Mul(x, 1) => x\n}\n");
   EXPECT_FALSE(r.ok);
