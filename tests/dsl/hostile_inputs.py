@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 RWC, RW = sys.argv[1], sys.argv[2]
 SEED = int(sys.argv[3]) if len(sys.argv) > 3 else 20261130
@@ -54,6 +55,7 @@ def write(name, data):
 
 def run(name, argv, rc, pattern, stdout=subprocess.DEVNULL, stream="stderr"):
     """Runs argv; the exit status must be rc and `stream` must match the regex `pattern`."""
+    start = time.monotonic()
     try:
         r = subprocess.run(argv, stdout=stdout if stdout is not None else subprocess.PIPE,
                            stderr=subprocess.PIPE, timeout=TIME_LIMIT, preexec_fn=limits)
@@ -64,7 +66,8 @@ def run(name, argv, rc, pattern, stdout=subprocess.DEVNULL, stream="stderr"):
     text = (r.stderr if stream == "stderr" else r.stdout or b"").decode("utf-8", "replace")
     ok = r.returncode == rc and re.search(pattern, text, re.S) is not None
     how = f"signal {-r.returncode}" if r.returncode < 0 else f"exit {r.returncode}"
-    print(f"{'ok  ' if ok else 'FAIL'}  {name}: {how}; {text.strip()[:160]!r}", flush=True)
+    print(f"{'ok  ' if ok else 'FAIL'}  {name}: {how} in {time.monotonic() - start:.1f} s; "
+          f"{text.strip()[:160]!r}", flush=True)
     if not ok:
         failures.append(name)
         print(f"      wanted exit {rc} and /{pattern}/", flush=True)
@@ -194,14 +197,14 @@ def viz_cases():
         d["calls"][0]["root"] = d["calls"][0]["result"] = len(n) - 1
     text("200k-deep BIND chain", viz_dump(d=bind_chain), 0, r"^$")
 
-    def replay(d):  # every match rebuilds a 4,000-node chain above a fresh leaf
+    def replay(d):  # every match rebuilds a 20,000-node chain above a fresh leaf
         n = d["nodes"]
         leaves = []
-        for i in range(1200):
+        for i in range(80):
             leaves.append(len(n))
             n.append({"id": len(n), "op": "CONST", "dtype": "dtypes.index", "src": [], "arg": str(i + 10), "tag": None})
         top = leaves[0]
-        for i in range(4000):
+        for i in range(20000):
             n.append({"id": len(n), "op": "NEG", "dtype": "dtypes.index", "src": [top], "arg": "None", "tag": None})
             top = len(n) - 1
         rule = {"name": "r", "file": "a.rw", "line": 1, "source": ""}

@@ -70,6 +70,11 @@ test('truncated, empty and malformed dumps give clear errors', () => {
   assert.throws(() => M.parseDump(doc([node(0, 'CONST')], [call(0, 3, [])])), /calls\[0\]\.result: 3 is not a node id/);
   assert.throws(() => M.parseDump(doc([node(0, 'CONST')], [{...call(0, 0, []), matches: [{before: 0, after: 0, ns: 1}]}])),
                 /calls\[0\]\.matches\[0\]\.rule/);
+  // The same structural checks as rw viz --text: depth follows the calls before it, ns is a time.
+  assert.throws(() => M.parseDump(doc([node(0, 'CONST')], [{...call(0, 0, []), depth: 1e9}])),
+                /calls\[0\]\.depth: is 1000000000, deeper than the calls before it allow \(at most 0\)/);
+  assert.throws(() => M.parseDump(doc([node(0, 'CONST')], [{...call(0, 0, [[0, 0]]), matches: [{before: 0, after: 0, rule, ns: -1}]}])),
+                /calls\[0\]\.matches\[0\]\.ns/);
 });
 
 test('steps rebuild parents: a pm rewrite of a source changes the root', () => {

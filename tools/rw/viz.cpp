@@ -62,7 +62,7 @@ struct DumpError : std::runtime_error {
 // add (--call), and how far the text indents.
 constexpr size_t kMaxDumpBytes = size_t{256} << 20;
 constexpr size_t kMaxGroupDepth = 256;
-constexpr size_t kMaxReplayNodes = 2000000;
+constexpr size_t kMaxReplayNodes = 1000000;
 constexpr size_t kMaxIndentLevels = 64;
 
 // ---- the dump

@@ -75,6 +75,10 @@ export function checkDump(doc) {
     for (const k of ['name', 'location', 'mode'])
       if (!isStr(c[k])) fail(`${w}.${k}`, 'is missing or not a string');
     if (!isInt(c.depth) || c.depth < 0) fail(`${w}.depth`, 'is not a non-negative integer');
+    // Calls are listed as they started, so a call is at most one deeper than the one before.
+    const maxDepth = i === 0 ? 0 : doc.calls[i - 1].depth + 1;
+    if (c.depth > maxDepth)
+      fail(`${w}.depth`, `is ${c.depth}, deeper than the calls before it allow (at most ${maxDepth})`);
     nodeRef(`${w}.root`, c.root);
     if (c.result !== null) nodeRef(`${w}.result`, c.result);
     if (!Array.isArray(c.matches)) fail(`${w}.matches`, 'is missing or not an array');
@@ -87,7 +91,8 @@ export function checkDump(doc) {
       if (r === null || typeof r !== 'object') fail(`${mw}.rule`, 'is missing or not an object');
       if (!isStr(r.name) || !isStr(r.file) || !isStr(r.source) || !isInt(r.line))
         fail(`${mw}.rule`, 'needs name, file, source (strings) and line (an integer)');
-      if (typeof m.ns !== 'number') fail(`${mw}.ns`, 'is missing or not a number');
+      if (typeof m.ns !== 'number' || !(m.ns >= 0) || !Number.isFinite(m.ns))
+        fail(`${mw}.ns`, 'is missing or not a non-negative number');
     }
   });
 }
