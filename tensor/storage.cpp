@@ -1,10 +1,13 @@
 #include "tensor/storage.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <mutex>
+#include <new>
 #include <stdexcept>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -43,7 +46,14 @@ std::shared_ptr<Storage> allocate_storage(DType dtype, int64_t size) {
   s->id = next_id++;
   s->dtype = dtype;
   s->size = size;
-  const size_t n = static_cast<size_t>(size * dtype.itemsize());
+  // the Tensor API keeps sizes within kMaxTensorBytes; this guards hand-built graphs too
+  i128 bytes = 0;
+  if (size >= 0) bytes = static_cast<i128>(size) * dtype.itemsize();
+  if (size < 0 || bytes > kMaxTensorBytes)
+    throw TensorError(
+        fmt::format("a buffer of {} {} elements exceeds the tensor size limit of {} bytes", size,
+                    dtype.repr(), kMaxTensorBytes));
+  const size_t n = static_cast<size_t>(bytes);
   {
     Pool& p = pool();
     std::lock_guard lock(p.mu);
@@ -54,7 +64,17 @@ std::shared_ptr<Storage> allocate_storage(DType dtype, int64_t size) {
       return s;
     }
   }
-  s->bytes.assign(n, 0);
+  try {
+    s->bytes.assign(n, 0);
+  } catch (const std::bad_alloc&) {
+    throw TensorError(
+        fmt::format("cannot allocate a buffer of {} {} elements ({} bytes): out of memory", size,
+                    dtype.repr(), n));
+  } catch (const std::length_error&) {
+    throw TensorError(fmt::format(
+        "cannot allocate a buffer of {} {} elements ({} bytes): too large for this host", size,
+        dtype.repr(), n));
+  }
   return s;
 }
 
@@ -147,6 +167,21 @@ void store_element(Storage& s, int64_t i, const Arg& v) {
     default:
       throw std::logic_error("INTERP: cannot store " + s.dtype.repr());
   }
+}
+
+void add_storages(std::vector<std::shared_ptr<Storage>>& to,
+                  const std::vector<std::shared_ptr<Storage>>& from) {
+  if (from.empty() || &to == &from) return;
+  if (from.size() <= 8 || to.size() * from.size() <= 64) {  // a few to look up: no set needed
+    for (const auto& s : from)
+      if (std::find(to.begin(), to.end(), s) == to.end()) to.push_back(s);
+    return;
+  }
+  std::unordered_set<const Storage*> have;
+  have.reserve(to.size() + from.size());
+  for (const auto& s : to) have.insert(s.get());
+  for (const auto& s : from)
+    if (have.insert(s.get()).second) to.push_back(s);
 }
 
 int64_t next_effect_id() {

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ir/uop.h"
@@ -35,14 +36,23 @@ class TensorError : public std::invalid_argument {
 
 using Dims = std::vector<int64_t>;
 
+// The largest tensor, in bytes (int64's maximum, so that every element count and byte offset fits
+// an int64). A shape beyond it raises a TensorError naming the size and this limit; a buffer the
+// host cannot allocate raises one too.
+inline constexpr int64_t kMaxTensorBytes = INT64_MAX;
+
 class Tensor {
  public:
   // ---- creation
+  // Every value must fit `dtype` (an integer dtype's range; a finite value must stay finite in a
+  // float dtype): a value that does not raises a TensorError. T is float, double, bool or an
+  // 8/16/32/64-bit signed or unsigned integer.
   template <class T>
   static Tensor from_vector(const std::vector<T>& data, Dims shape, DType dtype);
   static Tensor from_vector(const std::vector<float>& data, Dims shape) {
     return from_vector(data, std::move(shape), dtypes::float32);
   }
+  // `value` must fit `dtype` as for from_vector (a fraction is truncated toward zero for ints).
   static Tensor full(Dims shape, double value, DType dtype = dtypes::float32);
   static Tensor zeros(Dims shape, DType dtype = dtypes::float32) {
     return full(std::move(shape), 0, dtype);
@@ -146,7 +156,7 @@ class Tensor {
     return reduce(Op::Max, std::move(axes), keepdim);
   }
   Tensor min(std::vector<int> axes = {}, bool keepdim = false) const {
-    return -((-*this).max(std::move(axes), keepdim));
+    return -((-*this).reduce(Op::Max, std::move(axes), keepdim, "min"));
   }
   Tensor prod(std::vector<int> axes = {}, bool keepdim = false) const {
     return reduce(Op::Mul, std::move(axes), keepdim);
@@ -204,17 +214,21 @@ class Tensor {
   }
 
  private:
-  Tensor(UOp u, std::vector<std::shared_ptr<Storage>> deps)
-      : uop_(std::move(u)), deps_(std::move(deps)) {}
+  // Raises a TensorError when u has no valid shape or one beyond kMaxTensorBytes.
+  Tensor(UOp u, std::vector<std::shared_ptr<Storage>> deps);
+  // full() without its checks, for operands the API makes itself.
+  static Tensor constant(Dims shape, double value, DType dtype);
   static Tensor from_storage(std::shared_ptr<Storage> s, const Dims& shape);
   Tensor scalar_like(double v) const;
   Tensor binary(Op op, const Tensor& o) const;
   Tensor unary_float(Op op) const;
-  Tensor reduce(Op op, std::vector<int> axes, bool keepdim) const;
+  // `what` names the user's function in errors (a repeated axis; max, min and argmax over an
+  // axis of size 0, which have no identity).
+  Tensor reduce(Op op, std::vector<int> axes, bool keepdim, std::string_view what = "") const;
   Tensor bitwise(Op op, const Tensor& o) const;
   Tensor with(UOp u) const { return Tensor(std::move(u), deps_); }
   int axis(int a) const;
-  static bool writable_view(UOp u);
+  static bool writable_view(UOp u, std::string_view what);
 
   UOp uop_;
   std::vector<std::shared_ptr<Storage>> deps_;  // every buffer the graph reads
