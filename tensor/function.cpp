@@ -169,6 +169,7 @@ std::vector<Tensor> custom_kernel(const std::vector<Tensor>& tensors,
     add_storages(deps, tensors[k].storages());
   }
   const UOp body = kernel(params);
+  if (!body) throw TensorError(fmt::format("custom kernel {} returned an empty UOp", name));
   if (body.op() != Op::Sink && body.op() != Op::Program)
     throw TensorError(
         fmt::format("custom kernel {} must return a SINK of its effects (or a PROGRAM), not {}",
@@ -185,11 +186,16 @@ std::vector<Tensor> custom_kernel(const std::vector<Tensor>& tensors,
 }
 
 UOp kernel_index(const UOp& param, std::initializer_list<UOp> idx) {
+  if (!param) throw TensorError("kernel_index: the parameter is an empty UOp");
   std::vector<UOp> src{param};
-  for (const UOp& i : idx) src.push_back(i.dtype() == dtypes::index ? i : i.cast(dtypes::index));
+  for (const UOp& i : idx) {
+    if (!i) throw TensorError("kernel_index: an index is an empty UOp");
+    src.push_back(i.dtype() == dtypes::index ? i : i.cast(dtypes::index));
+  }
   return UOp::make(Op::Index, param.dtype(), src);
 }
 UOp kernel_store(const UOp& dst, const UOp& value) {
+  if (!dst || !value) throw TensorError("kernel_store: the target or the value is an empty UOp");
   const UOp v = value.dtype() == dst.dtype() ? value : value.cast(dst.dtype());
   return UOp::make(Op::Store, dtypes::void_, {dst, v});
 }

@@ -121,7 +121,7 @@ Tensor::Tensor(UOp u, std::vector<std::shared_ptr<Storage>> deps)
     : uop_(std::move(u)), deps_(std::move(deps)) {
   // every tensor the API makes has a shape within the size limit; a shape error in a graph
   // built by hand is raised here, where it was built
-  if (!uop_) return;
+  if (!uop_) throw TensorError("a tensor needs a graph, and the UOp given is empty");
   std::optional<Shape> s;
   try {
     s = uop_.shape_opt();
@@ -141,6 +141,7 @@ Tensor::Tensor(UOp u, std::vector<std::shared_ptr<Storage>> deps)
 // ---------------------------------------------------------------------------------------
 
 Tensor Tensor::from_uop(UOp u, const std::vector<Tensor>& reads) {
+  if (!u) throw TensorError("from_uop: the UOp given is empty");
   // every STORE of a hand-built graph gets an effect number, as assign() gives its own: the
   // schedule tells executed assignments apart by it (kernel bodies are left alone)
   LambdaMatcher number("number stores");

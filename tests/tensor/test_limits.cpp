@@ -233,6 +233,13 @@ TEST(Limits, NullPointersAreRefused) {
                        [&] { return std::vector<Tensor>{w}; });
       },
       "function f: argument 1 is a null pointer");
+  // empty UOp handles are null pointers too
+  expect_error([] { Tensor::from_uop(UOp()); }, "from_uop: the UOp given is empty");
+  expect_error([] { Tensor::over_storages(UOp(), {}); }, "the UOp given is empty");
+  expect_error([&] { custom_kernel({w}, [](const std::vector<UOp>&) { return UOp(); }); },
+               "custom kernel kernel returned an empty UOp");
+  expect_error([] { kernel_index(UOp(), {UOp::cint(0)}); }, "kernel_index: the parameter is");
+  expect_error([] { kernel_store(UOp(), UOp::cint(0)); }, "kernel_store: the target or the value");
 }
 
 TEST(Limits, RepeatedAxesAreRefused) {
