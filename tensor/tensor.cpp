@@ -83,7 +83,11 @@ std::vector<T> host_values(int64_t n, std::string_view what) {
 
 // Refuses a value that `dtype` cannot hold: an int out of range (or a non-finite float for an
 // int), a finite float that overflows to inf. A fraction truncates toward zero, as CAST does.
-void check_fits(DType dtype, const Arg& v, std::string_view what) {
+// `element` (when >= 0) names the value's position in the error.
+void check_fits(DType dtype, const Arg& v, std::string_view what, int64_t element = -1) {
+  auto where = [&] {
+    return element < 0 ? std::string(what) : fmt::format("{} (element {})", what, element);
+  };
   if (dtype.is_bool()) return;
   if (dtype.is_int()) {
     bool ok = true;
@@ -96,15 +100,15 @@ void check_fits(DType dtype, const Arg& v, std::string_view what) {
       x = v.as_int();
     }
     if (!ok || x < dtype.int_min() || x > dtype.int_max()) {
-      throw TensorError(fmt::format("{}: the value {} does not fit {} (range {} to {})", what,
+      throw TensorError(fmt::format("{}: the value {} does not fit {} (range {} to {})", where(),
                                     v.repr(), dtype.repr(), to_string(dtype.int_min()),
                                     to_string(dtype.int_max())));
     }
   } else if (dtype.is_float()) {
     const double f = v.is_float() ? v.as_float() : static_cast<double>(v.as_int());
     if (std::isfinite(f) && !std::isfinite(truncate_float(dtype, f))) {
-      throw TensorError(fmt::format("{}: the value {} overflows {} (largest finite value {})", what,
-                                    v.repr(), dtype.repr(), dtype.float_max()));
+      throw TensorError(fmt::format("{}: the value {} overflows {} (largest finite value {})",
+                                    where(), v.repr(), dtype.repr(), dtype.float_max()));
     }
   }
 }
@@ -173,7 +177,7 @@ Tensor Tensor::from_vector(const std::vector<T>& data, Dims shape, DType dtype) 
   for (size_t i = 0; i < data.size(); ++i) {
     const Arg v = std::is_floating_point_v<T> ? Arg::real(static_cast<double>(data[i]))
                                               : Arg::integer(static_cast<i128>(data[i]));
-    check_fits(dtype, v, fmt::format("from_vector (element {})", i));
+    check_fits(dtype, v, "from_vector", static_cast<int64_t>(i));
     store_element(*s, static_cast<int64_t>(i), v);
   }
   return from_storage(std::move(s), shape);
