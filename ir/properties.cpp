@@ -293,6 +293,13 @@ bool same_size(const SInt& a, const SInt& b) { return a == b; }
 bool is_one(const SInt& s) { return s.is_int() && s.value() == 1; }
 bool is_nonneg(const SInt& s) { return s.is_int() ? s.value() >= 0 : s.uop().vmin() >= Num::of(0); }
 
+// A size computed exactly, refused when it does not fit int64.
+int64_t int64_size(const UOp& u, i128 v) {
+  if (v > INT64_MAX || v < INT64_MIN)
+    shape_error(u, fmt::format("a size of {} overflows int64", to_string(v)));
+  return static_cast<int64_t>(v);
+}
+
 // The element count of a shape: concrete sizes multiply exactly (a count past int64 is an error,
 // never a wrapped number that could match another shape), symbolic ones as index UOps.
 SInt size_product(const UOp& u, const Shape& s) {
@@ -423,9 +430,9 @@ std::optional<Shape> compute_shape(const UOp& u) {
       Shape s = src_shape(u, 0);
       const int in = u.src(0).dtype().itemsize(), out = u.dtype().itemsize();
       if (in != out && !s.empty()) {
-        const int64_t last = s.back().value();
-        if ((last * in) % out != 0) shape_error(u, "unsupported size in bitcast");
-        s.back() = SInt(last * in / out);
+        const i128 bytes = static_cast<i128>(s.back().value()) * in;  // exact
+        if (bytes % out != 0) shape_error(u, "unsupported size in bitcast");
+        s.back() = SInt(int64_size(u, bytes / out));
       }
       return s;
     }
@@ -504,7 +511,8 @@ std::optional<Shape> compute_shape(const UOp& u) {
            u.arg().is_tuple() ? u.arg().items() : std::span<const Arg>(&u.arg(), 1)) {
         const i128 k = ax.as_int();
         if (k < 0 || k >= static_cast<i128>(s.size())) shape_error(u, "shard axis out of range");
-        s[static_cast<size_t>(k)] = SInt(s[static_cast<size_t>(k)].value() * n);
+        s[static_cast<size_t>(k)] =
+            SInt(int64_size(u, static_cast<i128>(s[static_cast<size_t>(k)].value()) * n));
       }
       return s;
     }

@@ -203,6 +203,11 @@ TEST(Shape, SizeArithmeticDoesNotWrap) {
   EXPECT_THROW(mv(Op::Pad, t, {shape_to_uop({INT64_MAX}), shape_to_uop({5})}).shape(), GraphError);
   EXPECT_THROW(mv(Op::Shrink, t, {shape_to_uop({INT64_MAX}), shape_to_uop({2})}).shape(),
                GraphError);
+  // 2^62 float32 elements are 2^64 bytes: as int8 that count wrapped to 0
+  const UOp wide =
+      mv(Op::Expand, mv(Op::Reshape, t, {shape_to_uop({4, 1})}), {shape_to_uop({4, big - 1})});
+  EXPECT_THROW(UOp::make(Op::Bitcast, dtypes::int8, {wide}).shape(), GraphError);
+  EXPECT_EQ(UOp::make(Op::Bitcast, dtypes::int8, {t}).shape(), (Shape{16}));
 }
 
 TEST(Shape, BroadcastAndNoShape) {
