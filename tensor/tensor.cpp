@@ -153,6 +153,20 @@ Tensor Tensor::from_uop(UOp u, const std::vector<Tensor>& reads) {
     return st.arg().is_int() ? UOp() : st.with_arg(Arg::integer(next_effect_id()));
   });
   u = graph_rewrite(u, &number, {.walk = true, .enter_calls = false, .name = "from_uop"});
+  // ALU nodes made with UOp::make skip the builders' typing: check them here, where the graph
+  // becomes a tensor, rather than in a device's compiler at realize
+  for (const UOp& n : toposort(u)) {
+    if (!op_info(n.op()).is_alu()) continue;
+    DType want;
+    try {
+      want = alu_result_dtype(n.op(), n.src());
+    } catch (const GraphError& e) {
+      throw TensorError(fmt::format("from_uop: {}", e.what()));
+    }
+    if (want != n.dtype())
+      throw TensorError(fmt::format("from_uop: {} of these sources gives {}, not {}",
+                                    op_name(n.op()), want.repr(), n.dtype().repr()));
+  }
   std::vector<std::shared_ptr<Storage>> deps;
   for (const Tensor& t : reads) add_storages(deps, t.deps_);
   return Tensor(std::move(u), std::move(deps));

@@ -182,6 +182,16 @@ TEST(Limits, IllTypedAluNodesAreRefusedWhenBuilt) {
   // the UOp builders too (the rewrite rules build through them)
   EXPECT_THROW(UOp::cfloat(1.0).alu(Op::Add, {UOp::cint(1, dtypes::int32)}), GraphError);
   EXPECT_THROW(UOp::cfloat(1.0).where(UOp::cfloat(1.0), UOp::cfloat(2.0)), GraphError);
+  // and graphs made with the unchecked UOp::make, when they become tensors
+  const UOp raw = UOp::make(Op::Add, dtypes::float32, {f.uop(), i.uop()});
+  expect_error(
+      [&] {
+        Tensor::from_uop(raw, {f, i});
+      },
+      "from_uop: Add of (dtypes.float, dtypes.int): sources have different dtypes");
+  const UOp lie = UOp::make(Op::CmpLt, dtypes::float32, {f.uop(), f.uop()});
+  expect_error([&] { Tensor::from_uop(lie, {f}); },
+               "from_uop: CmpLt of these sources gives dtypes.bool, not dtypes.float");
 }
 
 // The builders accept exactly what spec_alu in rules/spec.rw accepts (the rules are stated there;
