@@ -20,8 +20,8 @@ void store_element(Storage& s, int64_t i, const Arg& v);
 int64_t next_effect_id();
 
 // Adds the storages of `from` that `to` does not hold yet (each buffer once: a graph that reuses
-// a tensor, y * x + y, would otherwise double the list at every step). Linear in both sizes; a
-// graph built op by op thus costs O(ops x distinct buffers it reads).
+// a tensor, y * x + y, would otherwise double the list at every step). Linear in both sizes;
+// tensors merge their lists with StorageList::merge, which is O(1).
 void add_storages(std::vector<std::shared_ptr<Storage>>& to,
                   const std::vector<std::shared_ptr<Storage>>& from);
 

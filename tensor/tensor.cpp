@@ -121,8 +121,7 @@ UOp dims_uop(const Dims& d) {
 
 }  // namespace
 
-Tensor::Tensor(UOp u, std::vector<std::shared_ptr<Storage>> deps)
-    : uop_(std::move(u)), deps_(std::move(deps)) {
+Tensor::Tensor(UOp u, StorageList deps) : uop_(std::move(u)), deps_(std::move(deps)) {
   // every tensor the API makes has a shape within the size limit; a shape error in a graph
   // built by hand is raised here, where it was built
   if (!uop_) throw TensorError("a tensor needs a graph, and the UOp given is empty");
@@ -167,8 +166,8 @@ Tensor Tensor::from_uop(UOp u, const std::vector<Tensor>& reads) {
       throw TensorError(fmt::format("from_uop: {} of these sources gives {}, not {}",
                                     op_name(n.op()), want.repr(), n.dtype().repr()));
   }
-  std::vector<std::shared_ptr<Storage>> deps;
-  for (const Tensor& t : reads) add_storages(deps, t.deps_);
+  StorageList deps;
+  for (const Tensor& t : reads) deps = StorageList::merge(deps, t.deps_);
   return Tensor(std::move(u), std::move(deps));
 }
 
@@ -307,8 +306,7 @@ Tensor Tensor::binary(Op op, const Tensor& o) const {
   const Dims out = broadcast_shape(shape(), o.shape(), op_name(op));
   const DType d = least_upper_dtype(dtype(), o.dtype());
   const Tensor x = cast(d).expand(out), y = o.cast(d).expand(out);
-  std::vector<std::shared_ptr<Storage>> deps = deps_;
-  add_storages(deps, o.deps_);
+  StorageList deps = StorageList::merge(deps_, o.deps_);
   return Tensor(x.uop_.alu(op, {y.uop_}), std::move(deps));
 }
 
@@ -318,13 +316,13 @@ Tensor Tensor::alu(Op op, const std::vector<Tensor>& srcs) {
     throw TensorError(fmt::format("{} is not an ALU op of {} sources", op_name(op), srcs.size()));
   }
   std::vector<UOp> src;
-  std::vector<std::shared_ptr<Storage>> deps;
+  StorageList deps;
   for (const Tensor& t : srcs) {
     if (t.shape() != srcs[0].shape()) {
       throw TensorError(fmt::format("{}: sources have different shapes", op_name(op)));
     }
     src.push_back(t.uop_);
-    add_storages(deps, t.deps_);
+    deps = StorageList::merge(deps, t.deps_);
   }
   DType d;
   try {
@@ -350,9 +348,7 @@ Tensor Tensor::where(const Tensor& a, const Tensor& b) const {
   const DType d = least_upper_dtype(a.dtype(), b.dtype());
   const Tensor ca = cast(dtypes::bool_).expand(s), ta = a.cast(d).expand(s),
                tb = b.cast(d).expand(s);
-  std::vector<std::shared_ptr<Storage>> deps = ca.deps_;
-  add_storages(deps, ta.deps_);
-  add_storages(deps, tb.deps_);
+  const StorageList deps = StorageList::merge(StorageList::merge(ca.deps_, ta.deps_), tb.deps_);
   return Tensor(ca.uop_.alu(Op::Where, {ta.uop_, tb.uop_}), std::move(deps));
 }
 Tensor Tensor::unary_float(Op op) const {
@@ -811,7 +807,7 @@ Tensor& Tensor::setitem(std::vector<std::tuple<int64_t, int64_t, int64_t>> slice
   const UOp store =
       UOp::make(Op::Store, dtypes::void_, {view.uop_, v.uop_}, Arg::integer(next_effect_id()));
   uop_ = UOp::make(Op::After, dtype(), {uop_, store});
-  add_storages(deps_, v.deps_);
+  deps_ = StorageList::merge(deps_, v.deps_);
   return *this;
 }
 
@@ -832,7 +828,7 @@ Tensor& Tensor::assign(const Tensor& value) {
   const UOp store =
       UOp::make(Op::Store, dtypes::void_, {uop_, value.uop_}, Arg::integer(next_effect_id()));
   uop_ = UOp::make(Op::After, dtype(), {uop_, store});
-  add_storages(deps_, value.deps_);
+  deps_ = StorageList::merge(deps_, value.deps_);
   return *this;
 }
 
@@ -858,7 +854,7 @@ std::vector<Tensor> Tensor::gradient(const std::vector<Tensor>& targets, const T
     wanted.insert(t.uop_);
     wanted.insert(t.differentiable_uop());
   }
-  std::vector<std::shared_ptr<Storage>> storages = deps_;
+  std::vector<std::shared_ptr<Storage>> storages = deps_.items();
   auto keep = [&](const std::vector<std::shared_ptr<Storage>>& more) {
     add_storages(storages, more);
   };
@@ -871,6 +867,7 @@ std::vector<Tensor> Tensor::gradient(const std::vector<Tensor>& targets, const T
   const std::unordered_map<UOp, UOp> grads = compute_gradient(
       differentiable_uop(), seed ? seed->cast(dtype()).uop_ : full(shape(), 1.0, dtype()).uop_,
       wanted, storages);
+  const StorageList reads(storages);
   std::vector<Tensor> out;
   for (const Tensor& t : targets) {
     // found as its buffer, as the graph it was computed by, or both (the sum)
@@ -880,7 +877,7 @@ std::vector<Tensor> Tensor::gradient(const std::vector<Tensor>& targets, const T
       if (it == grads.end() || (g && form == t.uop_)) continue;
       g = g ? g + it->second : it->second;
     }
-    out.push_back(g ? Tensor(g, storages).cast(t.dtype()) : zeros(t.shape(), t.dtype()));
+    out.push_back(g ? Tensor(g, reads).cast(t.dtype()) : zeros(t.shape(), t.dtype()));
   }
   return out;
 }

@@ -28,6 +28,33 @@ struct Storage {
 // (its old contents remain: every kernel writes its whole output).
 std::shared_ptr<Storage> allocate_storage(DType dtype, int64_t size);
 
+// The buffers a graph reads, each once, kept alive with it. Merging two lists is O(1) (a node
+// over both, or one of them when the other adds nothing) and listing them walks the merges
+// once, so a graph built op by op costs O(ops) however many buffers it reads. Read like a
+// vector; its nodes are released without recursion.
+class StorageList {
+ public:
+  using Items = std::vector<std::shared_ptr<Storage>>;
+  StorageList() = default;
+  StorageList(Items items);  // NOLINT: implicit, a vector is a list
+  StorageList(std::initializer_list<std::shared_ptr<Storage>> items) : StorageList(Items(items)) {}
+  static StorageList merge(const StorageList& a, const StorageList& b);
+
+  const Items& items() const;                        // listed once per list, then cached
+  operator const Items&() const { return items(); }  // NOLINT
+  size_t size() const { return items().size(); }
+  bool empty() const { return !node_; }
+  const std::shared_ptr<Storage>& operator[](size_t i) const { return items()[i]; }
+  const std::shared_ptr<Storage>& at(size_t i) const { return items().at(i); }
+  Items::const_iterator begin() const { return items().begin(); }
+  Items::const_iterator end() const { return items().end(); }
+
+  struct Node;
+
+ private:
+  std::shared_ptr<Node> node_;
+};
+
 // A shape or dtype mistake made through the Tensor API, raised where the user made it.
 class TensorError : public std::invalid_argument {
  public:
@@ -73,12 +100,12 @@ class Tensor {
   static Tensor from_uop(UOp u, const std::vector<Tensor>& reads = {});
   // The same with the buffers given directly.
   static Tensor over_storages(UOp u, std::vector<std::shared_ptr<Storage>> storages) {
-    return Tensor(std::move(u), std::move(storages));
+    return Tensor(std::move(u), StorageList(std::move(storages)));
   }
 
   // ---- properties
   const UOp& uop() const { return uop_; }
-  const std::vector<std::shared_ptr<Storage>>& storages() const { return deps_; }
+  const std::vector<std::shared_ptr<Storage>>& storages() const { return deps_.items(); }
   Dims shape() const;
   DType dtype() const { return uop_.dtype(); }
   size_t ndim() const { return shape().size(); }
@@ -215,7 +242,7 @@ class Tensor {
 
  private:
   // Raises a TensorError when u has no valid shape or one beyond kMaxTensorBytes.
-  Tensor(UOp u, std::vector<std::shared_ptr<Storage>> deps);
+  Tensor(UOp u, StorageList deps);
   // full() without its checks, for operands the API makes itself.
   static Tensor constant(Dims shape, double value, DType dtype);
   static Tensor from_storage(std::shared_ptr<Storage> s, const Dims& shape);
@@ -231,8 +258,8 @@ class Tensor {
   static bool writable_view(UOp u, std::string_view what);
 
   UOp uop_;
-  std::vector<std::shared_ptr<Storage>> deps_;  // every buffer the graph reads
-  std::shared_ptr<Tensor> grad_;                // backward()'s accumulated gradient
+  StorageList deps_;              // every buffer the graph reads
+  std::shared_ptr<Tensor> grad_;  // backward()'s accumulated gradient
   // The graph this tensor was computed by, kept when realize() replaces it with the buffer view
   // `realized_view_`: gradients still follow it (and the buffers it read) while the tensor is
   // that buffer.

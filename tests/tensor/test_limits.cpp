@@ -289,6 +289,33 @@ TEST(Limits, ReusedTensorsKeepOneCopyOfTheirBuffers) {
   EXPECT_EQ(y.storages().size(), 1u);
 }
 
+// A graph over many buffers lists each once, in order of first use, and its list of merges is
+// dropped without recursion.
+TEST(Limits, ManyBuffersAreListedOnceEach) {
+  std::vector<Tensor> ws;
+  Tensor acc = Tensor::zeros({2});
+  for (int i = 0; i < 100000; ++i) {
+    ws.push_back(Tensor::from_vector(std::vector<float>{static_cast<float>(i), 1}, {2}));
+    acc = acc + ws.back();
+    if (i % 3 == 0) acc = acc * ws[static_cast<size_t>(i / 2)];  // an earlier buffer again
+  }
+  ASSERT_EQ(acc.storages().size(), 100000u);
+  for (size_t i = 0; i < ws.size(); i += 9999) EXPECT_EQ(acc.storages()[i], ws[i].storages()[0]);
+  ws.clear();
+  acc = Tensor::zeros({1});  // the 100k-deep list of merges goes here
+  EXPECT_TRUE(acc.storages().empty());
+}
+
+TEST_P(Limits, ASumOverManyBuffersReadsEachOne) {
+  Tensor acc = Tensor::zeros({2});
+  double want = 0;
+  for (int i = 0; i < 300; ++i) {
+    acc = acc + Tensor::from_vector(std::vector<float>{static_cast<float>(i), 1}, {2});
+    want += i;
+  }
+  EXPECT_EQ(acc.to_doubles(), (D{want, 300}));
+}
+
 TEST(Limits, AHundredThousandOpChainBuildsDifferentiatesAndDrops) {
   const Tensor x = Tensor::from_vector(std::vector<float>{1, 2, 3, 4}, {2, 2});
   {
