@@ -3,6 +3,7 @@
 // in the node.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include <fmt/format.h>
 
@@ -292,18 +293,29 @@ bool same_size(const SInt& a, const SInt& b) { return a == b; }
 bool is_one(const SInt& s) { return s.is_int() && s.value() == 1; }
 bool is_nonneg(const SInt& s) { return s.is_int() ? s.value() >= 0 : s.uop().vmin() >= Num::of(0); }
 
-SInt size_product(const Shape& s) {
-  int64_t p = 1;
+// A size computed exactly, refused when it does not fit int64.
+int64_t int64_size(const UOp& u, i128 v) {
+  if (v > INT64_MAX || v < INT64_MIN)
+    shape_error(u, fmt::format("a size of {} overflows int64", to_string(v)));
+  return static_cast<int64_t>(v);
+}
+
+// The element count of a shape: concrete sizes multiply exactly (a count past int64 is an error,
+// never a wrapped number that could match another shape), symbolic ones as index UOps.
+SInt size_product(const UOp& u, const Shape& s) {
+  i128 p = 1;
   UOp sym;
   for (const SInt& d : s) {
     if (d.is_int()) {
       p *= d.value();
+      if (p > INT64_MAX || p < INT64_MIN)
+        shape_error(u, fmt::format("the element count of {} overflows int64", shape_repr(s)));
     } else {
       sym = sym ? sym * d.uop() : d.uop();
     }
   }
-  if (!sym) return SInt(p);
-  return p == 1 ? SInt(sym) : SInt(sym * static_cast<i128>(p));
+  if (!sym) return SInt(static_cast<int64_t>(p));
+  return p == 1 ? SInt(sym) : SInt(sym * p);
 }
 
 std::optional<Shape> broadcast_shapes(const UOp& u) {
@@ -418,9 +430,9 @@ std::optional<Shape> compute_shape(const UOp& u) {
       Shape s = src_shape(u, 0);
       const int in = u.src(0).dtype().itemsize(), out = u.dtype().itemsize();
       if (in != out && !s.empty()) {
-        const int64_t last = s.back().value();
-        if ((last * in) % out != 0) shape_error(u, "unsupported size in bitcast");
-        s.back() = SInt(last * in / out);
+        const i128 bytes = static_cast<i128>(s.back().value()) * in;  // exact
+        if (bytes % out != 0) shape_error(u, "unsupported size in bitcast");
+        s.back() = SInt(int64_size(u, bytes / out));
       }
       return s;
     }
@@ -431,7 +443,7 @@ std::optional<Shape> compute_shape(const UOp& u) {
       Shape ns = movement_arg(u, 1);
       for (const SInt& d : ns)
         if (!is_nonneg(d)) shape_error(u, "shape can't contain negative numbers");
-      const SInt a = size_product(ps), b = size_product(ns);
+      const SInt a = size_product(u, ps), b = size_product(u, ns);
       if (a.is_int() && b.is_int() && a.value() != b.value()) {
         shape_error(u, fmt::format("bad reshape: {} -> {}", shape_repr(ps), shape_repr(ns)));
       }
@@ -475,7 +487,7 @@ std::optional<Shape> compute_shape(const UOp& u) {
       if (off.size() != ps.size() || ns.size() != ps.size()) shape_error(u, what);
       for (size_t k = 0; k < ps.size(); ++k) {
         if (!off[k].is_int() || !ns[k].is_int() || !ps[k].is_int()) continue;  // symbolic: trust
-        const int64_t o = off[k].value(), s = ns[k].value(), p = ps[k].value();
+        const i128 o = off[k].value(), s = ns[k].value(), p = ps[k].value();   // no overflow
         const bool ok =
             op == Op::Pad ? (s >= 0 && o >= 0 && o + p <= s) : (s >= 0 && o >= 0 && o + s <= p);
         if (!ok)
@@ -499,7 +511,8 @@ std::optional<Shape> compute_shape(const UOp& u) {
            u.arg().is_tuple() ? u.arg().items() : std::span<const Arg>(&u.arg(), 1)) {
         const i128 k = ax.as_int();
         if (k < 0 || k >= static_cast<i128>(s.size())) shape_error(u, "shard axis out of range");
-        s[static_cast<size_t>(k)] = SInt(s[static_cast<size_t>(k)].value() * n);
+        s[static_cast<size_t>(k)] =
+            SInt(int64_size(u, static_cast<i128>(s[static_cast<size_t>(k)].value()) * n));
       }
       return s;
     }

@@ -268,18 +268,72 @@ UOp UOp::const_like(double v) const { return constant(dtype(), Arg::real(v)); }
 UOp UOp::const_like(const Arg& v) const { return constant(dtype(), v); }
 
 namespace {
-DType alu_dtype(Op op, const UOp& self, std::span<const UOp> others) {
-  if (groups::comparison().contains(op)) return dtypes::bool_.vec(self.dtype().count());
-  if (op == Op::Where) return others[0].dtype();
-  DType out = self.dtype();
-  for (const UOp& o : others) {
-    if (o.dtype() == out) continue;
-    if (op == Op::Shl || op == Op::Shr) continue;  // the shift count does not promote
-    out = least_upper_dtype(out.scalar_type(), o.dtype().scalar_type()).vec(out.count());
+// The dtype of an ALU node over `src`, or a GraphError when the sources do not type (the rules of
+// spec_alu in rules/spec.rw, checked here so that a bad node is refused where it is built).
+DType alu_dtype(Op op, std::span<const UOp> src) {
+  const DType a = src[0].dtype();
+  auto fail = [&](std::string_view why) -> DType {
+    std::string ds;
+    for (const UOp& s : src) ds += (ds.empty() ? "" : ", ") + s.dtype().repr();
+    throw GraphError(fmt::format("{} of ({}): {}", op_name(op), ds, why));
+  };
+  auto all_same = [&] {
+    for (const UOp& s : src)
+      if (s.dtype() != a) return false;
+    return true;
+  };
+  switch (op) {
+    case Op::Exp2:
+    case Op::Log2:
+    case Op::Sin:
+    case Op::Sqrt:
+    case Op::Reciprocal:
+      return a.is_float() ? a : fail("needs a float source");
+    case Op::Neg:
+    case Op::Trunc:
+      return a;
+    case Op::CmpLt:
+    case Op::CmpNe:
+    case Op::CmpEq:
+      return all_same() ? dtypes::bool_.vec(a.count())
+                        : fail("compares sources of different dtypes");
+    case Op::Where:
+      if (!src[0].dtype().scalar_type().is_bool()) return fail("needs a bool condition");
+      return src[1].dtype() == src[2].dtype() ? src[1].dtype()
+                                              : fail("the two branches have different dtypes");
+    case Op::FDiv:
+    case Op::Pow:
+      if (!a.scalar_type().is_float()) return fail("needs float sources");
+      return all_same() ? a : fail("sources have different dtypes");
+    case Op::CDiv:
+    case Op::CMod:
+    case Op::FloorDiv:
+    case Op::FloorMod:
+    case Op::Shl:
+    case Op::Shr:
+      return a.scalar_type().is_int() && src[1].dtype().scalar_type().is_int()
+                 ? a
+                 : fail("needs integer sources");
+    case Op::And:
+    case Op::Or:
+    case Op::Xor:
+      if (!a.scalar_type().is_int() && !a.scalar_type().is_bool())
+        return fail("needs integer or bool sources");
+      return all_same() ? a : fail("sources have different dtypes");
+    default:  // Add, Mul, Max, Sub, MulAcc, ThreeFry
+      return all_same() ? a : fail("sources have different dtypes");
   }
-  return out;
 }
 }  // namespace
+
+DType alu_result_dtype(Op op, std::span<const UOp> src) {
+  const OpInfo& info = op_info(op);
+  if (!info.is_alu() || !info.accepts_arity(static_cast<int>(src.size())))
+    throw GraphError(fmt::format("{} is not an ALU op of {} sources", op_name(op), src.size()));
+  for (const UOp& s : src)
+    if (!s) throw GraphError(fmt::format("{} given an empty source", op_name(op)));
+  return alu_dtype(op, src);
+}
 
 UOp UOp::alu(Op op, std::span<const UOp> others) const {
   if (others.size() > 2)
@@ -287,8 +341,8 @@ UOp UOp::alu(Op op, std::span<const UOp> others) const {
         fmt::format("{} is not an ALU op of {} sources", op_name(op), others.size() + 1));
   std::array<UOp, 3> src{*this};
   std::copy(others.begin(), others.end(), src.begin() + 1);
-  return make(op, alu_dtype(op, *this, others),
-              std::span<const UOp>(src.data(), others.size() + 1));
+  const std::span<const UOp> all(src.data(), others.size() + 1);
+  return make(op, alu_result_dtype(op, all), all);
 }
 UOp UOp::alu(Op op, std::initializer_list<UOp> others) const {
   return alu(op, std::span<const UOp>(others.begin(), others.size()));

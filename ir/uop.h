@@ -99,6 +99,8 @@ class UOp {
   UOp const_like(i128 v) const;
   UOp const_like(double v) const;
   UOp const_like(const Arg& v) const;
+  // An ALU node over this and `others`; sources that do not type (spec_alu: equal dtypes, a bool
+  // condition for WHERE, ints for division and shifts, floats for EXP2...) raise a GraphError.
   UOp alu(Op op, std::span<const UOp> others) const;
   UOp alu(Op op, std::initializer_list<UOp> others) const;
   UOp operator-() const;  // x * -1 for numbers, logical not for bools
@@ -175,6 +177,10 @@ class SInt {
   int64_t v_ = 0;
   UOp u_;
 };
+
+// The dtype of ALU op `op` over `src` (comparisons give bool), or a GraphError naming the op and
+// the source dtypes when they do not type; UOp::alu and Tensor::alu build through it.
+DType alu_result_dtype(Op op, std::span<const UOp> src);
 
 std::string shape_repr(const Shape& s);
 // A shape as the UOp that movement ops take: a STACK of index CONSTs (or symbolic sizes).

@@ -38,13 +38,6 @@ namespace {
 
 bool is_buffer_view(const UOp& u) { return u.op() == Op::Reshape && u.src(0).op() == Op::Buffer; }
 
-// Adds the storages of `from` not in `to` yet.
-void append(std::vector<std::shared_ptr<Storage>>& to,
-            const std::vector<std::shared_ptr<Storage>>& from) {
-  for (const auto& s : from)
-    if (std::find(to.begin(), to.end(), s) == to.end()) to.push_back(s);
-}
-
 // Whether kernel CALL `call` writes its argument k without reading it.
 bool only_writes(const UOp& call, size_t k) {
   if (call.op() != Op::Call || !CallInfo::of(call).kernel) return false;
@@ -86,12 +79,15 @@ std::vector<Tensor> trace_function(const FunctionOptions& opts, int64_t grad_fn,
   std::vector<UOp> inputs;
   std::unordered_map<UOp, UOp> to_param;
   std::vector<std::shared_ptr<Storage>> deps;
+  for (size_t i = 0; i < args.size(); ++i)
+    if (!args[i])
+      throw TensorError(fmt::format("function {}: argument {} is a null pointer", opts.name, i));
   for (const Tensor* t : args) {
     if (!to_param.contains(t->uop())) {
       to_param.emplace(t->uop(), param_like(t->uop(), inputs.size()));
       inputs.push_back(t->uop());
     }
-    append(deps, t->storages());
+    add_storages(deps, t->storages());
   }
   // run it on the real tensors, then turn the inputs into parameters. An exception (thrown by
   // the callable, or a refusal below) leaves nothing behind: no CALL, and the arguments as they
@@ -111,7 +107,7 @@ std::vector<Tensor> trace_function(const FunctionOptions& opts, int64_t grad_fn,
   std::vector<UOp> results;
   for (const Tensor& o : outs) {
     results.push_back(replace_outside_calls(o.uop(), to_param));
-    append(deps, o.storages());
+    add_storages(deps, o.storages());
   }
 
   // implicit inputs: buffers the body reads that were not passed (a fresh, never written buffer
@@ -170,9 +166,10 @@ std::vector<Tensor> custom_kernel(const std::vector<Tensor>& tensors,
   for (size_t k = 0; k < tensors.size(); ++k) {
     params.push_back(param_like(tensors[k].uop(), k));
     args.push_back(tensors[k].uop());
-    append(deps, tensors[k].storages());
+    add_storages(deps, tensors[k].storages());
   }
   const UOp body = kernel(params);
+  if (!body) throw TensorError(fmt::format("custom kernel {} returned an empty UOp", name));
   if (body.op() != Op::Sink && body.op() != Op::Program)
     throw TensorError(
         fmt::format("custom kernel {} must return a SINK of its effects (or a PROGRAM), not {}",
@@ -189,11 +186,16 @@ std::vector<Tensor> custom_kernel(const std::vector<Tensor>& tensors,
 }
 
 UOp kernel_index(const UOp& param, std::initializer_list<UOp> idx) {
+  if (!param) throw TensorError("kernel_index: the parameter is an empty UOp");
   std::vector<UOp> src{param};
-  for (const UOp& i : idx) src.push_back(i.dtype() == dtypes::index ? i : i.cast(dtypes::index));
+  for (const UOp& i : idx) {
+    if (!i) throw TensorError("kernel_index: an index is an empty UOp");
+    src.push_back(i.dtype() == dtypes::index ? i : i.cast(dtypes::index));
+  }
   return UOp::make(Op::Index, param.dtype(), src);
 }
 UOp kernel_store(const UOp& dst, const UOp& value) {
+  if (!dst || !value) throw TensorError("kernel_store: the target or the value is an empty UOp");
   const UOp v = value.dtype() == dst.dtype() ? value : value.cast(dst.dtype());
   return UOp::make(Op::Store, dtypes::void_, {dst, v});
 }

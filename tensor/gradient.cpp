@@ -11,6 +11,7 @@
 #include "ir/graph.h"
 #include "ir/rewrite.h"
 #include "tensor/function.h"
+#include "tensor/storage.h"
 
 namespace tinyrw {
 
@@ -108,9 +109,7 @@ class GradientPass {
                         info.name, res.size(), nargs));
       for (size_t k = 0; k < res.size(); ++k) {
         if (!res[k]) continue;
-        for (const auto& st : res[k]->storages())
-          if (std::find(storages_.begin(), storages_.end(), st) == storages_.end())
-            storages_.push_back(st);
+        add_storages(storages_, res[k]->storages());
         const UOp& arg = call.src(k + 1);
         if (res[k]->uop().shape() != arg.shape())
           throw TensorError(fmt::format(

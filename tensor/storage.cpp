@@ -1,10 +1,14 @@
 #include "tensor/storage.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <mutex>
+#include <new>
+#include <optional>
 #include <stdexcept>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -43,7 +47,14 @@ std::shared_ptr<Storage> allocate_storage(DType dtype, int64_t size) {
   s->id = next_id++;
   s->dtype = dtype;
   s->size = size;
-  const size_t n = static_cast<size_t>(size * dtype.itemsize());
+  // the Tensor API keeps sizes within kMaxTensorBytes; this guards hand-built graphs too
+  i128 bytes = 0;
+  if (size >= 0) bytes = static_cast<i128>(size) * dtype.itemsize();
+  if (size < 0 || bytes > kMaxTensorBytes)
+    throw TensorError(
+        fmt::format("a buffer of {} {} elements exceeds the tensor size limit of {} bytes", size,
+                    dtype.repr(), kMaxTensorBytes));
+  const size_t n = static_cast<size_t>(bytes);
   {
     Pool& p = pool();
     std::lock_guard lock(p.mu);
@@ -54,7 +65,17 @@ std::shared_ptr<Storage> allocate_storage(DType dtype, int64_t size) {
       return s;
     }
   }
-  s->bytes.assign(n, 0);
+  try {
+    s->bytes.assign(n, 0);
+  } catch (const std::bad_alloc&) {
+    throw TensorError(
+        fmt::format("cannot allocate a buffer of {} {} elements ({} bytes): out of memory", size,
+                    dtype.repr(), n));
+  } catch (const std::length_error&) {
+    throw TensorError(fmt::format(
+        "cannot allocate a buffer of {} {} elements ({} bytes): too large for this host", size,
+        dtype.repr(), n));
+  }
   return s;
 }
 
@@ -147,6 +168,105 @@ void store_element(Storage& s, int64_t i, const Arg& v) {
     default:
       throw std::logic_error("INTERP: cannot store " + s.dtype.repr());
   }
+}
+
+void add_storages(std::vector<std::shared_ptr<Storage>>& to,
+                  const std::vector<std::shared_ptr<Storage>>& from) {
+  if (from.empty() || &to == &from) return;
+  if (from.size() <= 8) {  // a few to look up: scanning `to` costs no more than a set of it
+    for (const auto& s : from)
+      if (std::find(to.begin(), to.end(), s) == to.end()) to.push_back(s);
+    return;
+  }
+  std::unordered_set<const Storage*> have;
+  have.reserve(to.size() + from.size());
+  for (const auto& s : to) have.insert(s.get());
+  for (const auto& s : from)
+    if (have.insert(s.get()).second) to.push_back(s);
+}
+
+// ---- StorageList: a persistent set of buffers --------------------------------------------------
+
+struct StorageList::Node {
+  Items own;                    // a leaf's buffers, each once
+  std::shared_ptr<Node> a, b;   // or the two lists merged here
+  std::optional<Items> listed;  // an interior node's buffers, once asked for
+  ~Node();
+};
+
+// Releasing a long chain of merges one node at a time, off the C++ stack.
+StorageList::Node::~Node() {
+  static thread_local auto* pending = new std::vector<std::shared_ptr<Node>>();
+  static thread_local bool draining = false;
+  if (a) pending->push_back(std::move(a));
+  if (b) pending->push_back(std::move(b));
+  if (draining) return;
+  draining = true;
+  while (!pending->empty()) {
+    std::shared_ptr<Node> n = std::move(pending->back());
+    pending->pop_back();
+    n.reset();  // may run ~Node again, which only queues
+  }
+  draining = false;
+}
+
+StorageList::StorageList(Items items) {
+  if (items.empty()) return;
+  node_ = std::make_shared<Node>();
+  add_storages(node_->own, items);  // deduplicated
+}
+
+StorageList StorageList::merge(const StorageList& x, const StorageList& y) {
+  if (y.empty() || x.node_ == y.node_) return x;
+  if (x.empty()) return y;
+  const Node &a = *x.node_, &b = *y.node_;
+  // two small leaves: a leaf again, or one of them when it holds the other (the common case of
+  // a graph over a few buffers allocates nothing)
+  constexpr size_t kSmall = 16;
+  if (!a.a && !b.a && a.own.size() + b.own.size() <= kSmall) {
+    auto holds = [](const Items& big, const Items& small) {
+      for (const auto& s : small)
+        if (std::find(big.begin(), big.end(), s) == big.end()) return false;
+      return true;
+    };
+    if (holds(a.own, b.own)) return x;
+    if (holds(b.own, a.own)) return y;
+    Items both = a.own;
+    add_storages(both, b.own);
+    return StorageList(std::move(both));
+  }
+  StorageList out;
+  out.node_ = std::make_shared<Node>();
+  out.node_->a = x.node_;
+  out.node_->b = y.node_;
+  return out;
+}
+
+const StorageList::Items& StorageList::items() const {
+  static const Items kNone;
+  if (!node_) return kNone;
+  if (!node_->a) return node_->own;
+  if (!node_->listed) {
+    // every buffer under this node once, left before right, walking shared nodes once
+    Items out;
+    std::unordered_set<const Node*> visited;
+    std::unordered_set<const Storage*> seen;
+    std::vector<const Node*> stack{node_.get()};
+    while (!stack.empty()) {
+      const Node* n = stack.back();
+      stack.pop_back();
+      if (!visited.insert(n).second) continue;
+      if (n->listed || !n->a) {
+        for (const auto& s : n->listed ? *n->listed : n->own)
+          if (seen.insert(s.get()).second) out.push_back(s);
+        continue;
+      }
+      stack.push_back(n->b.get());
+      stack.push_back(n->a.get());
+    }
+    node_->listed = std::move(out);
+  }
+  return *node_->listed;
 }
 
 int64_t next_effect_id() {

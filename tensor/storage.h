@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <vector>
 
 #include "ir/arg.h"
 #include "tensor/tensor.h"
@@ -16,5 +18,11 @@ void store_element(Storage& s, int64_t i, const Arg& v);
 // A fresh number for an event that writes buffers (an assignment's STORE, a kernel CALL): the
 // schedule and the buffers' logs tell events apart by it, even when their graphs are equal.
 int64_t next_effect_id();
+
+// Adds the storages of `from` that `to` does not hold yet (each buffer once: a graph that reuses
+// a tensor, y * x + y, would otherwise double the list at every step). Linear in both sizes;
+// tensors merge their lists with StorageList::merge, which is O(1).
+void add_storages(std::vector<std::shared_ptr<Storage>>& to,
+                  const std::vector<std::shared_ptr<Storage>>& from);
 
 }  // namespace tinyrw

@@ -27,10 +27,90 @@ std::string dims_repr(const Dims& d) {
   return s + (d.size() == 1 ? ",)" : ")");
 }
 
-int64_t product(const Dims& d) {
-  int64_t p = 1;
-  for (int64_t x : d) p *= x;
+// The element count of a shape of non-negative sizes, exact in i128 up to kSaturated (far beyond
+// any limit, and small enough that count * itemsize still fits): a count that overflows int64 is
+// seen, never wrapped.
+constexpr i128 kSaturated = static_cast<i128>(1) << 100;
+i128 exact_product(const Dims& d) {
+  i128 p = 1;
+  for (int64_t x : d) {
+    if (x == 0) return 0;
+    p = p > kSaturated / x ? kSaturated : p * x;
+  }
   return p;
+}
+int64_t product(const Dims& d) { return static_cast<int64_t>(exact_product(d)); }
+
+std::string size_repr(i128 n) { return n >= kSaturated ? "more than 2^100" : to_string(n); }
+
+// A shape the API may build: sizes >= 0, and its bytes within kMaxTensorBytes.
+void check_shape(const Dims& shape, DType dtype, std::string_view what) {
+  for (int64_t d : shape)
+    if (d < 0)
+      throw TensorError(
+          fmt::format("{}: shape {} has a negative dimension", what, dims_repr(shape)));
+  const i128 n = exact_product(shape),
+             bytes = std::min(n * std::max(1, dtype.itemsize()), kSaturated);
+  if (bytes > kMaxTensorBytes) {
+    throw TensorError(fmt::format(
+        "{}: shape {} has {} elements of {} ({} bytes), more than the tensor size limit of {} "
+        "bytes",
+        what, dims_repr(shape), size_repr(n), dtype.repr(), size_repr(bytes), kMaxTensorBytes));
+  }
+}
+
+// a + b for sizes, refused past int64 instead of wrapping.
+int64_t add_sizes(int64_t a, int64_t b, std::string_view what) {
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r) || r > kMaxTensorBytes)
+    throw TensorError(fmt::format("{}: a size of {} + {} exceeds the tensor size limit of {}", what,
+                                  a, b, kMaxTensorBytes));
+  return r;
+}
+
+// Host memory for n values made on the host (creation helpers): an allocation failure is a
+// TensorError, not a crash.
+template <class T>
+std::vector<T> host_values(int64_t n, std::string_view what) {
+  try {
+    return std::vector<T>(static_cast<size_t>(n));
+  } catch (const std::bad_alloc&) {
+    throw TensorError(fmt::format("{}: cannot allocate {} values on the host", what, n));
+  } catch (const std::length_error&) {
+    throw TensorError(fmt::format("{}: cannot allocate {} values on the host", what, n));
+  }
+}
+
+// Refuses a value that `dtype` cannot hold: an int out of range (or a non-finite float for an
+// int), a finite float that overflows to inf. A fraction truncates toward zero, as CAST does.
+// `element` (when >= 0) names the value's position in the error.
+void check_fits(DType dtype, const Arg& v, std::string_view what, int64_t element = -1) {
+  auto where = [&] {
+    return element < 0 ? std::string(what) : fmt::format("{} (element {})", what, element);
+  };
+  if (dtype.is_bool()) return;
+  if (dtype.is_int()) {
+    bool ok = true;
+    i128 x = 0;
+    if (v.is_float()) {
+      const double f = v.as_float();
+      ok = std::isfinite(f) && std::fabs(f) < 0x1p120;
+      if (ok) x = static_cast<i128>(std::trunc(f));
+    } else {
+      x = v.as_int();
+    }
+    if (!ok || x < dtype.int_min() || x > dtype.int_max()) {
+      throw TensorError(fmt::format("{}: the value {} does not fit {} (range {} to {})", where(),
+                                    v.repr(), dtype.repr(), to_string(dtype.int_min()),
+                                    to_string(dtype.int_max())));
+    }
+  } else if (dtype.is_float()) {
+    const double f = v.is_float() ? v.as_float() : static_cast<double>(v.as_int());
+    if (std::isfinite(f) && !std::isfinite(truncate_float(dtype, f))) {
+      throw TensorError(fmt::format("{}: the value {} overflows {} (largest finite value {})",
+                                    where(), v.repr(), dtype.repr(), dtype.float_max()));
+    }
+  }
 }
 
 UOp dims_uop(const Dims& d) {
@@ -39,17 +119,32 @@ UOp dims_uop(const Dims& d) {
   return shape_to_uop(s);
 }
 
-void check_dims(const Dims& shape) {
-  for (int64_t d : shape)
-    if (d < 0) throw TensorError("shape " + dims_repr(shape) + " has a negative dimension");
-}
-
 }  // namespace
+
+Tensor::Tensor(UOp u, StorageList deps) : uop_(std::move(u)), deps_(std::move(deps)) {
+  // every tensor the API makes has a shape within the size limit; a shape error in a graph
+  // built by hand is raised here, where it was built
+  if (!uop_) throw TensorError("a tensor needs a graph, and the UOp given is empty");
+  std::optional<Shape> s;
+  try {
+    s = uop_.shape_opt();
+  } catch (const GraphError& e) {
+    throw TensorError(e.what());
+  }
+  if (!s) return;
+  Dims d;
+  for (const SInt& x : *s) {
+    if (!x.is_int()) return;  // symbolic sizes are bound later
+    d.push_back(x.value());
+  }
+  check_shape(d, uop_.dtype(), op_name(uop_.op()));
+}
 
 // ---- creation
 // ---------------------------------------------------------------------------------------
 
 Tensor Tensor::from_uop(UOp u, const std::vector<Tensor>& reads) {
+  if (!u) throw TensorError("from_uop: the UOp given is empty");
   // every STORE of a hand-built graph gets an effect number, as assign() gives its own: the
   // schedule tells executed assignments apart by it (kernel bodies are left alone)
   LambdaMatcher number("number stores");
@@ -57,8 +152,22 @@ Tensor Tensor::from_uop(UOp u, const std::vector<Tensor>& reads) {
     return st.arg().is_int() ? UOp() : st.with_arg(Arg::integer(next_effect_id()));
   });
   u = graph_rewrite(u, &number, {.walk = true, .enter_calls = false, .name = "from_uop"});
-  std::vector<std::shared_ptr<Storage>> deps;
-  for (const Tensor& t : reads) deps.insert(deps.end(), t.deps_.begin(), t.deps_.end());
+  // ALU nodes made with UOp::make skip the builders' typing: check them here, where the graph
+  // becomes a tensor, rather than in a device's compiler at realize
+  for (const UOp& n : toposort(u)) {
+    if (!op_info(n.op()).is_alu()) continue;
+    DType want;
+    try {
+      want = alu_result_dtype(n.op(), n.src());
+    } catch (const GraphError& e) {
+      throw TensorError(fmt::format("from_uop: {}", e.what()));
+    }
+    if (want != n.dtype())
+      throw TensorError(fmt::format("from_uop: {} of these sources gives {}, not {}",
+                                    op_name(n.op()), want.repr(), n.dtype().repr()));
+  }
+  StorageList deps;
+  for (const Tensor& t : reads) deps = StorageList::merge(deps, t.deps_);
   return Tensor(std::move(u), std::move(deps));
 }
 
@@ -73,25 +182,39 @@ Tensor Tensor::from_storage(std::shared_ptr<Storage> s, const Dims& shape) {
 
 template <class T>
 Tensor Tensor::from_vector(const std::vector<T>& data, Dims shape, DType dtype) {
-  check_dims(shape);
-  if (static_cast<int64_t>(data.size()) != product(shape)) {
+  check_shape(shape, dtype, "from_vector");
+  if (static_cast<i128>(data.size()) != exact_product(shape)) {
     throw TensorError(fmt::format("{} values do not fill shape {}", data.size(), dims_repr(shape)));
   }
   auto s = allocate_storage(dtype, static_cast<int64_t>(data.size()));
   for (size_t i = 0; i < data.size(); ++i) {
     const Arg v = std::is_floating_point_v<T> ? Arg::real(static_cast<double>(data[i]))
                                               : Arg::integer(static_cast<i128>(data[i]));
+    check_fits(dtype, v, "from_vector", static_cast<int64_t>(i));
     store_element(*s, static_cast<int64_t>(i), v);
   }
   return from_storage(std::move(s), shape);
 }
+// every element type the API takes (a type missing here would fail only at link time)
 template Tensor Tensor::from_vector(const std::vector<float>&, Dims, DType);
 template Tensor Tensor::from_vector(const std::vector<double>&, Dims, DType);
+template Tensor Tensor::from_vector(const std::vector<bool>&, Dims, DType);
+template Tensor Tensor::from_vector(const std::vector<int8_t>&, Dims, DType);
+template Tensor Tensor::from_vector(const std::vector<int16_t>&, Dims, DType);
 template Tensor Tensor::from_vector(const std::vector<int32_t>&, Dims, DType);
 template Tensor Tensor::from_vector(const std::vector<int64_t>&, Dims, DType);
+template Tensor Tensor::from_vector(const std::vector<uint8_t>&, Dims, DType);
+template Tensor Tensor::from_vector(const std::vector<uint16_t>&, Dims, DType);
+template Tensor Tensor::from_vector(const std::vector<uint32_t>&, Dims, DType);
+template Tensor Tensor::from_vector(const std::vector<uint64_t>&, Dims, DType);
 
 Tensor Tensor::full(Dims shape, double value, DType dtype) {
-  check_dims(shape);
+  check_shape(shape, dtype, "full");
+  check_fits(dtype, Arg::real(value), "full");
+  return constant(std::move(shape), value, dtype);
+}
+
+Tensor Tensor::constant(Dims shape, double value, DType dtype) {
   const UOp c =
       dtype.is_float() ? UOp::cfloat(value, dtype) : UOp::constant(dtype, Arg::real(value));
   const UOp one = UOp::make(Op::Reshape, dtype, {c, dims_uop(Dims(shape.size(), 1))});
@@ -99,7 +222,7 @@ Tensor Tensor::full(Dims shape, double value, DType dtype) {
 }
 
 Tensor Tensor::empty(Dims shape, DType dtype) {
-  check_dims(shape);
+  check_shape(shape, dtype, "empty");
   std::shared_ptr<Storage> s = allocate_storage(dtype, product(shape));
   s->uninitialized = true;
   return from_storage(std::move(s), shape);
@@ -107,14 +230,24 @@ Tensor Tensor::empty(Dims shape, DType dtype) {
 
 Tensor Tensor::arange(int64_t start, int64_t stop, int64_t step, DType dtype) {
   if (step == 0) throw TensorError("arange step must not be zero");
-  const int64_t n = std::max<int64_t>(0, (stop - start + step + (step > 0 ? -1 : 1)) / step);
-  std::vector<int64_t> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = start + i * step;
+  // exact in i128: the count and the values never wrap (a value dtype cannot hold is refused by
+  // from_vector)
+  const i128 span = static_cast<i128>(stop) - start + step + (step > 0 ? -1 : 1);
+  const i128 count = std::max<i128>(0, span / step);
+  if (count > kMaxTensorBytes)
+    throw TensorError(fmt::format("arange({}, {}, {}): {} elements exceed the tensor size limit",
+                                  start, stop, step, to_string(count)));
+  const int64_t n = static_cast<int64_t>(count);
+  check_shape({n}, dtype, "arange");
+  std::vector<int64_t> v = host_values<int64_t>(n, "arange");
+  for (int64_t i = 0; i < n; ++i)
+    v[static_cast<size_t>(i)] = static_cast<int64_t>(start + static_cast<i128>(i) * step);
   return from_vector(v, {n}, dtype);
 }
 
 Tensor Tensor::eye(int64_t n, DType dtype) {
-  std::vector<double> v(static_cast<size_t>(n * n), 0);
+  check_shape({n, n}, dtype, "eye");
+  std::vector<double> v = host_values<double>(n * n, "eye");
   for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i * n + i)] = 1;
   return from_vector(v, {n, n}, dtype);
 }
@@ -127,7 +260,7 @@ Dims Tensor::shape() const {
   for (const SInt& d : uop_.shape()) out.push_back(d.value());
   return out;
 }
-int64_t Tensor::numel() const { return product(shape()); }
+int64_t Tensor::numel() const { return product(shape()); }  // within the limit: checked when built
 
 int Tensor::axis(int a) const {
   const int n = static_cast<int>(ndim());
@@ -141,7 +274,9 @@ int Tensor::axis(int a) const {
 // ---------------------------------------------------------------------------------------
 
 Tensor Tensor::scalar_like(double v) const {
-  return full(shape(), v, dtype().is_float() ? dtype() : dtypes::default_float())
+  // an operand, not a user's fill value: 1e300 next to a float32 tensor becomes inf as in any
+  // float arithmetic, so no fits check here
+  return constant(shape(), v, dtype().is_float() ? dtype() : dtypes::default_float())
       .cast(dtype().is_float() ? dtype()
                                : (std::floor(v) == v ? dtype() : dtypes::default_float()));
 }
@@ -171,8 +306,7 @@ Tensor Tensor::binary(Op op, const Tensor& o) const {
   const Dims out = broadcast_shape(shape(), o.shape(), op_name(op));
   const DType d = least_upper_dtype(dtype(), o.dtype());
   const Tensor x = cast(d).expand(out), y = o.cast(d).expand(out);
-  std::vector<std::shared_ptr<Storage>> deps = deps_;
-  deps.insert(deps.end(), o.deps_.begin(), o.deps_.end());
+  StorageList deps = StorageList::merge(deps_, o.deps_);
   return Tensor(x.uop_.alu(op, {y.uop_}), std::move(deps));
 }
 
@@ -182,17 +316,20 @@ Tensor Tensor::alu(Op op, const std::vector<Tensor>& srcs) {
     throw TensorError(fmt::format("{} is not an ALU op of {} sources", op_name(op), srcs.size()));
   }
   std::vector<UOp> src;
-  std::vector<std::shared_ptr<Storage>> deps;
+  StorageList deps;
   for (const Tensor& t : srcs) {
     if (t.shape() != srcs[0].shape()) {
       throw TensorError(fmt::format("{}: sources have different shapes", op_name(op)));
     }
     src.push_back(t.uop_);
-    deps.insert(deps.end(), t.deps_.begin(), t.deps_.end());
+    deps = StorageList::merge(deps, t.deps_);
   }
-  const DType d = groups::comparison().contains(op) ? dtypes::bool_
-                  : op == Op::Where                 ? srcs[1].dtype()
-                                                    : srcs[0].dtype();
+  DType d;
+  try {
+    d = alu_result_dtype(op, src);
+  } catch (const GraphError& e) {
+    throw TensorError(e.what());
+  }
   return Tensor(UOp::make(op, d, src), std::move(deps));
 }
 
@@ -211,9 +348,7 @@ Tensor Tensor::where(const Tensor& a, const Tensor& b) const {
   const DType d = least_upper_dtype(a.dtype(), b.dtype());
   const Tensor ca = cast(dtypes::bool_).expand(s), ta = a.cast(d).expand(s),
                tb = b.cast(d).expand(s);
-  std::vector<std::shared_ptr<Storage>> deps = ca.deps_;
-  deps.insert(deps.end(), ta.deps_.begin(), ta.deps_.end());
-  deps.insert(deps.end(), tb.deps_.begin(), tb.deps_.end());
+  const StorageList deps = StorageList::merge(StorageList::merge(ca.deps_, ta.deps_), tb.deps_);
   return Tensor(ca.uop_.alu(Op::Where, {ta.uop_, tb.uop_}), std::move(deps));
 }
 Tensor Tensor::unary_float(Op op) const {
@@ -226,7 +361,7 @@ Tensor Tensor::unary_float(Op op) const {
 
 Tensor Tensor::reshape(Dims s) const {
   const int64_t total = numel();
-  int64_t known = 1;
+  Dims known_dims;
   int infer = -1;
   for (size_t i = 0; i < s.size(); ++i) {
     if (s[i] == -1) {
@@ -235,16 +370,17 @@ Tensor Tensor::reshape(Dims s) const {
     } else if (s[i] < 0) {
       throw TensorError("reshape to " + dims_repr(s) + ": negative dimension");
     } else {
-      known *= s[i];
+      known_dims.push_back(s[i]);
     }
   }
+  const i128 known = exact_product(known_dims);  // exact: a product that wraps cannot match
   if (infer >= 0) {
     if (known == 0 || total % known != 0) {
       throw TensorError(fmt::format("cannot reshape {} to {}", dims_repr(shape()), dims_repr(s)));
     }
-    s[static_cast<size_t>(infer)] = total / known;
+    s[static_cast<size_t>(infer)] = static_cast<int64_t>(total / known);
   }
-  if (product(s) != total) {
+  if (exact_product(s) != total) {
     throw TensorError(fmt::format("cannot reshape {} ({} elements) to {}", dims_repr(shape()),
                                   total, dims_repr(s)));
   }
@@ -287,7 +423,7 @@ Tensor Tensor::expand(Dims s) const {
   }
   for (size_t i = 0; i < s.size(); ++i) {
     if (s[i] == -1) s[i] = cur[i];
-    if (cur[i] != s[i] && cur[i] != 1) {
+    if (s[i] < 0 || (cur[i] != s[i] && cur[i] != 1)) {
       throw TensorError(fmt::format("cannot expand {} to {}", dims_repr(shape()), dims_repr(s)));
     }
   }
@@ -304,7 +440,7 @@ Tensor Tensor::pad(std::vector<std::pair<int64_t, int64_t>> padding) const {
     if (padding[i].first < 0 || padding[i].second < 0)
       throw TensorError("pad amounts must not be negative");
     off.push_back(padding[i].first);
-    out.push_back(s[i] + padding[i].first + padding[i].second);
+    out.push_back(add_sizes(add_sizes(s[i], padding[i].first, "pad"), padding[i].second, "pad"));
   }
   if (out == s) return *this;
   return with(UOp::make(Op::Pad, dtype(), {uop_, dims_uop(off), dims_uop(out)}));
@@ -330,21 +466,36 @@ Tensor Tensor::shrink(std::vector<std::pair<int64_t, int64_t>> ranges) const {
 
 Tensor Tensor::flip(std::vector<int> axes) const {
   std::vector<Arg> f(ndim(), Arg::boolean(false));
-  for (int a : axes) f[static_cast<size_t>(axis(a))] = Arg::boolean(true);
+  for (int a : axes) {
+    Arg& slot = f[static_cast<size_t>(axis(a))];
+    if (slot.as_bool())  // flipping twice would silently undo it
+      throw TensorError(fmt::format("flip: axis {} appears more than once", a));
+    slot = Arg::boolean(true);
+  }
   return with(UOp::make(Op::Flip, dtype(), {uop_}, Arg::tuple(std::move(f))));
 }
 
 // ---- reduce
 // ----------------------------------------------------------------------------------------------
 
-Tensor Tensor::reduce(Op op, std::vector<int> axes, bool keepdim) const {
+Tensor Tensor::reduce(Op op, std::vector<int> axes, bool keepdim, std::string_view what) const {
   const Dims s = shape();
+  if (what.empty()) what = op == Op::Add ? "sum" : op == Op::Mul ? "prod" : "max";
   if (axes.empty()) {
     axes.resize(s.size());
     std::iota(axes.begin(), axes.end(), 0);
   }
   std::vector<bool> reduced(s.size(), false);
-  for (int& a : axes) reduced[static_cast<size_t>(axis(a))] = true;
+  for (int& a : axes) {
+    const size_t k = static_cast<size_t>(axis(a));
+    if (reduced[k]) throw TensorError(fmt::format("{}: axis {} appears more than once", what, a));
+    reduced[k] = true;
+    // max has no identity: over nothing it has no value (torch and numpy raise too)
+    if (op == Op::Max && s[k] == 0)
+      throw TensorError(
+          fmt::format("{} over axis {} of size 0 (shape {}): the reduction has no identity", what,
+                      a, dims_repr(s)));
+  }
   // Reduced axes go first (REDUCE reduces the first n axes), the kept ones keep their order.
   std::vector<int> order;
   Dims kept, keep_shape;
@@ -399,7 +550,8 @@ Tensor Tensor::clone() const { return contiguous(); }
 
 Tensor Tensor::linspace(double start, double stop, int64_t steps, DType dtype) {
   if (steps < 0) throw TensorError("linspace needs steps >= 0");
-  std::vector<double> v(static_cast<size_t>(steps));
+  check_shape({steps}, dtype, "linspace");
+  std::vector<double> v = host_values<double>(steps, "linspace");
   for (int64_t i = 0; i < steps; ++i) {
     v[static_cast<size_t>(i)] = steps == 1 ? start
                                            : start + (stop - start) * static_cast<double>(i) /
@@ -431,9 +583,9 @@ std::pair<uint32_t, uint32_t> threefry2x32(uint32_t k0, uint32_t k1, uint32_t x0
 }  // namespace
 
 Tensor Tensor::rand(Dims shape, uint64_t seed, DType dtype) {
-  check_dims(shape);
+  check_shape(shape, dtype, "rand");
   const int64_t n = product(shape);
-  std::vector<double> v(static_cast<size_t>(n));
+  std::vector<double> v = host_values<double>(n, "rand");
   for (int64_t i = 0; i < n; i += 2) {
     const auto [a, b] = threefry2x32(static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32),
                                      static_cast<uint32_t>(i), static_cast<uint32_t>(i >> 32));
@@ -512,12 +664,15 @@ Tensor Tensor::slice(std::vector<std::tuple<int64_t, int64_t, int64_t>> sl) cons
       t = t.flip({static_cast<int>(k)});
       start = n - 1 - hi;
       stop = start + len;
-      step = -step;
+      step = step == INT64_MIN ? INT64_MAX : -step;
     }
     shr[k] = {start, stop};
     t = t.shrink(shr);
     if (step > 1) {  // keep every step-th element: pad to a multiple, split the axis, take column 0
-      const int64_t len = stop - start, count = (len + step - 1) / step;
+      const int64_t len = stop - start;
+      if (len <= 1) continue;      // no more than one element: the shrink took it
+      step = std::min(step, len);  // a longer step keeps the first element only (no overflow)
+      const int64_t count = (len - 1) / step + 1;
       std::vector<std::pair<int64_t, int64_t>> pad(t.ndim(), {0, 0});
       pad[k] = {0, count * step - len};
       t = t.pad(pad);
@@ -548,7 +703,7 @@ Tensor Tensor::cat(const std::vector<Tensor>& ts, int axis) {
       if (static_cast<int>(i) != a && s[i] != base[i])
         throw TensorError(fmt::format("cat: shapes {} and {} differ off axis {}", dims_repr(base),
                                       dims_repr(s), a));
-    total += s[static_cast<size_t>(a)];
+    total = add_sizes(total, s[static_cast<size_t>(a)], "cat");
   }
   // every piece padded with zeros to the full length, then summed
   std::optional<Tensor> out;
@@ -584,7 +739,7 @@ Tensor Tensor::var(std::vector<int> axes, bool keepdim, int correction) const {
 Tensor Tensor::argmax(int ax, bool keepdim) const {
   const int a = axis(ax);
   const int64_t n = shape()[static_cast<size_t>(a)];
-  const Tensor is_max = eq(max({a}, true)).cast(dtypes::int32);
+  const Tensor is_max = eq(reduce(Op::Max, {a}, true, "argmax")).cast(dtypes::int32);
   Dims wshape(ndim(), 1);
   wshape[static_cast<size_t>(a)] = n;
   // the first maximum gets the largest weight n - i
@@ -610,14 +765,25 @@ Tensor Tensor::log_softmax(int ax) const {
 
 // A buffer (or assignment chain over one) seen through shrinks, permutes, flips and reshapes:
 // each element of the view is one element of the buffer, so a store into it is well defined.
-bool Tensor::writable_view(UOp u) {
+// A buffer seen through an expand (elements repeated) or a pad (elements that are no buffer
+// element) cannot be written: that raises, as tinygrad refuses it, rather than writing a copy.
+bool Tensor::writable_view(UOp u, std::string_view what) {
+  Op blocked = Op::Noop;
   for (;;) {
     if (u.op() == Op::After) {
       u = u.src(0);
     } else if (u.op() == Op::Reshape && u.src(0).op() == Op::Buffer) {
+      if (blocked != Op::Noop)
+        throw TensorError(fmt::format(
+            "{}: the target is a view of a buffer through {}, whose elements are not distinct "
+            "elements of the buffer; assign to the buffer, or to a contiguous() copy",
+            what, op_name(blocked)));
       return true;
     } else if (u.op() == Op::Shrink || u.op() == Op::Permute || u.op() == Op::Flip ||
                u.op() == Op::Reshape) {
+      u = u.src(0);
+    } else if (u.op() == Op::Expand || u.op() == Op::Pad) {
+      blocked = u.op();
       u = u.src(0);
     } else {
       return false;
@@ -627,7 +793,7 @@ bool Tensor::writable_view(UOp u) {
 
 Tensor& Tensor::setitem(std::vector<std::tuple<int64_t, int64_t, int64_t>> slices,
                         const Tensor& value) {
-  if (!writable_view(uop_)) realize();
+  if (!writable_view(uop_, "setitem")) realize();
   Tensor view = with(uop_).slice(std::move(slices));
   Tensor v = value.dtype() == dtype() ? value : value.cast(dtype());
   if (v.shape() != view.shape()) {
@@ -641,7 +807,7 @@ Tensor& Tensor::setitem(std::vector<std::tuple<int64_t, int64_t, int64_t>> slice
   const UOp store =
       UOp::make(Op::Store, dtypes::void_, {view.uop_, v.uop_}, Arg::integer(next_effect_id()));
   uop_ = UOp::make(Op::After, dtype(), {uop_, store});
-  deps_.insert(deps_.end(), v.deps_.begin(), v.deps_.end());
+  deps_ = StorageList::merge(deps_, v.deps_);
   return *this;
 }
 
@@ -654,7 +820,7 @@ Tensor& Tensor::assign(const Tensor& value) {
         fmt::format("assign dtype mismatch: {} into {}", value.dtype().repr(), dtype().repr()));
   // a buffer, or a view of one (written through), is the target; a computed tensor gets its own
   // buffer first
-  if (!writable_view(uop_)) realize();
+  if (!writable_view(uop_, "assign")) realize();
   // STORE into the current state (so assignments to one buffer apply in order), then AFTER: the
   // buffer, readable once the store has run
   // each assignment is its own event: the arg keeps two equal-looking assignments (a training
@@ -662,7 +828,7 @@ Tensor& Tensor::assign(const Tensor& value) {
   const UOp store =
       UOp::make(Op::Store, dtypes::void_, {uop_, value.uop_}, Arg::integer(next_effect_id()));
   uop_ = UOp::make(Op::After, dtype(), {uop_, store});
-  deps_.insert(deps_.end(), value.deps_.begin(), value.deps_.end());
+  deps_ = StorageList::merge(deps_, value.deps_);
   return *this;
 }
 
@@ -688,10 +854,9 @@ std::vector<Tensor> Tensor::gradient(const std::vector<Tensor>& targets, const T
     wanted.insert(t.uop_);
     wanted.insert(t.differentiable_uop());
   }
-  std::vector<std::shared_ptr<Storage>> storages = deps_;
+  std::vector<std::shared_ptr<Storage>> storages = deps_.items();
   auto keep = [&](const std::vector<std::shared_ptr<Storage>>& more) {
-    for (const auto& st : more)
-      if (std::find(storages.begin(), storages.end(), st) == storages.end()) storages.push_back(st);
+    add_storages(storages, more);
   };
   keep(computed_by_storages_);
   for (const Tensor& t : targets) {
@@ -702,6 +867,7 @@ std::vector<Tensor> Tensor::gradient(const std::vector<Tensor>& targets, const T
   const std::unordered_map<UOp, UOp> grads = compute_gradient(
       differentiable_uop(), seed ? seed->cast(dtype()).uop_ : full(shape(), 1.0, dtype()).uop_,
       wanted, storages);
+  const StorageList reads(storages);
   std::vector<Tensor> out;
   for (const Tensor& t : targets) {
     // found as its buffer, as the graph it was computed by, or both (the sum)
@@ -711,14 +877,17 @@ std::vector<Tensor> Tensor::gradient(const std::vector<Tensor>& targets, const T
       if (it == grads.end() || (g && form == t.uop_)) continue;
       g = g ? g + it->second : it->second;
     }
-    out.push_back(g ? Tensor(g, storages).cast(t.dtype()) : zeros(t.shape(), t.dtype()));
+    out.push_back(g ? Tensor(g, reads).cast(t.dtype()) : zeros(t.shape(), t.dtype()));
   }
   return out;
 }
 
 void Tensor::backward(const std::vector<Tensor*>& params, const Tensor* seed) const {
   std::vector<Tensor> targets;
-  for (const Tensor* p : params) targets.push_back(*p);
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!params[i]) throw TensorError(fmt::format("backward: parameter {} is a null pointer", i));
+    targets.push_back(*params[i]);
+  }
   std::vector<Tensor> g = gradient(targets, seed);
   for (size_t i = 0; i < params.size(); ++i) {
     Tensor sum = params[i]->grad_ ? *params[i]->grad_ + g[i] : g[i];

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ir/uop.h"
@@ -27,6 +28,33 @@ struct Storage {
 // (its old contents remain: every kernel writes its whole output).
 std::shared_ptr<Storage> allocate_storage(DType dtype, int64_t size);
 
+// The buffers a graph reads, each once, kept alive with it. Merging two lists is O(1) (a node
+// over both, or one of them when the other adds nothing) and listing them walks the merges
+// once, so a graph built op by op costs O(ops) however many buffers it reads. Read like a
+// vector; its nodes are released without recursion.
+class StorageList {
+ public:
+  using Items = std::vector<std::shared_ptr<Storage>>;
+  StorageList() = default;
+  StorageList(Items items);  // NOLINT: implicit, a vector is a list
+  StorageList(std::initializer_list<std::shared_ptr<Storage>> items) : StorageList(Items(items)) {}
+  static StorageList merge(const StorageList& a, const StorageList& b);
+
+  const Items& items() const;                        // listed once per list, then cached
+  operator const Items&() const { return items(); }  // NOLINT
+  size_t size() const { return items().size(); }
+  bool empty() const { return !node_; }
+  const std::shared_ptr<Storage>& operator[](size_t i) const { return items()[i]; }
+  const std::shared_ptr<Storage>& at(size_t i) const { return items().at(i); }
+  Items::const_iterator begin() const { return items().begin(); }
+  Items::const_iterator end() const { return items().end(); }
+
+  struct Node;
+
+ private:
+  std::shared_ptr<Node> node_;
+};
+
 // A shape or dtype mistake made through the Tensor API, raised where the user made it.
 class TensorError : public std::invalid_argument {
  public:
@@ -35,14 +63,23 @@ class TensorError : public std::invalid_argument {
 
 using Dims = std::vector<int64_t>;
 
+// The largest tensor, in bytes (int64's maximum, so that every element count and byte offset fits
+// an int64). A shape beyond it raises a TensorError naming the size and this limit; a buffer the
+// host cannot allocate raises one too.
+inline constexpr int64_t kMaxTensorBytes = INT64_MAX;
+
 class Tensor {
  public:
   // ---- creation
+  // Every value must fit `dtype` (an integer dtype's range; a finite value must stay finite in a
+  // float dtype): a value that does not raises a TensorError. T is float, double, bool or an
+  // 8/16/32/64-bit signed or unsigned integer.
   template <class T>
   static Tensor from_vector(const std::vector<T>& data, Dims shape, DType dtype);
   static Tensor from_vector(const std::vector<float>& data, Dims shape) {
     return from_vector(data, std::move(shape), dtypes::float32);
   }
+  // `value` must fit `dtype` as for from_vector (a fraction is truncated toward zero for ints).
   static Tensor full(Dims shape, double value, DType dtype = dtypes::float32);
   static Tensor zeros(Dims shape, DType dtype = dtypes::float32) {
     return full(std::move(shape), 0, dtype);
@@ -63,12 +100,12 @@ class Tensor {
   static Tensor from_uop(UOp u, const std::vector<Tensor>& reads = {});
   // The same with the buffers given directly.
   static Tensor over_storages(UOp u, std::vector<std::shared_ptr<Storage>> storages) {
-    return Tensor(std::move(u), std::move(storages));
+    return Tensor(std::move(u), StorageList(std::move(storages)));
   }
 
   // ---- properties
   const UOp& uop() const { return uop_; }
-  const std::vector<std::shared_ptr<Storage>>& storages() const { return deps_; }
+  const std::vector<std::shared_ptr<Storage>>& storages() const { return deps_.items(); }
   Dims shape() const;
   DType dtype() const { return uop_.dtype(); }
   size_t ndim() const { return shape().size(); }
@@ -146,7 +183,7 @@ class Tensor {
     return reduce(Op::Max, std::move(axes), keepdim);
   }
   Tensor min(std::vector<int> axes = {}, bool keepdim = false) const {
-    return -((-*this).max(std::move(axes), keepdim));
+    return -((-*this).reduce(Op::Max, std::move(axes), keepdim, "min"));
   }
   Tensor prod(std::vector<int> axes = {}, bool keepdim = false) const {
     return reduce(Op::Mul, std::move(axes), keepdim);
@@ -204,21 +241,25 @@ class Tensor {
   }
 
  private:
-  Tensor(UOp u, std::vector<std::shared_ptr<Storage>> deps)
-      : uop_(std::move(u)), deps_(std::move(deps)) {}
+  // Raises a TensorError when u has no valid shape or one beyond kMaxTensorBytes.
+  Tensor(UOp u, StorageList deps);
+  // full() without its checks, for operands the API makes itself.
+  static Tensor constant(Dims shape, double value, DType dtype);
   static Tensor from_storage(std::shared_ptr<Storage> s, const Dims& shape);
   Tensor scalar_like(double v) const;
   Tensor binary(Op op, const Tensor& o) const;
   Tensor unary_float(Op op) const;
-  Tensor reduce(Op op, std::vector<int> axes, bool keepdim) const;
+  // `what` names the user's function in errors (a repeated axis; max, min and argmax over an
+  // axis of size 0, which have no identity).
+  Tensor reduce(Op op, std::vector<int> axes, bool keepdim, std::string_view what = "") const;
   Tensor bitwise(Op op, const Tensor& o) const;
   Tensor with(UOp u) const { return Tensor(std::move(u), deps_); }
   int axis(int a) const;
-  static bool writable_view(UOp u);
+  static bool writable_view(UOp u, std::string_view what);
 
   UOp uop_;
-  std::vector<std::shared_ptr<Storage>> deps_;  // every buffer the graph reads
-  std::shared_ptr<Tensor> grad_;                // backward()'s accumulated gradient
+  StorageList deps_;              // every buffer the graph reads
+  std::shared_ptr<Tensor> grad_;  // backward()'s accumulated gradient
   // The graph this tensor was computed by, kept when realize() replaces it with the buffer view
   // `realized_view_`: gradients still follow it (and the buffers it read) while the tensor is
   // that buffer.

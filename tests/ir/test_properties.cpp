@@ -189,6 +189,27 @@ TEST(Shape, MovementOps) {
                GraphError);
 }
 
+// Sizes are compared exactly: a count that wraps int64 to the right number, or an offset that
+// wraps past the end, is an error, not a match.
+TEST(Shape, SizeArithmeticDoesNotWrap) {
+  const UOp t = buffer({4});
+  const int64_t big = (int64_t{1} << 62) + 1;  // big * 4 wraps to 4 in int64
+  try {
+    mv(Op::Reshape, t, {shape_to_uop({big, 4})}).shape();
+    ADD_FAILURE() << "a reshape whose element count overflows was accepted";
+  } catch (const GraphError& e) {
+    EXPECT_NE(std::string(e.what()).find("overflows int64"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(mv(Op::Pad, t, {shape_to_uop({INT64_MAX}), shape_to_uop({5})}).shape(), GraphError);
+  EXPECT_THROW(mv(Op::Shrink, t, {shape_to_uop({INT64_MAX}), shape_to_uop({2})}).shape(),
+               GraphError);
+  // 2^62 float32 elements are 2^64 bytes: as int8 that count wrapped to 0
+  const UOp wide =
+      mv(Op::Expand, mv(Op::Reshape, t, {shape_to_uop({4, 1})}), {shape_to_uop({4, big - 1})});
+  EXPECT_THROW(UOp::make(Op::Bitcast, dtypes::int8, {wide}).shape(), GraphError);
+  EXPECT_EQ(UOp::make(Op::Bitcast, dtypes::int8, {t}).shape(), (Shape{16}));
+}
+
 TEST(Shape, BroadcastAndNoShape) {
   const UOp a = buffer({3, 1}), b = buffer({4});
   EXPECT_EQ((a + b).shape(), (Shape{3, 4}));

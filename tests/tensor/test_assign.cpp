@@ -183,12 +183,31 @@ TEST_P(Assign, AssignThroughAViewWritesTheBuffer) {
   EXPECT_EQ(col.to_doubles(), (D{1, 2, 3, 4, 5, 6}));
 }
 
-TEST_P(Assign, ExpandedViewIsNotAnAssignmentTarget) {
+// An expanded or padded view of a buffer is no assignment target: its elements are not distinct
+// buffer elements. It raises (as tinygrad refuses it) instead of writing a copy, and leaves both
+// tensors as they were; a computed tensor is still realized into a buffer of its own first.
+TEST_P(Assign, ExpandedOrPaddedViewIsRefused) {
   Tensor a = vec({1});
   Tensor wide = a.expand({3});
-  wide.assign(vec({1, 2, 3}));  // realized into a buffer of its own first
-  EXPECT_EQ(wide.to_doubles(), (D{1, 2, 3}));
+  const UOp before = wide.uop();
+  try {
+    wide.assign(vec({1, 2, 3}));
+    ADD_FAILURE() << "assigned into an expanded view";
+  } catch (const TensorError& e) {
+    EXPECT_NE(std::string(e.what()).find("assign: the target is a view of a buffer through Expand"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_TRUE(wide.uop() == before);
   EXPECT_EQ(a.to_doubles(), (D{1}));
+  Tensor padded = vec({1, 2}).pad({{1, 1}});
+  EXPECT_THROW(padded.assign(vec({5, 6, 7, 8})), TensorError);
+  Tensor through = vec({1, 2}).reshape({2, 1}).expand({2, 2}).transpose();
+  EXPECT_THROW(through.setitem({{0, 1, 1}}, vec({9, 9})), TensorError);
+  // a computed tensor (no buffer underneath) is still an assignment target
+  Tensor computed = Tensor::full({1}, 2.0).expand({3});
+  computed.assign(vec({1, 2, 3}));
+  EXPECT_EQ(computed.to_doubles(), (D{1, 2, 3}));
 }
 
 // Slices of one buffer, each assigned from itself, realized together: all reads, then all writes

@@ -1,0 +1,332 @@
+// Bad input at the Tensor API raises a TensorError where the user made it, never a crash, a hang
+// or a silent wrong value (issue 22): sizes beyond kMaxTensorBytes, values a dtype cannot hold,
+// ill-typed ALU nodes, null pointers, repeated axes, reductions without identity, writes into
+// expanded views; and graphs of 100k ops build, differentiate and drop without deep recursion.
+#include <gtest/gtest.h>
+
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "dsl/verify.h"
+#include "on_device.h"
+#include "tensor/function.h"
+#include "tensor/tensor.h"
+
+using namespace tinyrw;
+
+namespace {
+
+class Limits : public OnDevice {};
+
+// Runs f, which must raise a TensorError whose message contains `part`.
+template <class F>
+void expect_error(F f, const std::string& part) {
+  try {
+    f();
+    ADD_FAILURE() << "no error; expected one containing '" << part << "'";
+  } catch (const TensorError& e) {
+    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+  }
+}
+
+using D = std::vector<double>;
+
+}  // namespace
+
+// ---- sizes
+
+TEST(Limits, ShapesBeyondTheSizeLimitAreRefused) {
+  const int64_t big = int64_t{1} << 62;
+  // 2^62 float32 elements are 2^64 bytes: refused where built (used to crash at realize)
+  expect_error([&] { Tensor::ones({big}); },
+               "full: shape (4611686018427387904,) has 4611686018427387904 elements of "
+               "dtypes.float (18446744073709551616 bytes), more than the tensor size limit of "
+               "9223372036854775807 bytes");
+  // 2^80 elements: the count used to wrap to 0
+  expect_error(
+      [&] {
+        Tensor::ones({int64_t{1} << 40, int64_t{1} << 40});
+      },
+      "1208925819614629174706176 elements");
+  expect_error([&] { Tensor::zeros({big, big, big}); }, "more than the tensor size limit");
+  expect_error([&] { Tensor::empty({big}); }, "empty: shape");
+  expect_error([&] { Tensor::rand({big}); }, "rand: shape");
+  expect_error([&] { Tensor::eye(int64_t{1} << 32); }, "eye: shape");
+  expect_error([&] { Tensor::linspace(0, 1, big); }, "linspace: shape");
+  expect_error([&] { Tensor::ones({1}).expand({big}); }, "more than the tensor size limit");
+  // a bool is one byte: 2^62 of them fit, 2^63 do not
+  const Tensor wide = Tensor::ones({1}, dtypes::bool_).expand({big});
+  EXPECT_EQ(wide.numel(), big);
+  expect_error([&] { Tensor::cat({wide, wide}); }, "cat: a size of");
+  expect_error([&] { wide.reshape({big, 1}).expand({big, 2}); }, "tensor size limit");
+  // the element count is exact: a product that wraps to the right count is no match
+  expect_error([&] { Tensor::zeros({4}).reshape({big + 1, 4}); }, "cannot reshape");
+  expect_error([&] { Tensor::zeros({1}).expand({-5}); }, "cannot expand");
+  // pad amounts are added in a wider type (INT64_MAX used to give shape (1,))
+  expect_error([&] { Tensor::zeros({2}).pad({{INT64_MAX, 0}}); }, "pad: a size of 2 + ");
+  expect_error([&] { Tensor::zeros({2}).pad({{1, INT64_MAX}}); }, "pad: a size of 3 + ");
+  // matmul's broadcast product is a shape too
+  const Tensor tall = Tensor::ones({int64_t{1} << 31, 1}),
+               flat = Tensor::ones({1, int64_t{1} << 31});
+  expect_error([&] { tall.matmul(flat); }, "tensor size limit");
+}
+
+TEST(Limits, AHostAllocationFailureIsATensorError) {
+  // 2^52 bytes (4 PiB) is within the size limit but beyond any host's address space
+  expect_error([] { Tensor::empty({int64_t{1} << 50}); }, "cannot allocate a buffer");
+}
+
+TEST(Limits, HugeSliceStepsDoNotOverflow) {
+  Tensor t = Tensor::arange(10);
+  EXPECT_EQ(t.slice({{0, 10, INT64_MAX}}).data<int32_t>(), (std::vector<int32_t>{0}));
+  EXPECT_EQ(t.slice({{2, 10, INT64_MAX - 1}}).data<int32_t>(), (std::vector<int32_t>{2}));
+  EXPECT_EQ(t.slice({{9, -11, INT64_MIN}}).data<int32_t>(), (std::vector<int32_t>{9}));
+  EXPECT_EQ(t.slice({{1, 10, 4}}).data<int32_t>(), (std::vector<int32_t>{1, 5, 9}));
+}
+
+// ---- values that do not fit their dtype
+
+TEST(Limits, FillValuesMustFitTheDtype) {
+  expect_error([] { Tensor::full({2}, 1e300, dtypes::int32); },
+               "full: the value 1e+300 does not fit dtypes.int");
+  expect_error([] { Tensor::full({2}, 128, dtypes::int8); }, "does not fit dtypes.char");
+  expect_error([] { Tensor::full({2}, -1, dtypes::uint32); }, "does not fit dtypes.uint");
+  expect_error([] { Tensor::full({2}, NAN, dtypes::int64); }, "does not fit dtypes.long");
+  expect_error([] { Tensor::full({2}, 1e300, dtypes::float32); },
+               "full: the value 1e+300 overflows dtypes.float");
+  expect_error([] { Tensor::full({2}, 70000, dtypes::float16); }, "overflows dtypes.half");
+  // in range, infinities for floats, fractions truncated for ints, anything for bool
+  EXPECT_EQ(Tensor::full({2}, 127.9, dtypes::int8).data<int32_t>(),
+            (std::vector<int32_t>{127, 127}));
+  EXPECT_EQ(Tensor::full({1}, INFINITY).to_doubles(), (D{INFINITY}));
+  EXPECT_EQ(Tensor::full({1}, 1e300, dtypes::float64).to_doubles(), (D{1e300}));
+  EXPECT_EQ(Tensor::full({1}, 7, dtypes::bool_).data<uint8_t>(), (std::vector<uint8_t>{1}));
+  // an operand next to a float tensor is float arithmetic, not a fill value: it may round to inf
+  EXPECT_EQ((Tensor::ones({1}) * 1e300).to_doubles(), (D{INFINITY}));
+  expect_error(
+      [] {
+        Tensor::from_vector(std::vector<int64_t>{1, 300}, {2}, dtypes::int8);
+      },
+      "from_vector (element 1): the value 300 does not fit dtypes.char");
+}
+
+TEST(Limits, ArangeNearTheDtypeLimitsRaisesInsteadOfWrapping) {
+  expect_error([] { Tensor::arange(INT32_MAX - 1, int64_t{INT32_MAX} + 2); },
+               "the value 2147483648 does not fit dtypes.int");
+  expect_error([] { Tensor::arange(0, 200, 1, dtypes::int8); }, "does not fit dtypes.char");
+  expect_error([] { Tensor::arange(INT64_MIN, INT64_MAX, 1, dtypes::int64); },
+               "18446744073709551615 elements exceed the tensor size limit");
+  EXPECT_EQ(Tensor::arange(INT64_MAX - 2, INT64_MAX, 1, dtypes::int64).data<int64_t>(),
+            (std::vector<int64_t>{INT64_MAX - 2, INT64_MAX - 1}));
+  EXPECT_EQ(Tensor::arange(INT64_MIN + 1, INT64_MIN, -1, dtypes::int64).data<int64_t>(),
+            (std::vector<int64_t>{INT64_MIN + 1}));
+  EXPECT_EQ(Tensor::arange(INT64_MAX, INT64_MIN, INT64_MIN, dtypes::int64).data<int64_t>(),
+            (std::vector<int64_t>{INT64_MAX, -1}));
+}
+
+// ---- every element type from_vector takes (a missing instantiation fails only at link time)
+
+TEST_P(Limits, FromVectorTakesEveryElementType) {
+  EXPECT_EQ(Tensor::from_vector(std::vector<int8_t>{-128, 127}, {2}, dtypes::int8).to_doubles(),
+            (D{-128, 127}));
+  EXPECT_EQ(Tensor::from_vector(std::vector<int16_t>{-3, 30000}, {2}, dtypes::int16).to_doubles(),
+            (D{-3, 30000}));
+  EXPECT_EQ(Tensor::from_vector(std::vector<int32_t>{-5, 6}, {2}, dtypes::int32).to_doubles(),
+            (D{-5, 6}));
+  EXPECT_EQ(Tensor::from_vector(std::vector<int64_t>{-7, 8}, {2}, dtypes::int64).to_doubles(),
+            (D{-7, 8}));
+  EXPECT_EQ(Tensor::from_vector(std::vector<uint8_t>{0, 255}, {2}, dtypes::uint8).to_doubles(),
+            (D{0, 255}));
+  EXPECT_EQ(Tensor::from_vector(std::vector<uint16_t>{1, 65535}, {2}, dtypes::uint16).to_doubles(),
+            (D{1, 65535}));
+  EXPECT_EQ(
+      Tensor::from_vector(std::vector<uint32_t>{2, 4000000000u}, {2}, dtypes::uint32).to_doubles(),
+      (D{2, 4000000000.0}));
+  EXPECT_EQ(Tensor::from_vector(std::vector<uint64_t>{3, uint64_t{1} << 40}, {2}, dtypes::uint64)
+                .to_doubles(),
+            (D{3, 1099511627776.0}));
+  EXPECT_EQ(Tensor::from_vector(std::vector<bool>{true, false}, {2}, dtypes::bool_).to_doubles(),
+            (D{1, 0}));
+  EXPECT_EQ(Tensor::from_vector(std::vector<float>{0.5f}, {1}, dtypes::float32).to_doubles(),
+            (D{0.5}));
+  EXPECT_EQ(Tensor::from_vector(std::vector<double>{0.25}, {1}, dtypes::float64).to_doubles(),
+            (D{0.25}));
+  // and into a dtype other than their own
+  EXPECT_EQ(Tensor::from_vector(std::vector<int8_t>{-2, 3}, {2}, dtypes::float32).to_doubles(),
+            (D{-2, 3}));
+}
+
+// ---- dtypes checked when the node is built
+
+TEST(Limits, IllTypedAluNodesAreRefusedWhenBuilt) {
+  const Tensor f = Tensor::ones({2}), i = Tensor::ones({2}, dtypes::int32),
+               b = Tensor::ones({2}, dtypes::bool_);
+  // used to fail later (an LLVM IR parse error on CPU, a silent result on INTERP)
+  expect_error(
+      [&] {
+        Tensor::alu(Op::Add, {f, i});
+      },
+      "Add of (dtypes.float, dtypes.int): sources have different dtypes");
+  expect_error([&] { Tensor::alu(Op::Where, {f, f, f}); }, "needs a bool condition");
+  expect_error([&] { Tensor::alu(Op::Where, {b, f, i}); }, "different dtypes");
+  expect_error([&] { Tensor::alu(Op::And, {f, f}); }, "needs integer or bool sources");
+  expect_error([&] { Tensor::alu(Op::Sqrt, {i}); }, "needs a float source");
+  expect_error([&] { Tensor::alu(Op::FloorDiv, {f, f}); }, "needs integer sources");
+  expect_error([&] { Tensor::alu(Op::CmpLt, {f, i}); }, "compares sources of different dtypes");
+  expect_error([&] { Tensor::alu(Op::Reshape, {f}); }, "is not an ALU op");
+  EXPECT_EQ(Tensor::alu(Op::CmpLt, {f, f}).dtype(), dtypes::bool_);
+  EXPECT_EQ(Tensor::alu(Op::Where, {b, i, i}).dtype(), dtypes::int32);
+  EXPECT_EQ(Tensor::alu(Op::Shl, {i, i}).dtype(), dtypes::int32);
+  // the UOp builders too (the rewrite rules build through them)
+  EXPECT_THROW(UOp::cfloat(1.0).alu(Op::Add, {UOp::cint(1, dtypes::int32)}), GraphError);
+  EXPECT_THROW(UOp::cfloat(1.0).where(UOp::cfloat(1.0), UOp::cfloat(2.0)), GraphError);
+  // and graphs made with the unchecked UOp::make, when they become tensors
+  const UOp raw = UOp::make(Op::Add, dtypes::float32, {f.uop(), i.uop()});
+  expect_error(
+      [&] {
+        Tensor::from_uop(raw, {f, i});
+      },
+      "from_uop: Add of (dtypes.float, dtypes.int): sources have different dtypes");
+  const UOp lie = UOp::make(Op::CmpLt, dtypes::float32, {f.uop(), f.uop()});
+  expect_error([&] { Tensor::from_uop(lie, {f}); },
+               "from_uop: CmpLt of these sources gives dtypes.bool, not dtypes.float");
+}
+
+// The builders accept exactly what spec_alu in rules/spec.rw accepts (the rules are stated there;
+// the builders check the same, so neither may drift).
+TEST(Limits, AluBuildersAgreeWithTheSpecVerifier) {
+  const DType kinds[] = {dtypes::bool_, dtypes::int8,    dtypes::int32,   dtypes::uint64,
+                         dtypes::index, dtypes::float16, dtypes::float32, dtypes::float64};
+  int agreed = 0;
+  for (int o = 0; o < kNumOps; ++o) {
+    const Op op = static_cast<Op>(o);
+    if (!op_info(op).is_alu() || op == Op::ThreeFry) continue;
+    const int arity = op_info(op).min_src;
+    for (DType a : kinds)
+      for (DType b : kinds) {
+        std::vector<UOp> src;  // opaque values: the first source of dtype a, the others of b
+        for (int k = 0; k < arity; ++k)
+          src.push_back(UOp::make(Op::Load, k == 0 ? a : b, {UOp::cint(k)}));
+        bool built = true;
+        DType out;
+        try {
+          out = alu_result_dtype(op, src);
+        } catch (const GraphError&) {
+          built = false;
+        }
+        const DType claim = built ? out : (groups::comparison().contains(op) ? dtypes::bool_ : a);
+        bool verified = true;
+        try {
+          verify(UOp::make(op, claim, src), "spec_alu_only");
+        } catch (const SpecError&) {
+          verified = false;
+        }
+        EXPECT_EQ(built, verified) << op_name(op) << " " << a.repr() << " " << b.repr();
+        ++agreed;
+      }
+  }
+  EXPECT_GT(agreed, 1000);
+}
+
+// ---- pointers, axes, reductions
+
+TEST(Limits, NullPointersAreRefused) {
+  Tensor w = Tensor::ones({2});
+  const Tensor loss = (w * 2.0).sum();
+  expect_error([&] { loss.backward({&w, nullptr}); }, "backward: parameter 1 is a null pointer");
+  EXPECT_EQ(w.grad(), nullptr);  // nothing accumulated before the refusal
+  expect_error(
+      [&] {
+        trace_function({.name = "f"}, -1, {&w, nullptr}, {nullptr, nullptr},
+                       [&] { return std::vector<Tensor>{w}; });
+      },
+      "function f: argument 1 is a null pointer");
+  // empty UOp handles are null pointers too
+  expect_error([] { Tensor::from_uop(UOp()); }, "from_uop: the UOp given is empty");
+  expect_error([] { Tensor::over_storages(UOp(), {}); }, "the UOp given is empty");
+  expect_error([&] { custom_kernel({w}, [](const std::vector<UOp>&) { return UOp(); }); },
+               "custom kernel kernel returned an empty UOp");
+  expect_error([] { kernel_index(UOp(), {UOp::cint(0)}); }, "kernel_index: the parameter is");
+  expect_error([] { kernel_store(UOp(), UOp::cint(0)); }, "kernel_store: the target or the value");
+}
+
+TEST(Limits, RepeatedAxesAreRefused) {
+  const Tensor t = Tensor::ones({2, 3});
+  expect_error([&] { t.flip({0, 0}); }, "flip: axis 0 appears more than once");
+  expect_error([&] { t.flip({1, -1}); }, "flip: axis -1 appears more than once");
+  expect_error([&] { t.sum({0, -2}); }, "sum: axis -2 appears more than once");
+  expect_error([&] { t.max({1, 1}); }, "max: axis 1 appears more than once");
+  expect_error([&] { t.permute({0, 0}); }, "permute repeats an axis");
+}
+
+TEST_P(Limits, ReductionsWithoutIdentityRefuseEmptyAxes) {
+  const Tensor e = Tensor::ones({0}), e2 = Tensor::ones({0, 3});
+  expect_error([&] { e.max(); },
+               "max over axis 0 of size 0 (shape (0,)): the reduction has no identity");
+  expect_error([&] { e.min(); }, "min over axis 0 of size 0");
+  expect_error([&] { e.argmax(0); }, "argmax over axis 0 of size 0");
+  expect_error([&] { e2.max({0}); }, "max over axis 0 of size 0");
+  // with an identity, or over a non-empty axis, empty tensors are fine
+  EXPECT_EQ(e.sum().to_doubles(), (D{0}));
+  EXPECT_EQ(e.prod().to_doubles(), (D{1}));
+  EXPECT_EQ(e2.max({1}).numel(), 0);
+}
+
+TEST(Limits, HandBuiltGraphsAreCheckedWhenWrapped) {
+  const Tensor a = Tensor::ones({4}).contiguous();
+  const UOp bad = UOp::make(Op::Reshape, dtypes::float32, {a.uop(), shape_to_uop({SInt(3)})});
+  expect_error([&] { Tensor::from_uop(bad, {a}); }, "bad reshape");
+}
+
+// ---- graph size: linear to build and differentiate, no recursion to drop
+
+TEST(Limits, ReusedTensorsKeepOneCopyOfTheirBuffers) {
+  const Tensor x = Tensor::from_vector(std::vector<float>{1, 2}, {2});
+  Tensor y = x;
+  for (int i = 0; i < 24; ++i) y = y * x + y;  // the buffer list used to double at every step
+  EXPECT_EQ(y.storages().size(), 1u);
+}
+
+// A graph over many buffers lists each once, in order of first use, and its list of merges is
+// dropped without recursion.
+TEST(Limits, ManyBuffersAreListedOnceEach) {
+  std::vector<Tensor> ws;
+  Tensor acc = Tensor::zeros({2});
+  for (int i = 0; i < 100000; ++i) {
+    ws.push_back(Tensor::from_vector(std::vector<float>{static_cast<float>(i), 1}, {2}));
+    acc = acc + ws.back();
+    if (i % 3 == 0) acc = acc * ws[static_cast<size_t>(i / 2)];  // an earlier buffer again
+  }
+  ASSERT_EQ(acc.storages().size(), 100000u);
+  for (size_t i = 0; i < ws.size(); i += 9999) EXPECT_EQ(acc.storages()[i], ws[i].storages()[0]);
+  ws.clear();
+  acc = Tensor::zeros({1});  // the 100k-deep list of merges goes here
+  EXPECT_TRUE(acc.storages().empty());
+}
+
+TEST_P(Limits, ASumOverManyBuffersReadsEachOne) {
+  Tensor acc = Tensor::zeros({2});
+  double want = 0;
+  for (int i = 0; i < 300; ++i) {
+    acc = acc + Tensor::from_vector(std::vector<float>{static_cast<float>(i), 1}, {2});
+    want += i;
+  }
+  EXPECT_EQ(acc.to_doubles(), (D{want, 300}));
+}
+
+TEST(Limits, AHundredThousandOpChainBuildsDifferentiatesAndDrops) {
+  const Tensor x = Tensor::from_vector(std::vector<float>{1, 2, 3, 4}, {2, 2});
+  {
+    Tensor y = x;
+    for (int i = 0; i < 100000; ++i) y = i % 2 ? y * 1.0001 : (y + x).transpose();
+    EXPECT_EQ(y.shape(), (Dims{2, 2}));
+    const std::vector<Tensor> g = y.sum().gradient({x});
+    ASSERT_EQ(g.size(), 1u);
+    EXPECT_EQ(g[0].shape(), (Dims{2, 2}));
+  }  // the chain and its gradient graph are released here without recursion
+  EXPECT_EQ(x.shape(), (Dims{2, 2}));
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, Limits, ::testing::Values("INTERP", "CPU"));
