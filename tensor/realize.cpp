@@ -5,6 +5,7 @@
 // rangeify and symbolic rules, and runs it on INTERP or CPU.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <limits>
@@ -720,6 +721,9 @@ Tensor& Tensor::realize() {
 }
 
 void Tensor::realize_all(const std::vector<Tensor*>& tensors) {
+  for (size_t i = 0; i < tensors.size(); ++i)
+    if (tensors[i] == nullptr)
+      throw TensorError(fmt::format("realize_all: tensor {} is a null pointer", i));
   Realizer r;
   std::vector<UOp> roots;
   for (Tensor* t : tensors) {
@@ -761,20 +765,39 @@ std::vector<T> Tensor::data() {
   realize();
   const Storage& s = *deps_.at(0);
   std::vector<T> out;
+  out.reserve(static_cast<size_t>(s.size));
   for (int64_t i = 0; i < s.size; ++i) {
     const Arg v = load_element(s, i);
     if constexpr (std::is_floating_point_v<T>) {
       out.push_back(static_cast<T>(v.as_float()));
     } else {
-      out.push_back(static_cast<T>(v.is_float() ? static_cast<i128>(v.as_float()) : v.as_int()));
+      // an element that T cannot hold is an error, never a wrapped or undefined conversion
+      const bool finite = !v.is_float() || std::isfinite(v.as_float());
+      const long double f = v.is_float() ? v.as_float() : 0;
+      const i128 x = !v.is_float()                       ? v.as_int()
+                     : finite && std::fabs(f) < 0x1p120L ? static_cast<i128>(std::trunc(f))
+                                                         : std::numeric_limits<i128>::max();
+      if (!finite || x < static_cast<i128>(std::numeric_limits<T>::min()) ||
+          x > static_cast<i128>(std::numeric_limits<T>::max()))
+        throw TensorError(fmt::format("data: element {} ({}) does not fit the requested {}-bit {}",
+                                      i, v.repr(), sizeof(T) * 8,
+                                      std::is_signed_v<T> ? "signed integer" : "unsigned integer"));
+      out.push_back(static_cast<T>(x));
     }
   }
   return out;
 }
+// every element type the API takes (a type missing here would fail only at link time)
 template std::vector<float> Tensor::data();
 template std::vector<double> Tensor::data();
+template std::vector<bool> Tensor::data();
+template std::vector<int8_t> Tensor::data();
+template std::vector<int16_t> Tensor::data();
 template std::vector<int32_t> Tensor::data();
 template std::vector<int64_t> Tensor::data();
 template std::vector<uint8_t> Tensor::data();
+template std::vector<uint16_t> Tensor::data();
+template std::vector<uint32_t> Tensor::data();
+template std::vector<uint64_t> Tensor::data();
 
 }  // namespace tinyrw

@@ -158,6 +158,35 @@ TEST_P(Limits, FromVectorTakesEveryElementType) {
             (D{-2, 3}));
 }
 
+// data<T> is instantiated for every element type, and an element T cannot hold is an error
+TEST_P(Limits, DataReadsEveryElementTypeAndRefusesWhatItCannotHold) {
+  Tensor small = Tensor::from_vector(std::vector<int32_t>{-3, 100}, {2}, dtypes::int32);
+  EXPECT_EQ(small.data<int8_t>(), (std::vector<int8_t>{-3, 100}));
+  EXPECT_EQ(small.data<int16_t>(), (std::vector<int16_t>{-3, 100}));
+  EXPECT_EQ(small.data<int64_t>(), (std::vector<int64_t>{-3, 100}));
+  Tensor positive = Tensor::from_vector(std::vector<int32_t>{0, 1}, {2}, dtypes::int32);
+  EXPECT_EQ(positive.data<uint16_t>(), (std::vector<uint16_t>{0, 1}));
+  EXPECT_EQ(positive.data<uint32_t>(), (std::vector<uint32_t>{0, 1}));
+  EXPECT_EQ(positive.data<uint64_t>(), (std::vector<uint64_t>{0, 1}));
+  EXPECT_EQ(positive.data<bool>(), (std::vector<bool>{false, true}));
+  expect_error([&] { small.data<uint8_t>(); }, "element 0 (-3) does not fit the requested 8-bit");
+  Tensor big = Tensor::from_vector(std::vector<int32_t>{300}, {1}, dtypes::int32);
+  expect_error([&] { big.data<int8_t>(); }, "element 0 (300) does not fit");
+  Tensor inf = Tensor::from_vector(std::vector<float>{1.5f, INFINITY}, {2}, dtypes::float32);
+  expect_error([&] { inf.data<int32_t>(); }, "element 1");
+  Tensor huge = Tensor::from_vector(std::vector<double>{1e30}, {1}, dtypes::float64);
+  expect_error([&] { huge.data<int64_t>(); }, "element 0");
+}
+
+TEST(Limits, RealizeAllRefusesANullPointer) {
+  Tensor a = Tensor::ones({2}) + 1.0;
+  expect_error(
+      [&] {
+        Tensor::realize_all({&a, nullptr});
+      },
+      "realize_all: tensor 1 is a null pointer");
+}
+
 // ---- dtypes checked when the node is built
 
 TEST(Limits, IllTypedAluNodesAreRefusedWhenBuilt) {
