@@ -3,6 +3,8 @@
 // Bounds of the weak `index` dtype are effectively unbounded, so range arithmetic saturates at
 // +-kInfinity: any magnitude at or beyond it means "unbounded in that direction". Every value of a
 // real dtype (int64/uint64 included) lies far inside, so results for them are always exact.
+// A saturated number is not a value: folds must use the exact_* operations below, which refuse
+// (return false) rather than compute with one.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +39,18 @@ inline constexpr i128 sat_mul(i128 a, i128 b) {
   i128 r = 0;
   if (__builtin_mul_overflow(a, b, &r)) return neg ? -kInfinity : kInfinity;
   return saturate(r);
+}
+
+// Exact arithmetic for folds: false when an operand is infinite or the result's magnitude reaches
+// kInfinity (it would saturate), so the caller leaves the expression as it is.
+inline constexpr bool exact_add(i128 a, i128 b, i128& r) {
+  return !is_infinite(a) && !is_infinite(b) && !__builtin_add_overflow(a, b, &r) && !is_infinite(r);
+}
+inline constexpr bool exact_sub(i128 a, i128 b, i128& r) {
+  return !is_infinite(a) && !is_infinite(b) && !__builtin_sub_overflow(a, b, &r) && !is_infinite(r);
+}
+inline constexpr bool exact_mul(i128 a, i128 b, i128& r) {
+  return !is_infinite(a) && !is_infinite(b) && !__builtin_mul_overflow(a, b, &r) && !is_infinite(r);
 }
 
 // Python semantics: floor division and a modulo with the divisor's sign. b must be nonzero.

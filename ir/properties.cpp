@@ -70,7 +70,13 @@ i128 corner_div(i128 a, i128 b, bool floor) {
   return floor ? floor_div(a, b) : trunc_div(a, b);
 }
 
-Bounds int_bounds(i128 lo, i128 hi) { return {Num::of(saturate(lo)), Num::of(saturate(hi))}; }
+// Infinite bounds only ever point outward. A lower bound that saturated to +inf (the value is at
+// least that large) becomes the largest finite number, which is still a true lower bound: kept as
+// +inf it would compare equal to an unbounded upper bound and "prove" x == y or x >= y.
+Bounds int_bounds(i128 lo, i128 hi) {
+  return {Num::of(lo >= kInfinity ? kInfinity - 1 : saturate(lo)),
+          Num::of(hi <= -kInfinity ? -(kInfinity - 1) : saturate(hi))};
+}
 
 Bounds corners(i128 a, i128 A, i128 b, i128 B, i128 (*f)(i128, i128)) {
   const i128 v[] = {f(a, b), f(a, B), f(A, b), f(A, B)};
@@ -234,7 +240,9 @@ Bounds compute_bounds(const UOp& u) {
         if (a >= 0 && A <= dt.int_max()) return int_bounds(a, A);
         return dtype_bounds(dt);
       }
-      return int_bounds(std::max(dt.int_min(), a), std::min(A, dt.int_max()));
+      // a source beyond the dtype's range wraps: any value of the dtype is possible
+      if (a >= dt.int_min() && A <= dt.int_max()) return int_bounds(a, A);
+      return dtype_bounds(dt);
     }
     default:
       break;

@@ -8,8 +8,6 @@ namespace tinyrw {
 
 namespace {
 
-constexpr int kMaxDepth = 200;  // nested parentheses/unary operators; beyond is an error
-
 struct Tok {
   enum Kind { Int, Name, Op, End } kind;
   std::string text;
@@ -41,7 +39,12 @@ class Parser {
       const int col = static_cast<int>(i) + 1;
       if (c == ' ' || c == '\t' || c == '\r' || c == '\n') {
         ++i;
-      } else if (std::isdigit(static_cast<unsigned char>(c))) {
+        continue;
+      }
+      if (toks_.size() >= kPyMaxTokens)
+        fail(col, fmt::format("expression longer than {} tokens (the expression size limit)",
+                              kPyMaxTokens));
+      if (std::isdigit(static_cast<unsigned char>(c))) {
         size_t j = i;
         i128 v = 0;
         while (j < s_.size() && (std::isdigit(static_cast<unsigned char>(s_[j])) || s_[j] == '_')) {
@@ -96,8 +99,9 @@ class Parser {
   struct Depth {
     Parser& p;
     Depth(Parser& parser, int col) : p(parser) {
-      if (++p.depth_ > kMaxDepth)
-        p.fail(col, fmt::format("expression nested deeper than {} levels", kMaxDepth));
+      if (++p.depth_ > kPyMaxNesting)
+        p.fail(col, fmt::format("expression nested deeper than {} levels (the nesting depth limit)",
+                                kPyMaxNesting));
     }
     ~Depth() { --p.depth_; }
   };
@@ -116,7 +120,7 @@ class Parser {
     ++pos_;
     UOp c = comparison();
     if (!is_name("else")) fail(peek().col, fmt::format("expected 'else', got '{}'", peek().text));
-    ++pos_;
+    Depth d(*this, next().col);  // `a if c else b if ...` nests to the right
     UOp b = conditional();
     if (is_bool(a) != is_bool(b)) {  // mixed branches: both as integers
       want_int(a, col, "if");
@@ -264,6 +268,7 @@ class Parser {
           want_int(b, t.col, t.text);
           return t.text == "max" ? a.maximum(b) : a.minimum(b);
         }
+        if (is_op("(")) fail(t.col, fmt::format("unknown function '{}'", t.text));
         auto it = vars_.find(t.text);
         if (it == vars_.end())
           fail(t.col, fmt::format("unknown variable '{}' (declare it with --var {}=LO..HI)", t.text,

@@ -16,6 +16,15 @@ struct PyParseError {
   std::string message;
 };
 
+// Parentheses, unary operators, max/min calls and `else` branches nest at most this deep; deeper
+// input is an error naming the limit (the parser recurses once per level).
+inline constexpr int kPyMaxNesting = 200;
+
+// An expression has at most this many tokens (numbers, names, operators, parentheses); longer
+// input is an error naming the limit. Simplifying costs time and memory about linear in the size:
+// a sum of half a million terms takes seconds and under a gigabyte.
+inline constexpr size_t kPyMaxTokens = 1000000;
+
 // Variables by name (DEFINE_VAR UOps with their bounds).
 using PyVars = std::map<std::string, UOp, std::less<>>;
 

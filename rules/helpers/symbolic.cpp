@@ -1,17 +1,47 @@
 // Algorithmic helpers of rules/symbolic.rw. The rules decide when to call them; these compute
 // what to build (or none when there is nothing to fold). All integer math is exact (Python floor
-// semantics for // and %).
+// semantics for // and %): a fold whose arithmetic would leave the exact 128-bit range, or use an
+// unbounded (saturated) vmin/vmax, is not done.
 #include <algorithm>
 #include <numeric>
+#include <tuple>
 
 #include "dsl/value.h"
 #include "ir/alu.h"
+#include "ir/graph.h"
 #include "ir/rewrite.h"
 
 namespace tinyrw::rw {
 namespace {
 
 constexpr int kMaxTermDepth = 512;  // deeper sums are left alone (no recursion beyond this)
+
+// Thrown by the checked arithmetic below; every helper catches it and returns none (no rewrite).
+struct Inexact {};
+i128 add(i128 a, i128 b) {
+  i128 r = 0;
+  if (!exact_add(a, b, r)) throw Inexact{};
+  return r;
+}
+i128 sub(i128 a, i128 b) {
+  i128 r = 0;
+  if (!exact_sub(a, b, r)) throw Inexact{};
+  return r;
+}
+i128 mul(i128 a, i128 b) {
+  i128 r = 0;
+  if (!exact_mul(a, b, r)) throw Inexact{};
+  return r;
+}
+// A helper's result, or none when its arithmetic was not exact.
+template <class F>
+Value unless_inexact(F&& f) {
+  try {
+    return f();
+  } catch (const Inexact&) {
+    return Value();
+  }
+}
 
 // The terms of a sum: x = t0 + t1 + ... (flattening nested ADDs, left to right).
 std::vector<UOp> split_add(const UOp& x) {
@@ -22,6 +52,23 @@ std::vector<UOp> split_add(const UOp& x) {
     if (u.op() == Op::Add) {
       stack.push_back(u.src(1));
       stack.push_back(u.src(0));
+    } else {
+      out.push_back(u);
+    }
+  }
+  return out;
+}
+
+// The terms of a sum as split_add gives them, as pointers into the graph under x (which must
+// outlive them): no reference counting, for scans of long sums.
+std::vector<const UOp*> sum_terms(const UOp& x) {
+  std::vector<const UOp*> out, stack{&x};
+  while (!stack.empty()) {
+    const UOp* u = stack.back();
+    stack.pop_back();
+    if (u->op() == Op::Add) {
+      stack.push_back(&u->src(1));
+      stack.push_back(&u->src(0));
     } else {
       out.push_back(u);
     }
@@ -94,7 +141,7 @@ UOp divide_exact(const UOp& x, const UOp& y) {
   std::vector<UOp> rest;
   for (const UOp& f : factors) {
     if (f.is_const() && f.arg().is_int())
-      coeff *= f.arg().as_int();
+      coeff = mul(coeff, f.arg().as_int());
     else
       rest.push_back(f);
   }
@@ -115,37 +162,125 @@ UOp divide_exact(const UOp& x, const UOp& y) {
   return coeff == 1 ? out : out * coeff;
 }
 
-// k*(x%c) + k*c*(x//c) == k*x: finds such pairs among the terms of a sum (in any order, with
-// other terms between them) and combines them.
-UOp combine_divmod_terms(const UOp& sum_node) {
-  std::vector<UOp> terms = split_add(sum_node);
-  auto scaled = [](const UOp& t) -> std::pair<i128, UOp> {  // t == k * inner
-    if (t.op() == Op::Mul && t.src(1).is_const() && t.src(1).arg().is_int())
-      return {t.src(1).arg().as_int(), t.src(0)};
-    return {1, t};
-  };
-  for (size_t i = 0; i < terms.size(); ++i) {
-    auto [k, m] = scaled(terms[i]);
-    if (m.op() != Op::FloorMod || !m.src(1).is_const() || !m.src(1).arg().is_int()) continue;
-    const UOp& x = m.src(0);
-    const i128 c = m.src(1).arg().as_int();
-    if (c <= 0) continue;
-    // x//c, also in the merged form z//(c1*c) when x is z//c1
-    std::vector<UOp> divs{x.floordiv(c)};
-    if (x.op() == Op::FloorDiv && x.src(1).is_const() && x.src(1).arg().as_int() > 0) {
-      divs.push_back(x.src(0).floordiv(x.src(1).arg().as_int() * c));
-    }
-    for (size_t j = 0; j < terms.size(); ++j) {
-      if (j == i) continue;
-      auto [kd, d] = scaled(terms[j]);
-      if (kd != k * c || std::find(divs.begin(), divs.end(), d) == divs.end()) continue;
-      UOp out = k == 1 ? x : x * k;
-      for (size_t t = 0; t < terms.size(); ++t)
-        if (t != i && t != j) out = out + terms[t];
-      return out;
-    }
+// t == k * inner (k = 1 when t has no constant factor on the right).
+std::pair<i128, UOp> scaled(const UOp& t) {
+  if (t.op() == Op::Mul && t.src(1).is_const() && t.src(1).arg().is_int())
+    return {t.src(1).arg().as_int(), t.src(0)};
+  return {1, t};
+}
+
+// The terms k*c*(x//c) that combine with mod_term = k*(x%c) into k*x (also k*c*(z//(c1*c)) when
+// x is z//c1), as the nodes a sum holds them as; none when mod_term is no such modulo.
+std::vector<UOp> div_partners(const UOp& mod_term) {
+  auto [k, m] = scaled(mod_term);
+  if (m.op() != Op::FloorMod || !m.src(1).is_const() || !m.src(1).arg().is_int()) return {};
+  const UOp& x = m.src(0);
+  const i128 c = m.src(1).arg().as_int();
+  if (c <= 0) return {};
+  const i128 kc = mul(k, c);
+  auto term = [&](const UOp& d) { return kc == 1 ? d : d * d.const_like(kc); };
+  std::vector<UOp> out{term(x.floordiv(c))};
+  if (x.op() == Op::FloorDiv && x.src(1).is_const() && x.src(1).arg().as_int() > 0)
+    out.push_back(term(x.src(0).floordiv(mul(x.src(1).arg().as_int(), c))));
+  return out;
+}
+
+// k*x for a pair found by div_partners.
+UOp combined_term(const UOp& mod_term) {
+  auto [k, m] = scaled(mod_term);
+  return k == 1 ? m.src(0) : m.src(0) * k;
+}
+
+// The larger side of a sum as a chain: terms[k] hangs off the ADD nodes[k] (k = 0 at the top),
+// whose other source `below(k)` holds the terms further down. The walk follows the one source that
+// is an ADD, stops where both are (that node counts as one term) and after kMaxPairSearch terms,
+// so one walk costs at most that many steps.
+constexpr size_t kMaxPairSearch = 1024;
+struct Chain {
+  std::vector<const UOp*> nodes, terms;
+  const UOp* below(size_t k) const {  // empty past the bottom
+    if (!nodes[k]) return nullptr;
+    return &nodes[k]->src(&nodes[k]->src(0) == terms[k] ? 1 : 0);
   }
-  return UOp();
+};
+Chain walk_chain(const UOp& top) {
+  Chain c;
+  const UOp* u = &top;
+  while (c.terms.size() < kMaxPairSearch) {
+    const bool add0 = u->op() == Op::Add && u->src(0).op() == Op::Add;
+    const bool add1 = u->op() == Op::Add && u->src(1).op() == Op::Add;
+    if (u->op() != Op::Add || (add0 && add1)) {  // the bottom: one term
+      c.nodes.push_back(nullptr);
+      c.terms.push_back(u);
+      break;
+    }
+    c.nodes.push_back(u);
+    c.terms.push_back(&u->src(add1 ? 0 : 1));
+    u = &u->src(add1 ? 1 : 0);
+  }
+  return c;
+}
+
+// k*(x%c) + k*c*(x//c) == k*x: finds such a pair among the terms of a sum (in any order, with
+// other terms between them) and combines it. The rewrite runs children first, so each source is
+// already free of pairs: only a pair with one term on each side is new. The side without an ADD
+// is searched first and the other side walked only when it holds a division or modulo (at most
+// kMaxPairSearch terms deep); the result keeps the part of the sum below the pair as it is, so a
+// long sum is not rebuilt, nor rewritten again, for each pair.
+UOp combine_divmod_terms(const UOp& sum_node) {
+  const bool left_small = sum_node.src(0).op() != Op::Add && sum_node.src(1).op() == Op::Add;
+  const std::vector<const UOp*> small = sum_terms(sum_node.src(left_small ? 0 : 1));
+  auto is_op = [](Op op) { return [op](const UOp* t) { return scaled(*t).second.op() == op; }; };
+  const bool small_mod = std::any_of(small.begin(), small.end(), is_op(Op::FloorMod));
+  const bool small_div = std::any_of(small.begin(), small.end(), is_op(Op::FloorDiv));
+  if (!small_mod && !small_div) return UOp();
+  const Chain big = walk_chain(sum_node.src(left_small ? 1 : 0));
+  auto index_of = [](const std::vector<const UOp*>& terms, const UOp& t) {
+    for (size_t k = 0; k < terms.size(); ++k)
+      if (*terms[k] == t) return k;
+    return terms.size();
+  };
+  // a division d in small pairs with k*(x%c) only when d's numerator is x (or x's, x = z//c1)
+  std::vector<const UOp*> numerators;
+  for (const UOp* t : small) {
+    const UOp& d = scaled(*t).second;
+    if (d.op() == Op::FloorDiv) numerators.push_back(&d.src(0));
+  }
+  auto may_pair = [&](const UOp& m) {
+    const UOp& x = m.src(0);
+    for (const UOp* n : numerators)
+      if (*n == x || (x.op() == Op::FloorDiv && *n == x.src(0))) return true;
+    return false;
+  };
+  // (index in small, index in big, the combined term)
+  auto find = [&]() -> std::tuple<size_t, size_t, UOp> {
+    for (size_t i = 0; small_mod && i < small.size(); ++i) {
+      for (const UOp& p : div_partners(*small[i])) {
+        const size_t j = index_of(big.terms, p);
+        if (j < big.terms.size()) return {i, j, combined_term(*small[i])};
+      }
+    }
+    for (size_t j = 0; small_div && j < big.terms.size(); ++j) {
+      const UOp& m = scaled(*big.terms[j]).second;
+      if (m.op() != Op::FloorMod || !may_pair(m)) continue;
+      for (const UOp& p : div_partners(*big.terms[j])) {
+        const size_t i = index_of(small, p);
+        if (i < small.size()) return {i, j, combined_term(*big.terms[j])};
+      }
+    }
+    return {0, 0, UOp()};
+  };
+  auto [i, j, combined] = find();
+  if (!combined) return UOp();
+  // (the part below term j) + (big's terms above it, bottom up) + (small but term i) + k*x
+  const UOp* rest = big.below(j);
+  UOp out = rest ? *rest : UOp();
+  auto append = [&](const UOp& t) { out = out ? out + t : t; };
+  for (size_t k = j; k-- > 0;) append(*big.terms[k]);
+  for (size_t k = 0; k < small.size(); ++k)
+    if (k != i) append(*small[k]);
+  append(combined);
+  return out;
 }
 
 i128 lo(const UOp& u) { return u.vmin().i; }
@@ -213,8 +348,7 @@ UOp fold_divmod(const UOp& x, const UOp& y, bool is_mod) {
         g = gcd(g, f);
         big = big ? big + t : t;
       } else {
-        small_ok &= lo(t) >= 0 && hi(t) < kInfinity;
-        small_max += small_ok ? hi(t) : 0;
+        small_ok = small_ok && lo(t) >= 0 && exact_add(small_max, hi(t), small_max);
         small = small ? small + t : t;
       }
     }
@@ -244,9 +378,9 @@ UOp fold_divmod(const UOp& x, const UOp& y, bool is_mod) {
     const i128 q = floor_div(f, c), r = floor_mod(f, c);
     if (r == 0 || ((is_mod || u.op() == Op::Const) && r != f)) changed = true;
     if (lo(v) <= -kInfinity || hi(v) >= kInfinity) return UOp();
-    offset += r * lo(v);
+    offset = add(offset, mul(r, lo(v)));
     if (u.op() == Op::Const) {
-      constant += f;
+      constant = add(constant, f);
     } else {
       if (f > 1 && c % f == 0 && (div == 1 || div > f)) div = f;
       g = gcd(r, g);
@@ -256,12 +390,12 @@ UOp fold_divmod(const UOp& x, const UOp& y, bool is_mod) {
   i128 lbound = floor_mod(offset, c), ubound = lbound;
   offset = lbound;
   // A single term taking two values: the result is linear in it.
-  if (terms.size() == 1 && hi(terms[0].var) - lo(terms[0].var) == 1) {
+  if (terms.size() == 1 && sub(hi(terms[0].var), lo(terms[0].var)) == 1) {
     const Term& t = terms[0];
-    const i128 r = floor_mod(offset + t.remainder, c) - floor_mod(offset, c);
-    const i128 off = offset - r * lo(t.var);
+    const i128 r = floor_mod(add(offset, t.remainder), c) - floor_mod(offset, c);
+    const i128 off = sub(offset, mul(r, lo(t.var)));
     if (is_mod) return sum(x, off, {{r, t.var}});
-    return sum(x, floor_div(constant - off, c), {{floor_div(t.factor - r, c), t.var}});
+    return sum(x, floor_div(sub(constant, off), c), {{floor_div(sub(t.factor, r), c), t.var}});
   }
   // If x is congruent (mod c) to an expression within [0, c), the mod/div drops out.
   bool fits = true;
@@ -270,19 +404,19 @@ UOp fold_divmod(const UOp& x, const UOp& y, bool is_mod) {
     i128 r = t.remainder;
     if (r > c / 2) {
       r -= c;
-      lbound += r * (hi(t.var) - lo(t.var));
+      lbound = add(lbound, mul(r, sub(hi(t.var), lo(t.var))));
       if (lbound < 0) {
         fits = false;
         break;
       }
     } else {
-      ubound += r * (hi(t.var) - lo(t.var));
+      ubound = add(ubound, mul(r, sub(hi(t.var), lo(t.var))));
       if (ubound >= c) {
         fits = false;
         break;
       }
     }
-    off -= r * lo(t.var);
+    off = sub(off, mul(r, lo(t.var)));
   }
   if (fits) {
     std::vector<std::pair<i128, UOp>> out;
@@ -291,9 +425,9 @@ UOp fold_divmod(const UOp& x, const UOp& y, bool is_mod) {
                              std::abs(static_cast<long double>(t.remainder))
                          ? t.remainder - c
                          : t.remainder;
-      out.emplace_back(is_mod ? r : floor_div(t.factor - r, c), t.var);
+      out.emplace_back(is_mod ? r : floor_div(sub(t.factor, r), c), t.var);
     }
-    return is_mod ? sum(x, off, out) : sum(x, floor_div(constant - off, c), out);
+    return is_mod ? sum(x, off, out) : sum(x, floor_div(sub(constant, off), c), out);
   }
   if (g != 1) changed = true;
   if (!changed) {
@@ -337,8 +471,8 @@ UOp lt_folding(const UOp& x, i128 c) {
   if (d <= 1) return UOp();
   i128 smin = 0, smax = 0;
   for (const UOp& u : unit) {
-    smin += lo(u);
-    smax += hi(u);
+    smin = add(smin, lo(u));
+    smax = add(smax, hi(u));
   }
   if (smin < 0 || smax >= d) return UOp();
   UOp acc;
@@ -429,7 +563,7 @@ void collect_bounds(const UOp& valid, std::vector<Bound>& out) {
       clauses.push_back(c.src(1));
       continue;
     }
-    auto add = [&](const UOp& v, i128 l, i128 h) {
+    auto bound = [&](const UOp& v, i128 l, i128 h) {
       if (v.op() != Op::DefineVar) return;
       for (Bound& b : out)
         if (b.var == v) {
@@ -443,11 +577,13 @@ void collect_bounds(const UOp& valid, std::vector<Bound>& out) {
     const bool int_compare = c.op() == Op::CmpLt && c.src(0).dtype().is_int();
     const bool negated_compare =
         c.op() == Op::CmpNe && c.src(0).op() == Op::CmpLt && c.src(0).src(0).dtype().is_int();
-    if (int_compare && c.src(1).is_const()) add(c.src(0), -kInfinity, c.src(1).arg().as_int() - 1);
-    if (int_compare && c.src(0).is_const()) add(c.src(1), c.src(0).arg().as_int() + 1, kInfinity);
+    if (int_compare && c.src(1).is_const())
+      bound(c.src(0), -kInfinity, sub(c.src(1).arg().as_int(), 1));
+    if (int_compare && c.src(0).is_const())
+      bound(c.src(1), add(c.src(0).arg().as_int(), 1), kInfinity);
     if (negated_compare && c.src(1).is_const() && c.src(1).arg() == Arg::boolean(true) &&
         c.src(0).src(1).is_const()) {
-      add(c.src(0).src(0), c.src(0).src(1).arg().as_int(), kInfinity);
+      bound(c.src(0).src(0), c.src(0).src(1).arg().as_int(), kInfinity);
     }
   }
 }
@@ -471,6 +607,31 @@ UOp simplify_given_valid(RewriteContext& ctx, const UOp& valid, const UOp& x) {
   return out == x ? UOp() : out;
 }
 
+// ---- guards
+
+// Whether evaluating x may fail in Python: a division or modulo whose divisor's range holds 0, a
+// shift whose count's range holds a negative number. Such an x must stay under the condition that
+// guards it.
+bool may_raise(const UOp& x) {
+  for (const UOp& u : toposort(x)) {
+    switch (u.op()) {
+      case Op::FloorDiv:
+      case Op::FloorMod:
+      case Op::CDiv:
+      case Op::CMod:
+        if (u.src(1).vmin().i <= 0 && u.src(1).vmax().i >= 0) return true;
+        break;
+      case Op::Shl:
+      case Op::Shr:
+        if (u.src(1).vmin().i < 0) return true;
+        break;
+      default:
+        break;
+    }
+  }
+  return false;
+}
+
 // ---- registration
 
 const HelperRegistrar kFoldConst(
@@ -488,13 +649,16 @@ const HelperRegistrar kFoldDivmod(
     {"fold_divmod", 1, 1, Type::UOp,
      [](RewriteContext&, std::span<const Value> a) {
        const UOp& d = a[0].as_uop();
-       return Value::uop(fold_divmod(d.src(0), d.src(1), d.op() == Op::FloorMod));
+       return unless_inexact(
+           [&] { return Value::uop(fold_divmod(d.src(0), d.src(1), d.op() == Op::FloorMod)); });
      },
      "fold_divmod(d): x//y or x%y (floor semantics) simplified by range and term analysis"});
 
 const HelperRegistrar kLtFolding({"lt_folding", 2, 2, Type::UOp,
                                   [](RewriteContext&, std::span<const Value> a) {
-                                    return Value::uop(lt_folding(a[0].as_uop(), a[1].as_int()));
+                                    return unless_inexact([&] {
+                                      return Value::uop(lt_folding(a[0].as_uop(), a[1].as_int()));
+                                    });
                                   },
                                   "lt_folding(x, c): x < c with common factors divided out"});
 
@@ -514,17 +678,37 @@ const HelperRegistrar kOrder(
 
 const HelperRegistrar kValid({"simplify_given_valid", 2, 2, Type::UOp,
                               [](RewriteContext& ctx, std::span<const Value> a) {
-                                return Value::uop(
-                                    simplify_given_valid(ctx, a[0].as_uop(), a[1].as_uop()));
+                                return unless_inexact([&] {
+                                  return Value::uop(
+                                      simplify_given_valid(ctx, a[0].as_uop(), a[1].as_uop()));
+                                });
                               },
                               "simplify_given_valid(valid, x): x simplified where valid holds"});
 
 const HelperRegistrar kCombine(
     {"combine_divmod_terms", 1, 1, Type::UOp,
      [](RewriteContext&, std::span<const Value> a) {
-       return Value::uop(combine_divmod_terms(a[0].as_uop()));
+       return unless_inexact([&] { return Value::uop(combine_divmod_terms(a[0].as_uop())); });
      },
      "combine_divmod_terms(sum): k*(x%c) + k*c*(x//c) terms become k*x"});
+
+const HelperRegistrar kExact(
+    {"exact", 1, 1, Type::Bool,
+     [](RewriteContext&, std::span<const Value> a) {
+       // floats follow IEEE (an infinity is a value); ints saturate at the 128-bit limits
+       if (a[0].kind() == Value::Kind::Float) return Value::boolean(true);
+       return Value::boolean(!is_infinite(a[0].as_int()));
+     },
+     "exact(v): an int v is not saturated (rule arithmetic on ints saturates; a fold must not use "
+     "it); any float is"});
+
+const HelperRegistrar kMayRaise(
+    {"may_raise", 1, 1, Type::Bool,
+     [](RewriteContext&, std::span<const Value> a) {
+       return Value::boolean(may_raise(a[0].as_uop()));
+     },
+     "may_raise(x): evaluating x may fail (a division or modulo by a range holding 0, a shift by a "
+     "range holding a negative count)"});
 
 const HelperRegistrar kConstFactor({"const_factor", 1, 1, Type::Int,
                                     [](RewriteContext&, std::span<const Value> a) {

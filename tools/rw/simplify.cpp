@@ -1,7 +1,10 @@
 // rw simplify: simplifies integer index expressions written in Python syntax.
 #include "tools/rw/simplify.h"
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -20,17 +23,26 @@ namespace tinyrw {
 
 namespace {
 
-int usage() {
+// Bounds of --var: |LO|, |HI| <= 2**100, so that sums and products of a few variables stay
+// exact in the 128-bit range arithmetic.
+constexpr int kVarBoundBits = 100;
+
+int usage(std::FILE* out = stderr, int status = 2) {
   fmt::print(
-      stderr,
+      out,
       "usage: rw simplify [--var NAME=LO..HI]... [--interp | --differential] [--stats] [--viz "
       "FILE]\n"
-      "                   (EXPR | --batch FILE|-)\n"
+      "                   [--] (EXPR | --batch FILE|-)\n"
       "  EXPR uses Python syntax: + - * // % (floor), < <= > >= == !=, & | ^, max(a, b),\n"
       "  min(a, b), (a if c else b), True, False. Each result is printed on its own line.\n"
+      "  --var NAME=LO..HI  bounds a variable, LO <= HI, each at most 2**{} in magnitude; a\n"
+      "                     variable is given once. Expressions nest at most {} levels deep\n"
+      "                     and have at most {} tokens.\n"
+      "  --                 ends the options: an EXPR starting with '-' follows it.\n"
       "  --differential runs the compiled and the interpreted rules side by side and reports the\n"
-      "  first node where they differ.\n");
-  return 2;
+      "  first node where they differ.\n",
+      kVarBoundBits, kPyMaxNesting, kPyMaxTokens);
+  return status;
 }
 
 bool parse_int(std::string_view s, i128& out) {
@@ -46,28 +58,38 @@ bool parse_int(std::string_view s, i128& out) {
   for (; i < s.size(); ++i) {
     if (s[i] < '0' || s[i] > '9') return false;
     v = v * 10 + (s[i] - '0');
-    if (v > (static_cast<i128>(1) << 100)) return false;
+    if (v > (static_cast<i128>(1) << kVarBoundBits)) return false;
   }
   out = neg ? -v : v;
   return true;
 }
 
-// NAME=LO..HI
-bool parse_var(const std::string& spec, PyVars& vars) {
+// NAME=LO..HI; an empty string, or the reason it is refused.
+std::string parse_var(const std::string& spec, PyVars& vars) {
+  const std::string expected = fmt::format("bad --var '{}' (expected NAME=LO..HI)", spec);
   const size_t eq = spec.find('='), dots = spec.find("..");
-  if (eq == std::string::npos || dots == std::string::npos || dots < eq) return false;
+  if (eq == std::string::npos || dots == std::string::npos || dots < eq) return expected;
   const std::string name = spec.substr(0, eq);
   if (name.empty() || !(std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_'))
-    return false;
+    return expected;
   for (char c : name)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return expected;
   i128 lo = 0, hi = 0;
-  if (!parse_int(std::string_view(spec).substr(eq + 1, dots - eq - 1), lo) ||
-      !parse_int(std::string_view(spec).substr(dots + 2), hi) || lo > hi) {
-    return false;
+  for (auto [text, out] : {std::pair{std::string_view(spec).substr(eq + 1, dots - eq - 1), &lo},
+                           std::pair{std::string_view(spec).substr(dots + 2), &hi}}) {
+    if (!parse_int(text, *out)) {
+      const bool digits = !text.empty() && text.find_first_not_of("+-0123456789") == text.npos;
+      if (!digits) return expected;
+      return fmt::format("bad --var '{}': bound {} is beyond the limit of 2**{} in magnitude", spec,
+                         text, kVarBoundBits);
+    }
   }
+  if (lo > hi) return fmt::format("bad --var '{}': LO is greater than HI", spec);
+  if (vars.count(name))
+    return fmt::format("variable '{}' is given twice (--var '{}'); give each variable once", name,
+                       spec);
   vars[name] = UOp::variable(name, lo, hi);
-  return true;
+  return "";
 }
 
 // Prints an error for `line` of `source` at `col`, with the line and a caret (as .rw diagnostics).
@@ -90,23 +112,26 @@ int simplify_main(const std::vector<std::string>& args) {
   Simplifier::Mode mode = Simplifier::Mode::Compiled;
   bool stats = false;
   std::string viz_path, batch, expr;
-  bool have_expr = false;
+  bool have_expr = false, options_done = false;
+  auto add_var = [&](const std::string& spec) {
+    const std::string err = parse_var(spec, vars);
+    if (!err.empty()) fmt::print(stderr, "rw simplify: error: {}\n", err);
+    return err.empty();
+  };
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
-    if (a == "--var" && i + 1 < args.size()) {
-      if (!parse_var(args[++i], vars)) {
-        fmt::print(stderr,
-                   "rw simplify: error: bad --var '{}' (expected NAME=LO..HI with LO <= HI)\n",
-                   args[i]);
-        return 2;
-      }
+    if (options_done) {
+      if (have_expr) return usage();
+      expr = a;
+      have_expr = true;
+    } else if (a == "--") {
+      options_done = true;
+    } else if (a == "--help" || a == "-h") {
+      return usage(stdout, 0);
+    } else if (a == "--var" && i + 1 < args.size()) {
+      if (!add_var(args[++i])) return 2;
     } else if (a.rfind("--var=", 0) == 0) {
-      if (!parse_var(a.substr(6), vars)) {
-        fmt::print(stderr,
-                   "rw simplify: error: bad --var '{}' (expected NAME=LO..HI with LO <= HI)\n",
-                   a.substr(6));
-        return 2;
-      }
+      if (!add_var(a.substr(6))) return 2;
     } else if (a == "--interp") {
       mode = Simplifier::Mode::Interpreted;
     } else if (a == "--differential") {
@@ -119,7 +144,10 @@ int simplify_main(const std::vector<std::string>& args) {
       batch = args[++i];
     } else if (!a.empty() && a[0] == '-' && a.size() > 1 &&
                !std::isdigit(static_cast<unsigned char>(a[1])) && a[1] != '(') {
-      fmt::print(stderr, "rw simplify: error: unknown option '{}'\n", a);
+      fmt::print(stderr,
+                 "rw simplify: error: unknown option '{}' (an EXPR starting with '-' goes after "
+                 "'--')\n",
+                 a);
       return usage();
     } else if (!have_expr) {
       expr = a;
@@ -170,9 +198,15 @@ int simplify_main(const std::vector<std::string>& args) {
     std::ifstream file;
     std::istream* in = &std::cin;
     if (batch != "-") {
+      std::error_code ec;
+      if (std::filesystem::is_directory(batch, ec)) {
+        fmt::print(stderr, "rw simplify: error: cannot read '{}': it is a directory\n", batch);
+        return 2;
+      }
       file.open(batch);
       if (!file) {
-        fmt::print(stderr, "rw simplify: error: cannot open '{}'\n", batch);
+        fmt::print(stderr, "rw simplify: error: cannot open '{}': {}\n", batch,
+                   std::strerror(errno));
         return 2;
       }
       in = &file;
@@ -181,8 +215,17 @@ int simplify_main(const std::vector<std::string>& args) {
     std::string line;
     int line_no = 0;
     while (std::getline(*in, line)) run_line(source, ++line_no, line);
+    if (in->bad()) {
+      fmt::print(stderr, "rw simplify: error: reading '{}' failed after line {}\n", source,
+                 line_no);
+      return 2;
+    }
   }
-  std::fflush(stdout);
+  // Results lost to a full disk or a closed pipe are an error, not a silent success.
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    fmt::print(stderr, "rw simplify: error: cannot write the results: {}\n", std::strerror(errno));
+    return 2;
+  }
   if (stats) match_stats::print(stderr);
   if (!viz_path.empty()) {
     try {

@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""Regressions of rw simplify (issue 22), checked by Python's exact integers.
+Usage: simplify_regressions.py RW_BINARY (engine|cli)
+
+engine: each case is simplified by the compiled and the interpreted rules; the run must succeed and,
+wherever the input evaluates without an error (at every corner of the box and at random points),
+the output must evaluate without an error to the same value.
+cli: the command line's errors and exit statuses."""
+import itertools, os, random, subprocess, sys, tempfile
+
+RW, WHAT = sys.argv[1], sys.argv[2]
+M = 2**63 - 1
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what, flush=True)
+
+
+def run(args, stdin=None, stdout=subprocess.PIPE):
+    return subprocess.run([RW, 'simplify'] + args, input=stdin, stdout=stdout,
+                          stderr=subprocess.PIPE, text=True, timeout=600)
+
+
+def value(expr, env):
+    try:
+        return ('ok', eval(expr, {'__builtins__': {'max': max, 'min': min}}, dict(env)))
+    except ZeroDivisionError:
+        return ('raises', None)
+
+
+def flat_sum(expr):
+    """A long sum as a function of the point (Python's compiler recurses once per operator, so each
+    top-level term is compiled on its own)."""
+    if expr.startswith('(') and expr.endswith(')'):
+        depth = 0
+        for k, ch in enumerate(expr):
+            depth += {'(': 1, ')': -1}.get(ch, 0)
+            if depth == 0 and k < len(expr) - 1:
+                break
+        else:
+            expr = expr[1:-1]
+    terms, depth, start = [], 0, 0
+    for k, ch in enumerate(expr + '+'):
+        depth += {'(': 1, ')': -1}.get(ch, 0)
+        if ch == '+' and depth == 0:
+            terms.append(compile(expr[start:k], '<term>', 'eval'))
+            start = k + 1
+    return lambda env: sum(eval(t, {}, dict(env)) for t in terms)
+
+
+def points(box, rng, n=200):
+    names = list(box)
+    for corner in itertools.product(*[(lo, hi) for lo, hi in box.values()]):
+        yield dict(zip(names, corner))
+    for _ in range(n):
+        yield {k: rng.choice([lo, hi, rng.randint(lo, hi)]) for k, (lo, hi) in box.items()}
+
+
+# (box, expression): each once wrong, refused or too slow on main
+ENGINE = [
+    # a product beyond 128 bits: its saturated bounds "proved" x*x*x == x*x*x+1
+    ({'x': (2**62, M)}, "x*x*x == x*x*x+1"),
+    ({'x': (2**62, M)}, "x*x*x != x*x*x+1"),
+    ({'x': (2**62, M)}, "x*x*x < x*x*x"),
+    ({'x': (2**62, M), 'y': (0, 5)}, "max(x*x*x, x*x*x+y)"),
+    ({'x': (-M, -2**62)}, "x*x*x == x*x*x-1"),
+    # a constant product overflowed while folding // and %
+    ({'x': (0, 10)}, f"{M}*{M}*3//1000"),
+    ({'x': (0, 10)}, f"{M}*{M}*3%1000"),
+    ({'x': (0, 10)}, f"({M}*{M}*3+x)//1000"),
+    ({'x': (0, 10)}, f"(x*{M}*{M}*3)//1000"),
+    # an unfoldable constant chain looped ("infinite loop")
+    ({'x': (0, 10)}, f"x*{M}*{M}*{M}"),
+    ({'x': (0, 10)}, f"x*({M}*{M}*{M})"),
+    ({'x': (-5, 10)}, f"(x+{M}*{M})+{M}*{M}"),
+    ({'x': (0, 10)}, f"x//({M}*{M})//({M}*{M})"),
+    ({'x': (0, 10)}, f"(x//{M}+{M}*{M})//({M}*{M})"),
+    ({'x': (0, 10)}, f"x*{M}*{M} < {M}*{M}*{M}"),
+    ({'x': (0, 10)}, f"x//3 < {M}*{M}"),
+    ({'x': (0, 10)}, f"x*{M}*{M} + x*{M}*{M}"),
+    # a guarded modulo was hoisted into an & that evaluates both sides
+    ({'y': (0, 3), 'x': (0, 10)}, "((x%y if x%y > 1 else 7) if y else 7)"),
+    ({'y': (-2, 3), 'x': (0, 10)}, "((1 if x//y > 1 else 7) if y != 0 else 7)"),
+    ({'y': (0, 3), 'x': (-9, 10)}, "((x if 0 < x%y else 2) if 0 < y else 2)"),
+]
+
+
+def engine():
+    rng = random.Random(22)
+    for mode in ([], ['--interp']):
+        for box, src in ENGINE:
+            args = sum([['--var', f"{k}={lo}..{hi}"] for k, (lo, hi) in box.items()], []) + mode
+            p = run(args + [src])
+            out = p.stdout.strip()
+            check(p.returncode == 0 and out, f"{mode} {src}: rc {p.returncode} {p.stderr.strip()}")
+            if p.returncode != 0 or not out:
+                continue
+            for env in points(box, rng):
+                want = value(src, env)
+                if want[0] == 'raises':
+                    continue
+                got = value(out, env)
+                if got != want:
+                    check(False, f"{mode} {src} -> {out} at {env}: want {want[1]}, got {got}")
+                    break
+    # long flat sums: simplified (a pair 1000 terms apart still combines), not left hanging
+    terms = ['x', 'y', 'z', 'x*y', '(x%3)', '(y//2)', 'z*5', '7', '(x//3)']
+    src = '+'.join(rng.choice(terms) for _ in range(20000))
+    box = {'x': (0, 3), 'y': (-5, 9), 'z': (1, 100)}
+    args = sum([['--var', f"{k}={lo}..{hi}"] for k, (lo, hi) in box.items()], [])
+    p = run(args + ['--batch', '-'], stdin=src + '\n')
+    out = p.stdout.strip()
+    check(p.returncode == 0 and out, f"20000-term sum: rc {p.returncode} {p.stderr[:200]}")
+    want, got = flat_sum(src), flat_sum(out)
+    for env in list(points(box, rng, 20)):
+        check(want(env) == got(env), f"20000-term sum differs at {env}")
+    p = run(['--var', 'x=0..9', '--var', 'y=0..9',
+             '(x%3)+' + '+'.join(['y'] * 1000) + '+(x//3)*3'])
+    check(p.stdout.strip() == '(y*1000+x)', f"a far pair: {p.stdout.strip()[:200]}")
+
+
+def cli():
+    # output lost to a full disk is an error
+    if os.path.exists('/dev/full'):
+        with open('/dev/full', 'w') as full:
+            p = run(['--var', 'x=0..3', 'x+1'], stdout=full)
+        check(p.returncode != 0 and 'cannot write' in p.stderr, f"/dev/full: rc {p.returncode}")
+    # a directory is no batch file
+    with tempfile.TemporaryDirectory() as d:
+        p = run(['--var', 'x=0..3', '--batch', d])
+        check(p.returncode != 0 and 'is a directory' in p.stderr, f"--batch DIR: {p.stderr}")
+    p = run(['--var', 'x=0..3', '--batch', '/nonexistent/file'])
+    check(p.returncode != 0 and 'cannot open' in p.stderr, f"--batch missing: {p.stderr}")
+    # an unknown function is named as a function, at its column
+    p = run(['--var', 'x=0..3', 'x + foo(x)'])
+    check(p.returncode == 1 and "<expr>:1:5: error: unknown function 'foo'" in p.stderr,
+          f"unknown function: {p.stderr}")
+    p = run(['--var', 'x=0..3', 'x + bar'])
+    check(p.returncode == 1 and "<expr>:1:5: error: unknown variable 'bar'" in p.stderr,
+          f"unknown variable: {p.stderr}")
+    # --var: documented limits, a clear error beyond them, each variable once
+    p = run(['--help'])
+    check(p.returncode == 0 and '2**100' in p.stdout and '--' in p.stdout, f"--help: {p.stdout}")
+    p = run(['--var', f"x=0..{2**100}", 'x'])
+    check(p.returncode == 0 and p.stdout.strip() == 'x', f"--var at the limit: {p.stderr}")
+    p = run(['--var', f"x=0..{2**100 + 1}", 'x'])
+    check(p.returncode == 2 and 'limit of 2**100' in p.stderr, f"--var beyond: {p.stderr}")
+    p = run(['--var', f"x={-2**100 - 1}..0", 'x'])
+    check(p.returncode == 2 and 'limit of 2**100' in p.stderr, f"--var beyond: {p.stderr}")
+    p = run(['--var', 'x=0..3', '--var', 'x=0..5', 'x'])
+    check(p.returncode == 2 and "variable 'x' is given twice" in p.stderr, f"--var twice: {p.stderr}")
+    p = run(['--var', 'x=5..3', 'x'])
+    check(p.returncode == 2 and 'LO is greater than HI' in p.stderr, f"--var LO>HI: {p.stderr}")
+    # -- ends the options
+    p = run(['--var', 'x=0..3', '--', '-x+1'])
+    check(p.returncode == 0 and p.stdout.strip() == '(x*-1+1)', f"-- EXPR: {p.stdout} {p.stderr}")
+    p = run(['--var', 'x=0..3', '-x+1'])
+    check(p.returncode == 2 and "after '--'" in p.stderr, f"-EXPR without --: {p.stderr}")
+    # nesting beyond the limit is a located error naming it; long input is no crash
+    for src in ['(' * 100000 + 'x' + ')' * 100000, '-' * 100000 + 'x',
+                '1 if x else ' * 100000 + '1', 'max(' * 100000 + 'x' + ',1)' * 100000]:
+        p = run(['--var', 'x=0..3', '--batch', '-'], stdin=src + '\n')
+        check(p.returncode == 1 and '<stdin>:1:' in p.stderr and 'nesting depth limit' in p.stderr,
+              f"deep input {src[:20]}: rc {p.returncode} {p.stderr[:300]}")
+
+
+    p = run(['--var', 'x=0..3', '--batch', '-'], stdin='+'.join(['x'] * 600000) + '\n')
+    check(p.returncode == 1 and '<stdin>:1:1000001: error:' in p.stderr and
+          'expression size limit' in p.stderr, f"a 1.2M-token line: {p.stderr[:300]}")
+
+
+{'engine': engine, 'cli': cli}[WHAT]()
+print(f"{WHAT}: {len(failures)} failure(s)")
+sys.exit(1 if failures else 0)
