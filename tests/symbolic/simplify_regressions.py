@@ -128,6 +128,10 @@ def cli():
         with open('/dev/full', 'w') as full:
             p = run(['--var', 'x=0..3', 'x+1'], stdout=full)
         check(p.returncode != 0 and 'cannot write' in p.stderr, f"/dev/full: rc {p.returncode}")
+        for cmd in ['ops', 'demo']:  # the other commands of rw too
+            with open('/dev/full', 'w') as full:
+                p = subprocess.run([RW, cmd], stdout=full, stderr=subprocess.PIPE, text=True)
+            check(p.returncode != 0 and 'No space left' in p.stderr, f"rw {cmd} > /dev/full: rc {p.returncode}")
     # a directory is no batch file
     with tempfile.TemporaryDirectory() as d:
         p = run(['--var', 'x=0..3', '--batch', d])

@@ -4,7 +4,9 @@
 //   rw demo   builds index expressions, derives their ranges, substitutes a variable (through
 //             graph_rewrite) and prints each step; VIZ=1 records the rewrites
 //   rw ops    prints the op table
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <string_view>
 
@@ -87,11 +89,7 @@ int ops() {
   return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  if (argc < 2) return usage(stderr, 2);
-  const std::string_view cmd = argv[1];
+int run(std::string_view cmd, int argc, char** argv) {
   try {
     if (cmd == "simplify") return simplify_main(std::vector<std::string>(argv + 2, argv + argc));
     if (cmd == "viz") return viz_main(std::vector<std::string>(argv + 2, argv + argc));
@@ -104,4 +102,18 @@ int main(int argc, char** argv) {
   }
   fmt::print(stderr, "rw: unknown command '{}'\n", cmd);
   return usage(stderr, 2);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return usage(stderr, 2);
+  const std::string_view cmd = argv[1];
+  const int status = run(cmd, argc, argv);
+  // output lost to a full disk or a closed pipe is a failure, whatever the command said
+  if ((std::fflush(stdout) != 0 || std::ferror(stdout)) && status == 0) {
+    fmt::print(stderr, "rw {}: error: cannot write the output: {}\n", cmd, std::strerror(errno));
+    return 1;
+  }
+  return status;
 }
