@@ -53,7 +53,22 @@ def expr(names, d):
     if d <= 0 or rng.random() < 0.12:
         return leaf(names)
     a = lambda: expr(names, d - 1)
-    k = rng.randrange(19)
+    k = rng.randrange(21)
+    if k == 19:  # shapes that rules rewrite, with constants of every size
+        c = lambda: rng.choice(CONSTS + DIVISORS)
+        x = a()
+        return rng.choice([
+            f"(({x} if {cond(names, d - 2)} else {c()}) if {cond(names, d - 2)} else {c()})",
+            f"(({a()} if {cond(names, d - 2)} else {x}) if {cond(names, d - 2)} else {x})",
+            f"(({a()} if {x}%{rng.choice(names)} else {c()}) if {rng.choice(names)} else {c()})",
+            f"(({c()} if {cond(names, d - 2)} else {c()})+({c()} if {cond(names, d - 2)} else {c()}))",
+            f"({x}*{c()}+{x}*{c()})", f"({x}+{x}*{c()})", f"({x}*{c()}+{a()}+{x})",
+            f"({x}//{c()}//{c()})", f"(({x}//{c()}+{c()})//{c()})", f"(-{x}+{c()})//{c()}",
+            f"({x}*{c()}<{c()})", f"({x}+{c()}<{c()})", f"({x}//{c()}<{c()})",
+            f"max({x}, {x}+{c()})", f"({x}*{c()}*{c()}*{c()})", f"({x}%{c()}+{x}//{c()}*{c()})"])
+    if k == 20:  # a where guarding a division by a variable that may be zero
+        v = rng.choice(names)
+        return f"(({a()}//{v} if {a()}%{v} > {c_small()} else {a()}) if {v} != 0 else {a()})"
     if k == 0: return f"({a()}+{a()})"
     if k == 1: return f"({a()}-{a()})"
     if k == 2: return f"({a()}*{a()})"
@@ -73,6 +88,10 @@ def expr(names, d):
     if k == 16: return f"(({a()})*{rng.randint(-5, 5)}+{a()})"
     if k == 17: return f"(({a()})//{rng.choice(DIVISORS)}*{rng.choice(DIVISORS)}+({a()})%{rng.choice(DIVISORS)})"
     return f"({a()}+{rng.choice(CONSTS)})"
+
+
+def c_small():
+    return str(rng.randint(-3, 3))
 
 
 def evaluate(code, env):
