@@ -314,6 +314,7 @@ class Resolver {
     // first use.
     included_.clear();
     included_.insert(set_id(name));
+    spliced_.clear();
     expansions_[name];
     if (d.kind == Decl::Kind::Compose) {
       for (const auto& [part, loc] : d.names) append_set(set, part, loc);
@@ -334,10 +335,24 @@ class Resolver {
     if (over_limit_) return false;
     expanded_ += n;
     if (expanded_ <= kMaxExpandedRules) return true;
+    return over_limit(at, fmt::format("rule set '{}' expands to more than {} rules in total", set,
+                                      kMaxExpandedRules));
+  }
+
+  // Counts one more repetition of a `for` body against the same limit: a body that adds no rules
+  // (empty, or `use`s of sets already included) costs time all the same, and nested loops
+  // multiply it (nine nested loops over eight ops ran for minutes).
+  bool charge_repetition(const Loc& at, const std::string& set) {
+    if (over_limit_) return false;
+    if (++repetitions_ <= kMaxExpandedRules) return true;
+    return over_limit(at, fmt::format("the for loops of rule set '{}' repeat their bodies more "
+                                      "than {} times in total",
+                                      set, kMaxExpandedRules));
+  }
+
+  bool over_limit(const Loc& at, const std::string& what) {
     over_limit_ = true;
-    diags_.error(at, fmt::format("rule set '{}' expands to more than {} rules in total (the "
-                                 "rule-set expansion limit)",
-                                 set, kMaxExpandedRules));
+    diags_.error(at, what + " (the rule-set expansion limit)");
     return false;
   }
 
@@ -354,6 +369,8 @@ class Resolver {
                                     into.name));
       return;
     }
+    // Splicing a set again adds nothing: every rule of it is included already.
+    if (!spliced_.insert(part).second) return;
     Expansion& ex = expansions_[into.name];
     const Expansion& from = expansions_.at(part);
     // Rules of a set already included come later than their first copy, so they could never
@@ -387,6 +404,7 @@ class Resolver {
           break;
         case Member::Kind::For: {
           for (const auto& [value, loc] : m.for_values) {
+            if (!charge_repetition(loc, set.name)) return;
             if (!op_from_name(value) && !group(value)) {
               diags_.error(loc, unknown_op_message(value));
               continue;
@@ -1394,7 +1412,9 @@ class Resolver {
   std::map<std::string, Expansion> expansions_;
   std::unordered_set<int> included_;  // of the set being built
   std::map<std::string, int> ids_;
-  size_t expanded_ = 0;  // rules expanded so far, over every set
+  std::set<std::string> spliced_;  // sets `use`d or composed into the set being built
+  size_t expanded_ = 0;            // rules expanded so far, over every set
+  size_t repetitions_ = 0;         // `for` bodies resolved so far, over every set
   bool over_limit_ = false;
 };
 

@@ -40,7 +40,8 @@ struct DTypeFilter {
 std::optional<DTypeFilter> dtype_filter_from_name(std::string_view name);
 
 // Rule variants over every rule set of one program, after `for` loops, alternatives and
-// `use`/composition are expanded; a program past it is an error (the rule-set expansion limit).
+// `use`/composition are expanded, and separately the repetitions of `for` bodies; a program past
+// either is an error (the rule-set expansion limit).
 inline constexpr size_t kMaxExpandedRules = 100000;
 
 // A resolved arg pattern: a literal, a binding (slot), anything, or a tuple of these.

@@ -115,6 +115,10 @@ def rwc_cases():
         r"expands to more than 100000 rules in total \(the rule-set expansion limit\)")
     loops = "ruleset r {\n" + "for o in (ALU, Add, Mul, Max, Sub, And, Or, Xor) {\n" * 7 + "Add(x, 0) => x\n" + "}\n" * 7 + "}\n"
     chk("nested for loops", loops, 1, r"the rule-set expansion limit")
+    empty_loops = ("ruleset c { Add(x, 0) => x }\nruleset r {\n"
+                   + "for o in (ALU, Add, Mul, Max, Sub, And, Or, Xor) {\n" * 12 + "use c\n" + "}\n" * 12 + "}\n")
+    chk("12 nested for loops adding no rules", empty_loops, 1,
+        r"repeat their bodies more than 100000 times in total \(the rule-set expansion limit\)")
     chk("expression nested 100k deep in parentheses",
         "ruleset r {\n  Add(x, 0) => " + "(" * 100000 + "x" + ")" * 100000 + "\n}\n", 1,
         "nesting deeper than 64 levels")

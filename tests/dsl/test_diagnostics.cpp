@@ -350,3 +350,34 @@ TEST(RwRuleSets, ExpansionLimitIsALocatedError) {
   EXPECT_NE(l.text.find("the rule-set expansion limit"), std::string::npos)
       << l.text.substr(0, 400);
 }
+
+// `for` bodies that add no rules (empty, or a `use` of a set that is already included) cost time
+// all the same, and nested loops multiply it: nine levels over eight ops ran for minutes without
+// an error. Their repetitions count against the same limit. Six levels (262,144 repetitions of the
+// innermost body) used to be accepted.
+TEST(RwRuleSets, EmptyLoopRepetitionsCountAgainstTheExpansionLimit) {
+  for (const char* body : {"", "use c\n"}) {
+    std::string src = "ruleset c { Add(x, 0) => x }\nruleset r {\n";
+    for (int i = 0; i < 6; ++i)
+      src += fmt::format("for o{} in (ALU, Add, Mul, Max, Sub, And, Or, Xor) {{\n", i);
+    src += body + std::string(6, '}') + "\n}\n";
+    const Result r = check(src);
+    EXPECT_FALSE(r.ok) << body;
+    EXPECT_NE(r.text.find(fmt::format("the for loops of rule set 'r' repeat their bodies more than "
+                                      "{} times in total (the rule-set expansion limit)",
+                                      kMaxExpandedRules)),
+              std::string::npos)
+        << r.text.substr(0, 400);
+    EXPECT_EQ(r.errors, 1) << r.text.substr(0, 400);
+  }
+  // A set spliced in again, however often, is skipped at once, and loops well under the limit
+  // still resolve.
+  std::string src = "ruleset c { Add(x, 0) => x }\nruleset r {\n";
+  for (int i = 0; i < 5; ++i)
+    src += fmt::format("for o{} in (ALU, Add, Mul, Max, Sub, And, Or, Xor) {{\n", i);
+  src += "use c\n" + std::string(5, '}') + "\n}\n";
+  Diagnostics d;
+  auto prog = load_rules_text("loops.rw", src, d);
+  ASSERT_TRUE(prog) << d.render().substr(0, 400);
+  EXPECT_EQ(prog->find("r")->rules.size(), 1u);
+}
