@@ -25,18 +25,11 @@ using namespace tinyrw::rw;
 
 namespace {
 
-// Messages to stderr; fmt::print would throw when stderr cannot be written (main reports that
-// through the exit status instead).
-template <class... Args>
-void eprint(fmt::format_string<Args...> format, Args&&... args) {
-  std::fputs(fmt::format(format, std::forward<Args>(args)...).c_str(), stderr);
-}
-
 int usage() {
-  fmt::print(stderr,
-             "usage: rwc check FILE.rw...\n"
-             "       rwc compile FILE.rw -o OUT.cpp [--depfile FILE.d] [--name SHOWN_PATH]\n"
-             "       rwc dump FILE.rw\n");
+  eprint(
+      "usage: rwc check FILE.rw...\n"
+      "       rwc compile FILE.rw -o OUT.cpp [--depfile FILE.d] [--name SHOWN_PATH]\n"
+      "       rwc dump FILE.rw\n");
   return 2;
 }
 
@@ -224,11 +217,15 @@ int run(const std::string& cmd, const std::vector<std::string>& args) {
 int main(int argc, char** argv) {
   if (argc < 3) return usage();
   int status = run(argv[1], std::vector<std::string>(argv + 2, argv + argc));
-  // Output lost to a full disk or a closed pipe is a failure, not a success.
+  // Output lost to a full disk or a closed pipe is a failure, not a success. errno is the flush's,
+  // or that of the failed write that set the error flag (nothing since then sets it).
   if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
-    eprint("rwc: error: cannot write the output: {}\n", std::strerror(errno));
+    eprint("rwc: error: cannot write the output{}{}\n", errno ? ": " : "",
+           errno ? std::strerror(errno) : "");
     status = 1;
   }
-  if (std::ferror(stderr)) status = 1;  // diagnostics were lost: nothing left to report them on
+  // Diagnostics were lost: nothing left to report them on, but a success becomes a failure (a
+  // failure keeps its status: 2 for usage, 1 for errors).
+  if (std::ferror(stderr) && status == 0) status = 1;
   return status;
 }

@@ -1,10 +1,14 @@
 // Diagnostics of the .rw front end: `path:line:col: error: message`, the source line and a caret.
 #pragma once
 
+#include <cstdio>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include <fmt/format.h>
 
 namespace tinyrw::rw {
 
@@ -50,6 +54,14 @@ class Diagnostics {
   int errors_ = 0;
   int warnings_ = 0;
 };
+
+// Prints a message on stderr for the command-line tools. fmt::print(stderr, ...) throws when stderr
+// cannot be written (closed, or a full disk), and an uncaught throw aborted rwc and rw viz; the
+// tools check ferror(stderr) or report through their exit status instead.
+template <class... Args>
+void eprint(fmt::format_string<Args...> format, Args&&... args) {
+  std::fputs(fmt::format(format, std::forward<Args>(args)...).c_str(), stderr);
+}
 
 // Thrown by loaders and the interpreter when a .rw program has errors.
 class RwError : public std::runtime_error {

@@ -73,6 +73,19 @@ def run(name, argv, rc, pattern, stdout=subprocess.DEVNULL, stream="stderr"):
         print(f"      wanted exit {rc} and /{pattern}/", flush=True)
 
 
+def lost_stderr(name, argv, rc):
+    """Runs argv with stderr on /dev/full: the exit status must still be rc (a message that cannot
+    be written made fmt::print throw, and the tool abort)."""
+    with open("/dev/full", "w") as full:
+        r = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=full, timeout=TIME_LIMIT,
+                           preexec_fn=limits)
+    ok = r.returncode == rc
+    print(f"{'ok  ' if ok else 'FAIL'}  {name}: status {r.returncode} with stderr on /dev/full", flush=True)
+    if not ok:
+        failures.append(name)
+        print(f"      wanted exit {rc}", flush=True)
+
+
 def located(file, message):
     """`path:line:col: error: message` for an input file."""
     return re.escape(file) + r":\d+:\d+: error: [^\n]*" + message
@@ -222,6 +235,11 @@ def viz_cases():
     good = write("good.json", json.dumps(viz_dump()))
     with open("/dev/full", "w") as full:
         run("--text > /dev/full", [RW, "viz", "--text", good], 1, "No space left on device", stdout=full)
+    lost_stderr("rw viz, a missing dump, stderr full", [RW, "viz", "--text", path("missing.json")], 2)
+    lost_stderr("rw viz, a malformed dump, stderr full", [RW, "viz", "--text", path("empty_dump.json")], 1)
+    lost_stderr("rw, an unknown command, stderr full", [RW, "frob"], 2)
+    lost_stderr("rwc, an unknown command, stderr full", [RWC, "frob", "x"], 2)
+    lost_stderr("rwc check, an error, stderr full", [RWC, "check", path("unknown op.rw")], 1)
 
 
 print(f"hostile inputs, seed {SEED} (replay: {sys.argv[0]} RWC RW {SEED}); memory limit "

@@ -47,7 +47,11 @@ ex="$src/rules/examples.rw"
 out=$("$rwc" dump "$ex" 2>&1 >/dev/full); rc=$?
 [ $rc -eq 1 ] || fail "dump to /dev/full exited $rc"
 echo "$out" | grep -q "rwc: error: cannot write the output: No space left on device" || fail "dump to /dev/full: $out"
-"$rwc" check "$work/warn.rw" 2>/dev/full && fail "check whose warnings were lost exited 0"
+"$rwc" check "$work/warn.rw" 2>/dev/full; rc=$?
+[ $rc -eq 1 ] || fail "check whose warnings were lost exited $rc (wanted 1)"
+# The usage text lost to a full disk: still exit 2 (fmt::print threw there, and rwc aborted).
+"$rwc" bogus 2>/dev/full; rc=$?
+[ $rc -eq 2 ] || fail "usage to a full stderr exited $rc (wanted 2)"
 echo old > "$work/old.cpp"; touch -d "2001-01-01" "$work/old.cpp"
 (trap '' XFSZ; ulimit -f 8; "$rwc" compile "$ex" -o "$work/old.cpp" 2>"$work/err") && fail "compile past RLIMIT_FSIZE exited 0"
 grep -q "cannot write '$work/old.cpp': File too large" "$work/err" || fail "write error: $(cat "$work/err")"
@@ -62,7 +66,8 @@ for target in /dev/full "$work/fifo" "$work/dir"; do
   [ $rc -eq 1 ] || fail "compile -o $target exited $rc: $out"
   echo "$out" | grep -Eq "^rwc: error: cannot write '$target': it is (a directory|a FIFO|not a regular file)" || fail "compile -o $target: $out"
 done
-[ -z "$(ls -A "$work/dir")" ] && ! ls -A "$work" | grep -q '\.tmp$' || fail "a refused output left files behind"
+# (temporary files are named .NAME.XXXXXX, and nothing else in $work starts with a dot)
+[ -z "$(ls -A "$work/dir")" ] && ! ls -A "$work" | grep -q '^\.' || fail "a refused output left files behind: $(ls -A "$work")"
 
 # A symlinked output stays a symlink; its target is written, keeping its mode, and an unchanged
 # result leaves the target's timestamp alone.

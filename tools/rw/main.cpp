@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "dsl/diagnostics.h"
 #include "ir/graph.h"
 #include "ir/render.h"
 #include "ir/rewrite.h"
@@ -24,16 +25,18 @@ using namespace tinyrw;
 
 namespace {
 
+// std::fputs, not fmt::print, which throws (and aborts) when the stream cannot be written.
 int usage(std::FILE* out, int status) {
-  fmt::print(out,
-             "usage: rw <command>\n"
-             "  simplify [--var NAME=LO..HI]... [--interp] [--stats] [--viz FILE] (EXPR | --batch "
-             "FILE|-)\n"
-             "         simplify integer index expressions written in Python syntax\n"
-             "  viz [--port N | --html OUT.html | --text [--call N]] DUMP.json\n"
-             "         show a VIZ trace in the browser (127.0.0.1) or in the terminal\n"
-             "  demo   build index expressions, derive ranges, substitute a variable\n"
-             "  ops    print the op table (name, category, sources, groups)\n");
+  std::fputs(
+      "usage: rw <command>\n"
+      "  simplify [--var NAME=LO..HI]... [--interp] [--stats] [--viz FILE] (EXPR | --batch "
+      "FILE|-)\n"
+      "         simplify integer index expressions written in Python syntax\n"
+      "  viz [--port N | --html OUT.html | --text [--call N]] DUMP.json\n"
+      "         show a VIZ trace in the browser (127.0.0.1) or in the terminal\n"
+      "  demo   build index expressions, derive ranges, substitute a variable\n"
+      "  ops    print the op table (name, category, sources, groups)\n",
+      out);
   return status;
 }
 
@@ -97,10 +100,10 @@ int run(std::string_view cmd, int argc, char** argv) {
     if (cmd == "ops") return ops();
     if (cmd == "help" || cmd == "--help" || cmd == "-h") return usage(stdout, 0);
   } catch (const std::exception& e) {
-    fmt::print(stderr, "rw {}: error: {}\n", cmd, e.what());
+    rw::eprint("rw {}: error: {}\n", cmd, e.what());
     return 1;
   }
-  fmt::print(stderr, "rw: unknown command '{}'\n", cmd);
+  rw::eprint("rw: unknown command '{}'\n", cmd);
   return usage(stderr, 2);
 }
 

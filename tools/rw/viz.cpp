@@ -35,6 +35,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "dsl/diagnostics.h"
+
 namespace tinyrw {
 
 namespace {
@@ -777,8 +779,7 @@ void print_call_steps(std::FILE* out, Dump& d, size_t ci, const std::string& ind
 int print_text(Dump& d, const std::string& path, std::optional<long> only_call) {
   std::FILE* out = stdout;
   if (only_call && (*only_call < 0 || static_cast<size_t>(*only_call) >= d.calls.size())) {
-    fmt::print(stderr, "rw viz: error: --call {}: the dump has {} calls\n", *only_call,
-               d.calls.size());
+    rw::eprint("rw viz: error: --call {}: the dump has {} calls\n", *only_call, d.calls.size());
     return 2;
   }
   fmt::print(out, "VIZ dump {}: {} calls, {} matches, {} nodes, {} groups\n", path, d.calls.size(),
@@ -823,7 +824,7 @@ int print_text(Dump& d, const std::string& path, std::optional<long> only_call) 
       fmt::print(out, "{}{:<8}none: the call did not finish (it threw)\n", ind2, "result");
   }
   if (std::fflush(out) != 0 || std::ferror(out)) {
-    fmt::print(stderr, "rw viz: error: cannot write the output: {}\n", std::strerror(errno));
+    rw::eprint("rw viz: error: cannot write the output: {}\n", std::strerror(errno));
     return 1;
   }
   return 0;
@@ -872,7 +873,7 @@ void warn_if_bad(const std::string& path, const std::string& text) {
   try {
     load_dump(text);
   } catch (const DumpError& e) {
-    fmt::print(stderr, "rw viz: warning: {}: {} (the page shows this error)\n", path, e.what());
+    rw::eprint("rw viz: warning: {}: {} (the page shows this error)\n", path, e.what());
   }
 }
 
@@ -969,7 +970,7 @@ void handle(int fd, const std::string& dump_path, int port) {
 int serve(const std::string& dump_path, int port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) {
-    fmt::print(stderr, "rw viz: error: socket: {}\n", std::strerror(errno));
+    rw::eprint("rw viz: error: socket: {}\n", std::strerror(errno));
     return 1;
   }
   const int one = 1;
@@ -979,8 +980,7 @@ int serve(const std::string& dump_path, int port) {
   addr.sin_port = htons(static_cast<uint16_t>(port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd, 16) != 0) {
-    fmt::print(stderr,
-               "rw viz: error: cannot listen on 127.0.0.1:{}: {} (--port 0 picks a free port)\n",
+    rw::eprint("rw viz: error: cannot listen on 127.0.0.1:{}: {} (--port 0 picks a free port)\n",
                port, std::strerror(errno));
     ::close(fd);
     return 1;
@@ -1003,20 +1003,20 @@ int serve(const std::string& dump_path, int port) {
     const int c = ::accept4(fd, nullptr, nullptr, SOCK_CLOEXEC);
     if (c < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
-      fmt::print(stderr, "rw viz: error: accept: {}\n", std::strerror(errno));
+      rw::eprint("rw viz: error: accept: {}\n", std::strerror(errno));
       ::close(fd);
       return 1;
     }
     try {
       handle(c, dump_path, actual);
     } catch (const std::exception& e) {
-      fmt::print(stderr, "rw viz: error while answering a request: {}\n", e.what());
+      rw::eprint("rw viz: error while answering a request: {}\n", e.what());
     }
     ::shutdown(c, SHUT_WR);
     ::close(c);
   }
   ::close(fd);
-  fmt::print(stderr, "rw viz: stopped\n");
+  rw::eprint("rw viz: stopped\n");
   return 0;
 }
 
@@ -1043,20 +1043,19 @@ int viz_main(const std::vector<std::string>& args) {
       html_out = args[++i];
     } else if (a == "--port" && i + 1 < args.size()) {
       if (!parse_long(args[++i], port) || port < 0 || port > 65535) {
-        fmt::print(stderr, "rw viz: error: bad --port '{}' (0..65535; 0 picks a free port)\n",
-                   args[i]);
+        rw::eprint("rw viz: error: bad --port '{}' (0..65535; 0 picks a free port)\n", args[i]);
         return 2;
       }
     } else if (a == "--call" && i + 1 < args.size()) {
       if (!parse_long(args[++i], call) || call < 0) {
-        fmt::print(stderr, "rw viz: error: bad --call '{}' (a call id)\n", args[i]);
+        rw::eprint("rw viz: error: bad --call '{}' (a call id)\n", args[i]);
         return 2;
       }
       have_call = true;
     } else if (a == "-h" || a == "--help") {
       return usage(stdout, 0);
     } else if (!a.empty() && a[0] == '-' && a != "-") {
-      fmt::print(stderr, "rw viz: error: unknown or incomplete option '{}'\n", a);
+      rw::eprint("rw viz: error: unknown or incomplete option '{}'\n", a);
       return usage(stderr, 2);
     } else if (dump_path.empty()) {
       dump_path = a;
@@ -1071,7 +1070,7 @@ int viz_main(const std::vector<std::string>& args) {
   try {
     dump_text = read_file(dump_path);
   } catch (const std::exception& e) {
-    fmt::print(stderr, "rw viz: error: {}\n", e.what());
+    rw::eprint("rw viz: error: {}\n", e.what());
     return 2;
   }
 
@@ -1080,14 +1079,14 @@ int viz_main(const std::vector<std::string>& args) {
     try {
       d = load_dump(dump_text);
     } catch (const DumpError& e) {
-      fmt::print(stderr, "rw viz: error: {}: {}\n", dump_path, e.what());
+      rw::eprint("rw viz: error: {}: {}\n", dump_path, e.what());
       return 1;
     }
     try {
       return print_text(d, dump_path, have_call ? std::optional<long>(call) : std::nullopt);
     } catch (const DumpError& e) {  // a limit reached while replaying the matches
       std::fflush(stdout);
-      fmt::print(stderr, "rw viz: error: {}: {}\n", dump_path, e.what());
+      rw::eprint("rw viz: error: {}: {}\n", dump_path, e.what());
       return 1;
     }
   }
@@ -1097,7 +1096,7 @@ int viz_main(const std::vector<std::string>& args) {
     std::ofstream out(html_out, std::ios::binary | std::ios::trunc);
     if (!out || !out.write(page.data(), static_cast<std::streamsize>(page.size())) ||
         !out.flush()) {
-      fmt::print(stderr, "rw viz: error: cannot write '{}'\n", html_out);
+      rw::eprint("rw viz: error: cannot write '{}'\n", html_out);
       return 2;
     }
     fmt::print("rw viz: wrote {} ({} KiB): open it in a browser, no server needed\n", html_out,
