@@ -925,6 +925,15 @@ class Resolver {
       }
       first = 1;
     }
+    if (op == Op::Shl || op == Op::Shr) {  // the count may have another int dtype, but is an int
+      for (const RExpr* o : ops) {
+        if (o->type == Type::UOp && o->dclass != DClass::Unknown && o->dclass != DClass::Int) {
+          diags_.error(at,
+                       fmt::format("{} needs int operands, got {}", label, dclass_name(o->dclass)));
+          return DClass::Unknown;
+        }
+      }
+    }
     DClass joined = DClass::Unknown;
     bool float_number = false;
     for (size_t i = first; i < ops.size(); ++i) {

@@ -179,6 +179,11 @@ TEST(RwDiagnostics, DtypeClassErrors) {
                22);
   expect_error("ruleset r {\n  Add(x:float, _) => x ^ x\n}\n",
                "'^' needs int or bool operands, got float", 2, 24);
+  // A shift count may have another int dtype than the value, but it is an int (spec_alu).
+  expect_error("ruleset r {\n  Shl(x:int, y:float) => x << y\n}\n",
+               "'<<' needs int operands, got float", 2, 28);
+  expect_error("ruleset r {\n  Shr(x:int, y:bool) => Shr(x, y)\n}\n",
+               "Shr needs int operands, got bool", 2, 25);
   expect_error("ruleset r {\n  Add(x:int, _) => const_like(x, 0.5)\n}\n",
                "'const_like' makes a float number a constant of a UOp of int dtype", 2, 20);
   expect_error("ruleset r {\n  Add(x:int, _) if (x * 0.5).vmax > 0 => x\n}\n",
