@@ -974,35 +974,6 @@ class Resolver {
     return joined;
   }
 
-  static Op binop_alu(BinOp b) {
-    switch (b) {
-      case BinOp::Add:
-        return Op::Add;
-      case BinOp::Sub:
-        return Op::Sub;
-      case BinOp::Mul:
-        return Op::Mul;
-      case BinOp::FloorDiv:
-        return Op::FloorDiv;
-      case BinOp::Mod:
-        return Op::FloorMod;
-      case BinOp::Div:
-        return Op::FDiv;
-      case BinOp::And:
-        return Op::And;
-      case BinOp::Or:
-        return Op::Or;
-      case BinOp::Xor:
-        return Op::Xor;
-      case BinOp::Shl:
-        return Op::Shl;
-      case BinOp::Shr:
-        return Op::Shr;
-      default:
-        return Op::Noop;
-    }
-  }
-
   // A dtype given as a constant (`float32`), or nothing when it is computed.
   static DClass dtype_arg_class(const RExpr& d) {
     return d.k == RExpr::K::Const && d.type == Type::DType ? class_of(d.value.as_dtype())
@@ -1288,8 +1259,8 @@ class Resolver {
         diags_.error(e.loc, fmt::format("'{}' needs UOps or numbers, got {} and {}", e.op,
                                         type_name(a), type_name(b)));
       } else {
-        r.dclass =
-            check_alu(binop_alu(r.bop), fmt::format("'{}'", e.op), e.loc, {&r.kids[0], &r.kids[1]});
+        r.dclass = check_alu(uop_binop(r.bop).value_or(Op::Noop), fmt::format("'{}'", e.op), e.loc,
+                             {&r.kids[0], &r.kids[1]});
       }
       r.type = Type::UOp;
       return r;

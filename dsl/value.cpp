@@ -249,6 +249,35 @@ std::string_view binop_text(BinOp op) {
   return kText[static_cast<size_t>(op)];
 }
 
+std::optional<Op> uop_binop(BinOp op) {
+  switch (op) {
+    case BinOp::Add:
+      return Op::Add;
+    case BinOp::Sub:
+      return Op::Sub;
+    case BinOp::Mul:
+      return Op::Mul;
+    case BinOp::FloorDiv:
+      return Op::FloorDiv;
+    case BinOp::Mod:
+      return Op::FloorMod;
+    case BinOp::Div:
+      return Op::FDiv;
+    case BinOp::And:
+      return Op::And;
+    case BinOp::Or:
+      return Op::Or;
+    case BinOp::Xor:
+      return Op::Xor;
+    case BinOp::Shl:
+      return Op::Shl;
+    case BinOp::Shr:
+      return Op::Shr;
+    default:
+      return std::nullopt;
+  }
+}
+
 namespace {
 
 UOp as_operand(const Value& v, const UOp& like) {
@@ -261,33 +290,12 @@ UOp as_operand(const Value& v, const UOp& like) {
 Value uop_binary(BinOp op, const Value& a, const Value& b) {
   const UOp& like = a.is_uop() ? a.as_uop() : b.as_uop();
   const UOp x = as_operand(a, like), y = as_operand(b, like);
-  switch (op) {
-    case BinOp::Add:
-      return Value::uop(x + y);
-    case BinOp::Sub:
-      return Value::uop(x - y);
-    case BinOp::Mul:
-      return Value::uop(x * y);
-    case BinOp::FloorDiv:
-      return Value::uop(x.floordiv(y));
-    case BinOp::Mod:
-      return Value::uop(x.floormod(y));
-    case BinOp::Div:
-      return Value::uop(x.alu(Op::FDiv, {y}));
-    case BinOp::And:
-      return Value::uop(x & y);
-    case BinOp::Or:
-      return Value::uop(x | y);
-    case BinOp::Xor:
-      return Value::uop(x ^ y);
-    case BinOp::Shl:
-      return Value::uop(x << y);
-    case BinOp::Shr:
-      return Value::uop(x >> y);
-    default:
-      throw EvalError(
-          fmt::format("'{}' does not apply to UOps; use .lt/.le/.gt/.ge/.ne/.eq", binop_text(op)));
+  const std::optional<Op> alu = uop_binop(op);
+  if (!alu) {
+    throw EvalError(
+        fmt::format("'{}' does not apply to UOps; use .lt/.le/.gt/.ge/.ne/.eq", binop_text(op)));
   }
+  return Value::uop(*alu == Op::Sub ? x - y : x.alu(*alu, {y}));
 }
 
 // < <= > >= on two numbers of one kind; nullopt for every other operator.
