@@ -127,7 +127,9 @@ bool write_if_changed(const std::string& path, const std::string& text) {
   }
   std::filesystem::path dir = target->parent_path();
   if (dir.empty()) dir = ".";
-  std::string tmp = (dir / ("." + target->filename().string() + ".XXXXXX")).string();
+  // The temporary name starts with (at most 64 bytes of) the output's: a name near the 255-byte
+  // limit of a directory entry must still leave room for the dot and the suffix.
+  std::string tmp = (dir / ("." + target->filename().string().substr(0, 64) + ".XXXXXX")).string();
   const int fd = ::mkstemp(tmp.data());
   if (fd < 0)
     return fail(

@@ -69,6 +69,13 @@ done
 # (temporary files are named .NAME.XXXXXX, and nothing else in $work starts with a dot)
 [ -z "$(ls -A "$work/dir")" ] && ! ls -A "$work" | grep -q '^\.' || fail "a refused output left files behind: $(ls -A "$work")"
 
+# An output name near the 255-byte limit of a directory entry can be written (the temporary file's
+# name, ".NAME.XXXXXX", was 8 bytes longer and failed with ENAMETOOLONG).
+long="$work/$(printf 'n%.0s' $(seq 250)).cpp"
+"$rwc" compile "$ex" -o "$long" || fail "compile to a 254-byte file name failed"
+cmp -s "$long" "$work/b.cpp" || fail "the 254-byte file name was not written"
+rm -f "$long"
+
 # A symlinked output stays a symlink; its target is written, keeping its mode, and an unchanged
 # result leaves the target's timestamp alone.
 echo stale > "$work/target.cpp"; chmod 640 "$work/target.cpp"; ln -s target.cpp "$work/link.cpp"
