@@ -885,6 +885,8 @@ class Resolver {
         break;
     }
     if (!n.any_op && !n.ops.empty() && (n.ops & groups::comparison()) == n.ops) return DClass::Bool;
+    // Ranges count in the index dtype (spec.rw checks it), so a captured Range is an int.
+    if (!n.any_op && n.ops == OpSet{Op::Range}) return DClass::Int;
     return DClass::Unknown;
   }
   static void collect_classes(const MatchNode& n, std::map<int, DClass>& out) {

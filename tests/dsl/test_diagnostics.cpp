@@ -179,6 +179,9 @@ TEST(RwDiagnostics, DtypeClassErrors) {
                22);
   expect_error("ruleset r {\n  Add(x:float, _) => x ^ x\n}\n",
                "'^' needs int or bool operands, got float", 2, 24);
+  // A captured Range is an index (spec.rw), so a float constant added to it is caught too.
+  expect_error("ruleset r {\n  End(r:Range) => r + 0.5\n}\n",
+               "'+' makes a float number a constant of a UOp of int dtype", 2, 21);
   // A shift count may have another int dtype than the value, but it is an int (spec_alu).
   expect_error("ruleset r {\n  Shl(x:int, y:float) => x << y\n}\n",
                "'<<' needs int operands, got float", 2, 28);
