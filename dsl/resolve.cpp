@@ -889,13 +889,20 @@ class Resolver {
     if (!n.any_op && n.ops == OpSet{Op::Range}) return DClass::Int;
     return DClass::Unknown;
   }
-  static void collect_classes(const MatchNode& n, std::map<int, DClass>& out) {
-    const DClass c = node_class(n);
+  // `implied`: what the parent node says of this one (spec_alu: a Where's condition is a bool).
+  static void collect_classes(const MatchNode& n, std::map<int, DClass>& out,
+                              DClass implied = DClass::Unknown) {
+    DClass c = node_class(n);
+    if (c == DClass::Unknown) c = implied;
     for (int s : n.slots) {
       auto [it, fresh] = out.emplace(s, c);
       if (!fresh && it->second == DClass::Unknown) it->second = c;
     }
-    for (const MatchNode& k : n.srcs) collect_classes(k, out);  // as deep as the brackets
+    const bool where =
+        !n.any_op && n.ops == OpSet{Op::Where} && n.sources != MatchNode::Sources::Repeat;
+    for (size_t i = 0; i < n.srcs.size(); ++i) {  // as deep as the brackets
+      collect_classes(n.srcs[i], out, where && i == 0 ? DClass::Bool : DClass::Unknown);
+    }
   }
   // A capture's class is known when every variant that binds it agrees.
   static void assign_slot_classes(const std::vector<MatchNode>& variants, RuleCtx& rc) {

@@ -182,6 +182,9 @@ TEST(RwDiagnostics, DtypeClassErrors) {
   // A captured Range is an index (spec.rw), so a float constant added to it is caught too.
   expect_error("ruleset r {\n  End(r:Range) => r + 0.5\n}\n",
                "'+' makes a float number a constant of a UOp of int dtype", 2, 21);
+  // A Where's condition is a bool (spec_alu), whatever its capture says.
+  expect_error("ruleset r {\n  Where(c, a, b) => c + 0.5\n}\n",
+               "'+' makes a float number a constant of a UOp of bool dtype", 2, 23);
   // A shift count may have another int dtype than the value, but it is an int (spec_alu).
   expect_error("ruleset r {\n  Shl(x:int, y:float) => x << y\n}\n",
                "'<<' needs int operands, got float", 2, 28);
@@ -198,6 +201,8 @@ TEST(RwDiagnostics, DtypeClassErrors) {
   // Well-typed rules, and rules whose classes are not known, stay clean.
   for (const char* ok : {"ruleset r {\n  Add(x:float, _) => x * 0.5\n}\n",
                          "ruleset r {\n  Where(c:bool, a, b) => c.where(b, a)\n}\n",
+                         "ruleset r {\n  Where(c, a, b) => c.where(b, a).where(a, b)\n}\n",
+                         "ruleset r {\n  Where(c, a:float, b) => c.where(a * 0.5, b)\n}\n",
                          "ruleset r {\n  Add(x:int, y:int) => x.lt(y).where(x, y + 1)\n}\n",
                          "ruleset r {\n  Add(x, y) => x * 0.5 + y\n}\n",
                          "ruleset r {\n  Shl(x:int, y:uint) => x << y\n}\n",
