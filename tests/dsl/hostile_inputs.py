@@ -13,6 +13,7 @@ import random
 import re
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -84,6 +85,28 @@ def lost_stderr(name, argv, rc):
     if not ok:
         failures.append(name)
         print(f"      wanted exit {rc}", flush=True)
+
+
+def closed_pipe(name, argv, ignore_sigpipe, rc, pattern):
+    """Runs argv with stdout a pipe whose reader is gone: SIGPIPE ends the tool (as it ends cat),
+    and where SIGPIPE is ignored the failed write is an error with exit status rc."""
+    def child():
+        limits()
+        if ignore_sigpipe:
+            signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        r = subprocess.run(argv, stdout=write_end, stderr=subprocess.PIPE, timeout=TIME_LIMIT,
+                           preexec_fn=child)
+    finally:
+        os.close(write_end)
+    text = r.stderr.decode("utf-8", "replace")
+    ok = r.returncode == rc and re.search(pattern, text) is not None
+    print(f"{'ok  ' if ok else 'FAIL'}  {name}: status {r.returncode}; {text.strip()[:120]!r}", flush=True)
+    if not ok:
+        failures.append(name)
+        print(f"      wanted status {rc} and /{pattern}/", flush=True)
 
 
 def located(file, message):
@@ -240,6 +263,12 @@ def viz_cases():
     lost_stderr("rw, an unknown command, stderr full", [RW, "frob"], 2)
     lost_stderr("rwc, an unknown command, stderr full", [RWC, "frob", "x"], 2)
     lost_stderr("rwc check, an error, stderr full", [RWC, "check", path("unknown op.rw")], 1)
+    big = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "rules", "symbolic.rw")
+    closed_pipe("rwc dump into a closed pipe", [RWC, "dump", big], False, -signal.SIGPIPE, r"^$")
+    closed_pipe("rwc dump into a closed pipe, SIGPIPE ignored", [RWC, "dump", big], True, 1,
+                "rwc: error: cannot write the output: Broken pipe")
+    closed_pipe("rw viz --text into a closed pipe, SIGPIPE ignored", [RW, "viz", "--text", good], True, 1,
+                "Broken pipe")
 
 
 print(f"hostile inputs, seed {SEED} (replay: {sys.argv[0]} RWC RW {SEED}); memory limit "
