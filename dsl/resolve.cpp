@@ -1088,7 +1088,7 @@ class Resolver {
         } else {
           r.k = e.op == "-" ? RExpr::K::Neg : RExpr::K::Invert;
           r.type = t;
-          if (t == Type::UOp) {  // -x is Neg (logical not of a bool); ~x is x ^ -1
+          if (t == Type::UOp) {  // -x is x * -1 (a logical not of a bool): same class; ~x is x ^ -1
             r.dclass =
                 e.op == "-" ? r.kids[0].dclass : check_alu(Op::Xor, "'~'", e.loc, {&r.kids[0]});
           }

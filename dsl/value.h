@@ -108,8 +108,8 @@ enum class BinOp : uint8_t {
 std::optional<BinOp> binop_from(std::string_view text);
 std::string_view binop_text(BinOp op);
 // The ALU op that a binary operator builds between UOps (`//` FloorDiv, `%` FloorMod, `/` FDiv,
-// `-` Sub, built as an Add of a Neg); nullopt for comparisons, which .lt/.eq and so on build. The
-// interpreter builds by it and the checker types by it.
+// `-` Sub, which UOp builds as a + b * -1); nullopt for comparisons, which .lt/.eq and so on
+// build. The interpreter builds by it and the checker types by it.
 std::optional<Op> uop_binop(BinOp op);
 
 // Numbers follow Python (floor // and %); UOp operands build nodes (numbers become constants of

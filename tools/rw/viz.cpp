@@ -681,7 +681,7 @@ std::string format_ns(double ns) {
   return fmt::format("{:.2f} s", ns / 1e9);
 }
 
-// The whole file, up to kMaxDumpBytes (a FIFO works; /dev/zero is cut at the limit).
+// The whole file (a FIFO works); one past kMaxDumpBytes is an error (/dev/zero stops there).
 std::string read_file(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
