@@ -86,4 +86,19 @@ cmp -s "$work/target.cpp" "$work/b.cpp" || fail "the symlink's target was not wr
 touch -d "2001-01-01" "$work/target.cpp"
 "$rwc" compile "$ex" -o "$work/link.cpp" || fail "compile through a symlink failed"
 [ "$(stat -c %Y "$work/target.cpp")" = "$(date -d 2001-01-01 +%s)" ] || fail "unchanged target was rewritten"
+# Relative links are followed from their own directory, through a chain; a dangling link gets its
+# target created (with the umask's mode); a loop is refused by name.
+mkdir -p "$work/l/a" "$work/l/b"; echo stale > "$work/l/b/t.cpp"
+ln -s ../b/t.cpp "$work/l/a/one.cpp"; ln -s a/one.cpp "$work/l/two.cpp"
+(cd "$work/l" && "$rwc" compile "$ex" -o two.cpp) || fail "compile through a chain of relative links failed"
+[ -L "$work/l/two.cpp" ] && [ -L "$work/l/a/one.cpp" ] || fail "a link of the chain was replaced"
+cmp -s "$work/l/b/t.cpp" "$work/b.cpp" || fail "the chain's target was not written"
+ln -s new.cpp "$work/l/dangling.cpp"
+(umask 027; "$rwc" compile "$ex" -o "$work/l/dangling.cpp") || fail "compile through a dangling link failed"
+[ -L "$work/l/dangling.cpp" ] && cmp -s "$work/l/new.cpp" "$work/b.cpp" || fail "a dangling link's target was not created"
+[ "$(stat -c %a "$work/l/new.cpp")" = 640 ] || fail "a new output ignores the umask: $(stat -c %a "$work/l/new.cpp")"
+ln -s loop2 "$work/l/loop1"; ln -s loop1 "$work/l/loop2"
+out=$("$rwc" compile "$ex" -o "$work/l/loop1" 2>&1); rc=$?
+[ $rc -eq 1 ] && echo "$out" | grep -q "cannot write '$work/l/loop1': too many levels of symbolic links" || fail "a link loop: exit $rc: $out"
+[ -z "$(ls -A "$work/l" | grep '^\.')" ] || fail "temporary files left in $work/l: $(ls -A "$work/l")"
 echo "rwc CLI: all checks passed"
