@@ -115,7 +115,7 @@ int main(int argc, char** argv) {
   const int status = run(cmd, argc, argv);
   // output lost to a full disk or a closed pipe is a failure, whatever the command said
   if ((std::fflush(stdout) != 0 || std::ferror(stdout)) && status == 0) {
-    fmt::print(stderr, "rw {}: error: cannot write the output: {}\n", cmd, std::strerror(errno));
+    rw::eprint("rw {}: error: cannot write the output: {}\n", cmd, std::strerror(errno));
     return 1;
   }
   return status;

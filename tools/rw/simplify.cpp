@@ -115,7 +115,7 @@ int simplify_main(const std::vector<std::string>& args) {
   bool have_expr = false, options_done = false;
   auto add_var = [&](const std::string& spec) {
     const std::string err = parse_var(spec, vars);
-    if (!err.empty()) fmt::print(stderr, "rw simplify: error: {}\n", err);
+    if (!err.empty()) rw::eprint("rw simplify: error: {}\n", err);
     return err.empty();
   };
   for (size_t i = 0; i < args.size(); ++i) {
@@ -144,10 +144,10 @@ int simplify_main(const std::vector<std::string>& args) {
       batch = args[++i];
     } else if (!a.empty() && a[0] == '-' && a.size() > 1 &&
                !std::isdigit(static_cast<unsigned char>(a[1])) && a[1] != '(') {
-      fmt::print(stderr,
-                 "rw simplify: error: unknown option '{}' (an EXPR starting with '-' goes after "
-                 "'--')\n",
-                 a);
+      rw::eprint(
+          "rw simplify: error: unknown option '{}' (an EXPR starting with '-' goes after "
+          "'--')\n",
+          a);
       return usage();
     } else if (!have_expr) {
       expr = a;
@@ -200,13 +200,12 @@ int simplify_main(const std::vector<std::string>& args) {
     if (batch != "-") {
       std::error_code ec;
       if (std::filesystem::is_directory(batch, ec)) {
-        fmt::print(stderr, "rw simplify: error: cannot read '{}': it is a directory\n", batch);
+        rw::eprint("rw simplify: error: cannot read '{}': it is a directory\n", batch);
         return 2;
       }
       file.open(batch);
       if (!file) {
-        fmt::print(stderr, "rw simplify: error: cannot open '{}': {}\n", batch,
-                   std::strerror(errno));
+        rw::eprint("rw simplify: error: cannot open '{}': {}\n", batch, std::strerror(errno));
         return 2;
       }
       in = &file;
@@ -216,14 +215,13 @@ int simplify_main(const std::vector<std::string>& args) {
     int line_no = 0;
     while (std::getline(*in, line)) run_line(source, ++line_no, line);
     if (in->bad()) {
-      fmt::print(stderr, "rw simplify: error: reading '{}' failed after line {}\n", source,
-                 line_no);
+      rw::eprint("rw simplify: error: reading '{}' failed after line {}\n", source, line_no);
       return 2;
     }
   }
   // Results lost to a full disk or a closed pipe are an error, not a silent success.
   if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
-    fmt::print(stderr, "rw simplify: error: cannot write the results: {}\n", std::strerror(errno));
+    rw::eprint("rw simplify: error: cannot write the results: {}\n", std::strerror(errno));
     return 2;
   }
   if (stats) match_stats::print(stderr);
@@ -231,7 +229,7 @@ int simplify_main(const std::vector<std::string>& args) {
     try {
       viz::write(viz_path);
     } catch (const std::exception& e) {
-      fmt::print(stderr, "rw simplify: error: {}\n", e.what());
+      rw::eprint("rw simplify: error: {}\n", e.what());
       return 2;
     }
   }
