@@ -342,6 +342,16 @@ Tensor Tensor::operator/(const Tensor& o) const {
   const Tensor a = cast(least_upper_float(dtype())), b = o.cast(least_upper_float(o.dtype()));
   return a * b.reciprocal();
 }
+// -x for floats; for ints ~x (x xor all ones), since -x maps an unsigned 0 to itself and wraps
+// INT_MIN to itself, so that min of {0, 5} as uint8 was 5; not x for bools.
+Tensor Tensor::order_reversed() const {
+  if (dtype().is_float()) return -*this;
+  if (dtype().is_bool()) return logical_not();
+  const UOp ones =
+      UOp::constant(dtype(), Arg::integer(dtype().is_unsigned() ? dtype().int_max() : -1));
+  const UOp one = UOp::make(Op::Reshape, dtype(), {ones, dims_uop(Dims(ndim(), 1))});
+  return bitwise_xor(Tensor(UOp::make(Op::Expand, dtype(), {one, dims_uop(shape())}), {}));
+}
 Tensor Tensor::logical_not() const { return ne(full(shape(), 1, dtypes::bool_)); }
 Tensor Tensor::where(const Tensor& a, const Tensor& b) const {
   const Dims s = broadcast_shape(broadcast_shape(shape(), a.shape(), "where"), b.shape(), "where");

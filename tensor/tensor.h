@@ -183,7 +183,7 @@ class Tensor {
     return reduce(Op::Max, std::move(axes), keepdim);
   }
   Tensor min(std::vector<int> axes = {}, bool keepdim = false) const {
-    return -((-*this).reduce(Op::Max, std::move(axes), keepdim, "min"));
+    return order_reversed().reduce(Op::Max, std::move(axes), keepdim, "min").order_reversed();
   }
   Tensor prod(std::vector<int> axes = {}, bool keepdim = false) const {
     return reduce(Op::Mul, std::move(axes), keepdim);
@@ -249,6 +249,8 @@ class Tensor {
   Tensor scalar_like(double v) const;
   Tensor binary(Op op, const Tensor& o) const;
   Tensor unary_float(Op op) const;
+  // An order-reversing bijection of the dtype's values, its own inverse: max of it is min.
+  Tensor order_reversed() const;
   // `what` names the user's function in errors (a repeated axis; max, min and argmax over an
   // axis of size 0, which have no identity).
   Tensor reduce(Op op, std::vector<int> axes, bool keepdim, std::string_view what = "") const;

@@ -303,6 +303,34 @@ TEST_P(Limits, ReductionsWithoutIdentityRefuseEmptyAxes) {
   EXPECT_EQ(e2.max({1}).numel(), 0);
 }
 
+// min is max of an order-reversed copy: -x reversed no order for unsigned ints (0 stays 0) and
+// wrapped INT_MIN, so min of uint8 {0, 5} was 5 and min of int32 {INT32_MIN, 0} was 0
+TEST_P(Limits, MinIsExactForEveryIntegerDtype) {
+  auto ints = [](std::vector<int64_t> v, DType d) {
+    const int64_t n = static_cast<int64_t>(v.size());
+    return Tensor::from_vector(v, {n}, d);
+  };
+  EXPECT_EQ(ints({3, 0, 5}, dtypes::uint8).min().to_doubles(), (D{0}));
+  EXPECT_EQ(ints({255, 7}, dtypes::uint8).min().to_doubles(), (D{7}));
+  EXPECT_EQ(ints({INT32_MIN, 0, INT32_MAX}, dtypes::int32).min().to_doubles(), (D{INT32_MIN}));
+  EXPECT_EQ(ints({INT64_MIN, 4}, dtypes::int64).min().data<int64_t>(),
+            (std::vector<int64_t>{INT64_MIN}));
+  EXPECT_EQ(ints({-128, 127}, dtypes::int8).min().to_doubles(), (D{-128}));
+  EXPECT_EQ(Tensor::from_vector(std::vector<uint64_t>{UINT64_MAX, 9}, {2}, dtypes::uint64)
+                .min()
+                .data<uint64_t>(),
+            (std::vector<uint64_t>{9}));
+  const Tensor m = ints({4, 0, 9, 2, 65535, 1}, dtypes::uint16).reshape({2, 3});
+  EXPECT_EQ(m.min({1}).to_doubles(), (D{0, 1}));
+  EXPECT_EQ(m.min({0}, true).shape(), (Dims{1, 3}));
+  EXPECT_EQ(m.min({0}, true).to_doubles(), (D{2, 0, 1}));
+  // floats and bools as before
+  EXPECT_EQ(Tensor::from_vector({2.5f, -1.5f}, {2}).min().to_doubles(), (D{-1.5}));
+  EXPECT_EQ(
+      Tensor::from_vector(std::vector<bool>{true, false}, {2}, dtypes::bool_).min().to_doubles(),
+      (D{0}));
+}
+
 TEST(Limits, HandBuiltGraphsAreCheckedWhenWrapped) {
   const Tensor a = Tensor::ones({4}).contiguous();
   const UOp bad = UOp::make(Op::Reshape, dtypes::float32, {a.uop(), shape_to_uop({SInt(3)})});
