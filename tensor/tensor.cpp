@@ -526,11 +526,19 @@ Tensor Tensor::reduce(Op op, std::vector<int> axes, bool keepdim, std::string_vi
   return keepdim ? r.reshape(keep_shape) : r;
 }
 
+// How many elements a reduction over `axes` (all when empty) combines into each output.
+int64_t Tensor::reduced_count(const std::vector<int>& axes) const {
+  const Dims s = shape();
+  if (axes.empty()) return numel();
+  int64_t n = 1;
+  for (int a : axes) n *= s[static_cast<size_t>(axis(a))];  // within numel(): no overflow
+  return n;
+}
+
+// Over no elements the mean is 0/0, NaN (as torch, numpy and tinygrad give), not 0.
 Tensor Tensor::mean(std::vector<int> axes, bool keepdim) const {
   const Tensor s = sum(axes, keepdim);
-  const int64_t count = numel() / std::max<int64_t>(1, s.numel());
-  return s.cast(least_upper_float(s.dtype())) *
-         (1.0 / static_cast<double>(std::max<int64_t>(count, 1)));
+  return s.cast(least_upper_float(s.dtype())) * (1.0 / static_cast<double>(reduced_count(axes)));
 }
 
 Tensor Tensor::matmul(const Tensor& o) const {
@@ -742,8 +750,9 @@ Tensor Tensor::var(std::vector<int> axes, bool keepdim, int correction) const {
   const Tensor m = mean(axes, true);
   const Tensor d = cast(least_upper_float(dtype())) - m;
   const Tensor ss = (d * d).sum(axes, keepdim);
-  const int64_t n = numel() / std::max<int64_t>(1, ss.numel());
-  return ss * (1.0 / static_cast<double>(std::max<int64_t>(n - correction, 1)));
+  // no more elements than `correction`: a division by zero (NaN or inf), not by 1
+  const int64_t n = reduced_count(axes);
+  return ss * (1.0 / static_cast<double>(std::max<int64_t>(n - correction, 0)));
 }
 
 Tensor Tensor::argmax(int ax, bool keepdim) const {

@@ -249,6 +249,7 @@ class Tensor {
   Tensor scalar_like(double v) const;
   Tensor binary(Op op, const Tensor& o) const;
   Tensor unary_float(Op op) const;
+  int64_t reduced_count(const std::vector<int>& axes) const;
   // An order-reversing bijection of the dtype's values, its own inverse: max of it is min.
   Tensor order_reversed() const;
   // `what` names the user's function in errors (a repeated axis; max, min and argmax over an

@@ -331,6 +331,26 @@ TEST_P(Limits, MinIsExactForEveryIntegerDtype) {
       (D{0}));
 }
 
+// A mean over no elements is NaN (0/0), as in torch, numpy and tinygrad; it used to be 0. A
+// variance over no more elements than its correction divides by zero too; it used to divide by 1.
+TEST_P(Limits, MeanAndVarOverNothingAreNaN) {
+  auto all_nan = [](std::vector<double> v) {
+    for (double x : v)
+      if (!std::isnan(x)) return false;
+    return !v.empty();
+  };
+  EXPECT_TRUE(all_nan(Tensor::ones({0}).mean().to_doubles()));
+  EXPECT_TRUE(all_nan(Tensor::ones({2, 0}).mean({1}).to_doubles()));
+  EXPECT_EQ(Tensor::ones({2, 0}).mean({0}).numel(), 0);
+  EXPECT_TRUE(all_nan(Tensor::ones({1}).var().to_doubles()));
+  EXPECT_TRUE(all_nan(Tensor::ones({3, 1}).var({1}).to_doubles()));
+  // the count is the reduced axes' product, also when the output is empty
+  EXPECT_EQ(Tensor::arange(0, 6, 1, dtypes::float32).reshape({2, 3}).mean({1}).to_doubles(),
+            (D{1, 4}));
+  EXPECT_EQ(Tensor::from_vector({1.0f, 3.0f}, {2}).var().to_doubles(), (D{2}));
+  EXPECT_EQ(Tensor::from_vector({1.0f, 3.0f}, {2}).var({}, false, 0).to_doubles(), (D{1}));
+}
+
 TEST(Limits, HandBuiltGraphsAreCheckedWhenWrapped) {
   const Tensor a = Tensor::ones({4}).contiguous();
   const UOp bad = UOp::make(Op::Reshape, dtypes::float32, {a.uop(), shape_to_uop({SInt(3)})});
