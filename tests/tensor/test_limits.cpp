@@ -226,8 +226,10 @@ TEST(Limits, IllTypedAluNodesAreRefusedWhenBuilt) {
 // The builders accept exactly what spec_alu in rules/spec.rw accepts (the rules are stated there;
 // the builders check the same, so neither may drift).
 TEST(Limits, AluBuildersAgreeWithTheSpecVerifier) {
-  const DType kinds[] = {dtypes::bool_, dtypes::int8,    dtypes::int32,   dtypes::uint64,
-                         dtypes::index, dtypes::float16, dtypes::float32, dtypes::float64};
+  const DType kinds[] = {dtypes::bool_,        dtypes::int8,         dtypes::int32,
+                         dtypes::uint64,       dtypes::index,        dtypes::float16,
+                         dtypes::float32,      dtypes::float64,      dtypes::float32.vec(4),
+                         dtypes::bool_.vec(4), dtypes::int32.vec(4), dtypes::bool_.vec(2)};
   int agreed = 0;
   for (int o = 0; o < kNumOps; ++o) {
     const Op op = static_cast<Op>(o);
