@@ -31,7 +31,8 @@ std::shared_ptr<Storage> allocate_storage(DType dtype, int64_t size);
 // The buffers a graph reads, each once, kept alive with it. Merging two lists is O(1) (a node
 // over both, or one of them when the other adds nothing) and listing them walks the merges
 // once, so a graph built op by op costs O(ops) however many buffers it reads. Read like a
-// vector; its nodes are released without recursion.
+// vector; its nodes are released without recursion. Listing rewrites the list's node in place
+// (it becomes a leaf), so like UOps a list is used from one thread at a time.
 class StorageList {
  public:
   using Items = std::vector<std::shared_ptr<Storage>>;
@@ -40,7 +41,7 @@ class StorageList {
   StorageList(std::initializer_list<std::shared_ptr<Storage>> items) : StorageList(Items(items)) {}
   static StorageList merge(const StorageList& a, const StorageList& b);
 
-  const Items& items() const;                        // listed once per list, then cached
+  const Items& items() const;                        // listed once per list, then kept
   operator const Items&() const { return items(); }  // NOLINT
   size_t size() const { return items().size(); }
   bool empty() const { return !node_; }

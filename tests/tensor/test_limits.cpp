@@ -385,6 +385,21 @@ TEST(Limits, ManyBuffersAreListedOnceEach) {
   EXPECT_TRUE(acc.storages().empty());
 }
 
+// Listing a growing graph at every step (a loop calling storages() or gradient()) keeps one list
+// per live tensor: each listed step used to keep its own copy of the list under the later ones,
+// n^2/2 buffer references for a chain of n.
+TEST(Limits, ListingAGrowingGraphAtEveryStepKeepsOneList) {
+  const Tensor first = Tensor::from_vector(std::vector<float>{1, 2}, {2});
+  Tensor acc = first;
+  for (int i = 0; i < 200; ++i) {
+    acc = acc + Tensor::from_vector(std::vector<float>{static_cast<float>(i), 1}, {2});
+    ASSERT_EQ(acc.storages().size(), static_cast<size_t>(i + 2));
+  }
+  // held by `first`, by acc's list, and by nothing else
+  EXPECT_LE(first.storages()[0].use_count(), 3);
+  EXPECT_EQ(acc.storages()[0], first.storages()[0]);
+}
+
 TEST_P(Limits, ASumOverManyBuffersReadsEachOne) {
   Tensor acc = Tensor::zeros({2});
   double want = 0;
