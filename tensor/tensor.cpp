@@ -276,9 +276,13 @@ int Tensor::axis(int a) const {
 Tensor Tensor::scalar_like(double v) const {
   // an operand, not a user's fill value: 1e300 next to a float32 tensor becomes inf as in any
   // float arithmetic, so no fits check here
-  return constant(shape(), v, dtype().is_float() ? dtype() : dtypes::default_float())
-      .cast(dtype().is_float() ? dtype()
-                               : (std::floor(v) == v ? dtype() : dtypes::default_float()));
+  if (dtype().is_float()) return constant(shape(), v, dtype());
+  // next to an integer or bool tensor a whole number keeps its dtype, made there directly (a
+  // float32 detour rounded 16777217 to 16777216) and refused when it does not fit (300 next to
+  // int8 wrapped); a fraction or an infinity makes the operation float
+  if (!std::isfinite(v) || std::floor(v) != v) return constant(shape(), v, dtypes::default_float());
+  check_fits(dtype(), Arg::real(v), "a scalar operand");
+  return constant(shape(), v, dtype());
 }
 
 Tensor Tensor::cast(DType d) const {
@@ -336,7 +340,8 @@ Tensor Tensor::alu(Op op, const std::vector<Tensor>& srcs) {
 Tensor Tensor::operator-(const Tensor& o) const { return *this + (-o); }
 Tensor Tensor::operator-() const {
   if (dtype().is_bool()) return logical_not();
-  return *this * -1.0;
+  if (dtype().is_float() || !dtype().is_unsigned()) return *this * constant(shape(), -1, dtype());
+  return order_reversed() + 1.0;  // -x modulo 2^bits: ~x + 1 (-1 is no unsigned operand)
 }
 Tensor Tensor::operator/(const Tensor& o) const {
   const Tensor a = cast(least_upper_float(dtype())), b = o.cast(least_upper_float(o.dtype()));

@@ -127,6 +127,31 @@ TEST(Limits, FillValuesMustFitTheDtype) {
       "from_vector (element 1): the value 300 does not fit dtypes.char");
 }
 
+// A whole-number operand next to an integer tensor keeps the tensor's dtype: it must fit it, and
+// it is that dtype's constant exactly. It used to be made in float32 and cast: 300 next to int8
+// wrapped (1 + 300 gave 45) and 16777217 next to int64 rounded to 16777216.
+TEST_P(Limits, ScalarOperandsOfIntegerTensorsAreExact) {
+  expect_error([] { Tensor::ones({1}, dtypes::int8) + 300.0; },
+               "a scalar operand: the value 300.0 does not fit dtypes.char");
+  expect_error([] { Tensor::ones({1}, dtypes::uint8) * -1.0; }, "does not fit dtypes.uchar");
+  EXPECT_EQ((Tensor::zeros({1}, dtypes::int64) + 16777217.0).data<int64_t>(),
+            (std::vector<int64_t>{16777217}));
+  EXPECT_EQ((Tensor::zeros({1}, dtypes::int64) + 9007199254740992.0).data<int64_t>(),
+            (std::vector<int64_t>{9007199254740992}));
+  EXPECT_EQ((Tensor::ones({1}, dtypes::int8) + 126.0).to_doubles(), (D{127}));
+  // negation and subtraction of unsigned tensors still wrap, as unsigned arithmetic does
+  const Tensor u = Tensor::from_vector(std::vector<int32_t>{0, 1, 200}, {3}, dtypes::uint8);
+  EXPECT_EQ((-u).to_doubles(), (D{0, 255, 56}));
+  EXPECT_EQ((u - Tensor::full({3}, 2, dtypes::uint8)).to_doubles(), (D{254, 255, 198}));
+  EXPECT_EQ((-Tensor::from_vector(std::vector<int32_t>{INT32_MIN + 1, 3}, {2}, dtypes::int32))
+                .to_doubles(),
+            (D{INT32_MAX, -3}));
+  // a fraction or an infinity makes the result float, as before
+  EXPECT_EQ((Tensor::ones({1}, dtypes::int32) + 0.5).to_doubles(), (D{1.5}));
+  EXPECT_EQ((Tensor::ones({1}, dtypes::int32) + INFINITY).to_doubles(), (D{INFINITY}));
+  EXPECT_TRUE((Tensor::ones({1}, dtypes::int32) + INFINITY).dtype().is_float());
+}
+
 TEST(Limits, ArangeNearTheDtypeLimitsRaisesInsteadOfWrapping) {
   expect_error([] { Tensor::arange(INT32_MAX - 1, int64_t{INT32_MAX} + 2); },
                "the value 2147483648 does not fit dtypes.int");
