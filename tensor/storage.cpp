@@ -5,7 +5,6 @@
 #include <cstring>
 #include <mutex>
 #include <new>
-#include <optional>
 #include <stdexcept>
 #include <unordered_map>
 #include <unordered_set>
@@ -188,9 +187,8 @@ void add_storages(std::vector<std::shared_ptr<Storage>>& to,
 // ---- StorageList: a persistent set of buffers --------------------------------------------------
 
 struct StorageList::Node {
-  Items own;                    // a leaf's buffers, each once
-  std::shared_ptr<Node> a, b;   // or the two lists merged here
-  std::optional<Items> listed;  // an interior node's buffers, once asked for
+  Items own;                   // a leaf's buffers, each once
+  std::shared_ptr<Node> a, b;  // or the two lists merged here, until listed (then a leaf)
   ~Node();
 };
 
@@ -246,27 +244,30 @@ const StorageList::Items& StorageList::items() const {
   static const Items kNone;
   if (!node_) return kNone;
   if (!node_->a) return node_->own;
-  if (!node_->listed) {
-    // every buffer under this node once, left before right, walking shared nodes once
-    Items out;
-    std::unordered_set<const Node*> visited;
-    std::unordered_set<const Storage*> seen;
-    std::vector<const Node*> stack{node_.get()};
-    while (!stack.empty()) {
-      const Node* n = stack.back();
-      stack.pop_back();
-      if (!visited.insert(n).second) continue;
-      if (n->listed || !n->a) {
-        for (const auto& s : n->listed ? *n->listed : n->own)
-          if (seen.insert(s.get()).second) out.push_back(s);
-        continue;
-      }
-      stack.push_back(n->b.get());
-      stack.push_back(n->a.get());
+  // every buffer under this node once, left before right, walking shared nodes once
+  Items out;
+  std::unordered_set<const Node*> visited;
+  std::unordered_set<const Storage*> seen;
+  std::vector<const Node*> stack{node_.get()};
+  while (!stack.empty()) {
+    const Node* n = stack.back();
+    stack.pop_back();
+    if (!visited.insert(n).second) continue;
+    if (!n->a) {
+      for (const auto& s : n->own)
+        if (seen.insert(s.get()).second) out.push_back(s);
+      continue;
     }
-    node_->listed = std::move(out);
+    stack.push_back(n->b.get());
+    stack.push_back(n->a.get());
   }
-  return *node_->listed;
+  // The node becomes a leaf of its list and lets go of the merges under it (released through
+  // ~Node's queue when nothing else holds them). Keeping them as well would hold one list per
+  // listed step: a chain listed at every step (a loop calling storages() or gradient()) kept
+  // n^2/2 buffer references alive.
+  node_->own = std::move(out);
+  const std::shared_ptr<Node> a = std::move(node_->a), b = std::move(node_->b);
+  return node_->own;
 }
 
 int64_t next_effect_id() {

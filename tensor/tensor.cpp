@@ -276,9 +276,13 @@ int Tensor::axis(int a) const {
 Tensor Tensor::scalar_like(double v) const {
   // an operand, not a user's fill value: 1e300 next to a float32 tensor becomes inf as in any
   // float arithmetic, so no fits check here
-  return constant(shape(), v, dtype().is_float() ? dtype() : dtypes::default_float())
-      .cast(dtype().is_float() ? dtype()
-                               : (std::floor(v) == v ? dtype() : dtypes::default_float()));
+  if (dtype().is_float()) return constant(shape(), v, dtype());
+  // next to an integer or bool tensor a whole number keeps its dtype, made there directly (a
+  // float32 detour rounded 16777217 to 16777216) and refused when it does not fit (300 next to
+  // int8 wrapped); a fraction or an infinity makes the operation float
+  if (!std::isfinite(v) || std::floor(v) != v) return constant(shape(), v, dtypes::default_float());
+  check_fits(dtype(), Arg::real(v), "a scalar operand");
+  return constant(shape(), v, dtype());
 }
 
 Tensor Tensor::cast(DType d) const {
@@ -336,11 +340,22 @@ Tensor Tensor::alu(Op op, const std::vector<Tensor>& srcs) {
 Tensor Tensor::operator-(const Tensor& o) const { return *this + (-o); }
 Tensor Tensor::operator-() const {
   if (dtype().is_bool()) return logical_not();
-  return *this * -1.0;
+  if (dtype().is_float() || !dtype().is_unsigned()) return *this * constant(shape(), -1, dtype());
+  return order_reversed() + 1.0;  // -x modulo 2^bits: ~x + 1 (-1 is no unsigned operand)
 }
 Tensor Tensor::operator/(const Tensor& o) const {
   const Tensor a = cast(least_upper_float(dtype())), b = o.cast(least_upper_float(o.dtype()));
   return a * b.reciprocal();
+}
+// -x for floats; for ints ~x (x xor all ones), since -x maps an unsigned 0 to itself and wraps
+// INT_MIN to itself, so that min of {0, 5} as uint8 was 5; not x for bools.
+Tensor Tensor::order_reversed() const {
+  if (dtype().is_float()) return -*this;
+  if (dtype().is_bool()) return logical_not();
+  const UOp ones =
+      UOp::constant(dtype(), Arg::integer(dtype().is_unsigned() ? dtype().int_max() : -1));
+  const UOp one = UOp::make(Op::Reshape, dtype(), {ones, dims_uop(Dims(ndim(), 1))});
+  return bitwise_xor(Tensor(UOp::make(Op::Expand, dtype(), {one, dims_uop(shape())}), {}));
 }
 Tensor Tensor::logical_not() const { return ne(full(shape(), 1, dtypes::bool_)); }
 Tensor Tensor::where(const Tensor& a, const Tensor& b) const {
@@ -516,11 +531,19 @@ Tensor Tensor::reduce(Op op, std::vector<int> axes, bool keepdim, std::string_vi
   return keepdim ? r.reshape(keep_shape) : r;
 }
 
+// How many elements a reduction over `axes` (all when empty) combines into each output.
+int64_t Tensor::reduced_count(const std::vector<int>& axes) const {
+  const Dims s = shape();
+  if (axes.empty()) return numel();
+  int64_t n = 1;
+  for (int a : axes) n *= s[static_cast<size_t>(axis(a))];  // within numel(): no overflow
+  return n;
+}
+
+// Over no elements the mean is 0/0, NaN (as torch, numpy and tinygrad give), not 0.
 Tensor Tensor::mean(std::vector<int> axes, bool keepdim) const {
   const Tensor s = sum(axes, keepdim);
-  const int64_t count = numel() / std::max<int64_t>(1, s.numel());
-  return s.cast(least_upper_float(s.dtype())) *
-         (1.0 / static_cast<double>(std::max<int64_t>(count, 1)));
+  return s.cast(least_upper_float(s.dtype())) * (1.0 / static_cast<double>(reduced_count(axes)));
 }
 
 Tensor Tensor::matmul(const Tensor& o) const {
@@ -732,8 +755,9 @@ Tensor Tensor::var(std::vector<int> axes, bool keepdim, int correction) const {
   const Tensor m = mean(axes, true);
   const Tensor d = cast(least_upper_float(dtype())) - m;
   const Tensor ss = (d * d).sum(axes, keepdim);
-  const int64_t n = numel() / std::max<int64_t>(1, ss.numel());
-  return ss * (1.0 / static_cast<double>(std::max<int64_t>(n - correction, 1)));
+  // no more elements than `correction`: a division by zero (NaN or inf), not by 1
+  const int64_t n = reduced_count(axes);
+  return ss * (1.0 / static_cast<double>(std::max<int64_t>(n - correction, 0)));
 }
 
 Tensor Tensor::argmax(int ax, bool keepdim) const {

@@ -31,7 +31,8 @@ std::shared_ptr<Storage> allocate_storage(DType dtype, int64_t size);
 // The buffers a graph reads, each once, kept alive with it. Merging two lists is O(1) (a node
 // over both, or one of them when the other adds nothing) and listing them walks the merges
 // once, so a graph built op by op costs O(ops) however many buffers it reads. Read like a
-// vector; its nodes are released without recursion.
+// vector; its nodes are released without recursion. Listing rewrites the list's node in place
+// (it becomes a leaf), so like UOps a list is used from one thread at a time.
 class StorageList {
  public:
   using Items = std::vector<std::shared_ptr<Storage>>;
@@ -40,7 +41,7 @@ class StorageList {
   StorageList(std::initializer_list<std::shared_ptr<Storage>> items) : StorageList(Items(items)) {}
   static StorageList merge(const StorageList& a, const StorageList& b);
 
-  const Items& items() const;                        // listed once per list, then cached
+  const Items& items() const;                        // listed once per list, then kept
   operator const Items&() const { return items(); }  // NOLINT
   size_t size() const { return items().size(); }
   bool empty() const { return !node_; }
@@ -183,7 +184,7 @@ class Tensor {
     return reduce(Op::Max, std::move(axes), keepdim);
   }
   Tensor min(std::vector<int> axes = {}, bool keepdim = false) const {
-    return -((-*this).reduce(Op::Max, std::move(axes), keepdim, "min"));
+    return order_reversed().reduce(Op::Max, std::move(axes), keepdim, "min").order_reversed();
   }
   Tensor prod(std::vector<int> axes = {}, bool keepdim = false) const {
     return reduce(Op::Mul, std::move(axes), keepdim);
@@ -249,6 +250,9 @@ class Tensor {
   Tensor scalar_like(double v) const;
   Tensor binary(Op op, const Tensor& o) const;
   Tensor unary_float(Op op) const;
+  int64_t reduced_count(const std::vector<int>& axes) const;
+  // An order-reversing bijection of the dtype's values, its own inverse: max of it is min.
+  Tensor order_reversed() const;
   // `what` names the user's function in errors (a repeated axis; max, min and argmax over an
   // axis of size 0, which have no identity).
   Tensor reduce(Op op, std::vector<int> axes, bool keepdim, std::string_view what = "") const;

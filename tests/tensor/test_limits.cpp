@@ -33,6 +33,18 @@ void expect_error(F f, const std::string& part) {
 
 using D = std::vector<double>;
 
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kAddressSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kAddressSanitizer = true;
+#else
+constexpr bool kAddressSanitizer = false;
+#endif
+#else
+constexpr bool kAddressSanitizer = false;
+#endif
+
 }  // namespace
 
 // ---- sizes
@@ -74,6 +86,9 @@ TEST(Limits, ShapesBeyondTheSizeLimitAreRefused) {
 }
 
 TEST(Limits, AHostAllocationFailureIsATensorError) {
+  // ASan's operator new reports a request past its 2^40-byte maximum and aborts instead of
+  // throwing bad_alloc (allocator_may_return_null does not change that for a throwing new)
+  if (kAddressSanitizer) GTEST_SKIP() << "AddressSanitizer aborts on an oversized allocation";
   // 2^52 bytes (4 PiB) is within the size limit but beyond any host's address space
   expect_error([] { Tensor::empty({int64_t{1} << 50}); }, "cannot allocate a buffer");
 }
@@ -110,6 +125,31 @@ TEST(Limits, FillValuesMustFitTheDtype) {
         Tensor::from_vector(std::vector<int64_t>{1, 300}, {2}, dtypes::int8);
       },
       "from_vector (element 1): the value 300 does not fit dtypes.char");
+}
+
+// A whole-number operand next to an integer tensor keeps the tensor's dtype: it must fit it, and
+// it is that dtype's constant exactly. It used to be made in float32 and cast: 300 next to int8
+// wrapped (1 + 300 gave 45) and 16777217 next to int64 rounded to 16777216.
+TEST_P(Limits, ScalarOperandsOfIntegerTensorsAreExact) {
+  expect_error([] { Tensor::ones({1}, dtypes::int8) + 300.0; },
+               "a scalar operand: the value 300.0 does not fit dtypes.char");
+  expect_error([] { Tensor::ones({1}, dtypes::uint8) * -1.0; }, "does not fit dtypes.uchar");
+  EXPECT_EQ((Tensor::zeros({1}, dtypes::int64) + 16777217.0).data<int64_t>(),
+            (std::vector<int64_t>{16777217}));
+  EXPECT_EQ((Tensor::zeros({1}, dtypes::int64) + 9007199254740992.0).data<int64_t>(),
+            (std::vector<int64_t>{9007199254740992}));
+  EXPECT_EQ((Tensor::ones({1}, dtypes::int8) + 126.0).to_doubles(), (D{127}));
+  // negation and subtraction of unsigned tensors still wrap, as unsigned arithmetic does
+  const Tensor u = Tensor::from_vector(std::vector<int32_t>{0, 1, 200}, {3}, dtypes::uint8);
+  EXPECT_EQ((-u).to_doubles(), (D{0, 255, 56}));
+  EXPECT_EQ((u - Tensor::full({3}, 2, dtypes::uint8)).to_doubles(), (D{254, 255, 198}));
+  EXPECT_EQ((-Tensor::from_vector(std::vector<int32_t>{INT32_MIN + 1, 3}, {2}, dtypes::int32))
+                .to_doubles(),
+            (D{INT32_MAX, -3}));
+  // a fraction or an infinity makes the result float, as before
+  EXPECT_EQ((Tensor::ones({1}, dtypes::int32) + 0.5).to_doubles(), (D{1.5}));
+  EXPECT_EQ((Tensor::ones({1}, dtypes::int32) + INFINITY).to_doubles(), (D{INFINITY}));
+  EXPECT_TRUE((Tensor::ones({1}, dtypes::int32) + INFINITY).dtype().is_float());
 }
 
 TEST(Limits, ArangeNearTheDtypeLimitsRaisesInsteadOfWrapping) {
@@ -226,8 +266,10 @@ TEST(Limits, IllTypedAluNodesAreRefusedWhenBuilt) {
 // The builders accept exactly what spec_alu in rules/spec.rw accepts (the rules are stated there;
 // the builders check the same, so neither may drift).
 TEST(Limits, AluBuildersAgreeWithTheSpecVerifier) {
-  const DType kinds[] = {dtypes::bool_, dtypes::int8,    dtypes::int32,   dtypes::uint64,
-                         dtypes::index, dtypes::float16, dtypes::float32, dtypes::float64};
+  const DType kinds[] = {dtypes::bool_,        dtypes::int8,         dtypes::int32,
+                         dtypes::uint64,       dtypes::index,        dtypes::float16,
+                         dtypes::float32,      dtypes::float64,      dtypes::float32.vec(4),
+                         dtypes::bool_.vec(4), dtypes::int32.vec(4), dtypes::bool_.vec(2)};
   int agreed = 0;
   for (int o = 0; o < kNumOps; ++o) {
     const Op op = static_cast<Op>(o);
@@ -303,6 +345,54 @@ TEST_P(Limits, ReductionsWithoutIdentityRefuseEmptyAxes) {
   EXPECT_EQ(e2.max({1}).numel(), 0);
 }
 
+// min is max of an order-reversed copy: -x reversed no order for unsigned ints (0 stays 0) and
+// wrapped INT_MIN, so min of uint8 {0, 5} was 5 and min of int32 {INT32_MIN, 0} was 0
+TEST_P(Limits, MinIsExactForEveryIntegerDtype) {
+  auto ints = [](std::vector<int64_t> v, DType d) {
+    const int64_t n = static_cast<int64_t>(v.size());
+    return Tensor::from_vector(v, {n}, d);
+  };
+  EXPECT_EQ(ints({3, 0, 5}, dtypes::uint8).min().to_doubles(), (D{0}));
+  EXPECT_EQ(ints({255, 7}, dtypes::uint8).min().to_doubles(), (D{7}));
+  EXPECT_EQ(ints({INT32_MIN, 0, INT32_MAX}, dtypes::int32).min().to_doubles(), (D{INT32_MIN}));
+  EXPECT_EQ(ints({INT64_MIN, 4}, dtypes::int64).min().data<int64_t>(),
+            (std::vector<int64_t>{INT64_MIN}));
+  EXPECT_EQ(ints({-128, 127}, dtypes::int8).min().to_doubles(), (D{-128}));
+  EXPECT_EQ(Tensor::from_vector(std::vector<uint64_t>{UINT64_MAX, 9}, {2}, dtypes::uint64)
+                .min()
+                .data<uint64_t>(),
+            (std::vector<uint64_t>{9}));
+  const Tensor m = ints({4, 0, 9, 2, 65535, 1}, dtypes::uint16).reshape({2, 3});
+  EXPECT_EQ(m.min({1}).to_doubles(), (D{0, 1}));
+  EXPECT_EQ(m.min({0}, true).shape(), (Dims{1, 3}));
+  EXPECT_EQ(m.min({0}, true).to_doubles(), (D{2, 0, 1}));
+  // floats and bools as before
+  EXPECT_EQ(Tensor::from_vector({2.5f, -1.5f}, {2}).min().to_doubles(), (D{-1.5}));
+  EXPECT_EQ(
+      Tensor::from_vector(std::vector<bool>{true, false}, {2}, dtypes::bool_).min().to_doubles(),
+      (D{0}));
+}
+
+// A mean over no elements is NaN (0/0), as in torch, numpy and tinygrad; it used to be 0. A
+// variance over no more elements than its correction divides by zero too; it used to divide by 1.
+TEST_P(Limits, MeanAndVarOverNothingAreNaN) {
+  auto all_nan = [](std::vector<double> v) {
+    for (double x : v)
+      if (!std::isnan(x)) return false;
+    return !v.empty();
+  };
+  EXPECT_TRUE(all_nan(Tensor::ones({0}).mean().to_doubles()));
+  EXPECT_TRUE(all_nan(Tensor::ones({2, 0}).mean({1}).to_doubles()));
+  EXPECT_EQ(Tensor::ones({2, 0}).mean({0}).numel(), 0);
+  EXPECT_TRUE(all_nan(Tensor::ones({1}).var().to_doubles()));
+  EXPECT_TRUE(all_nan(Tensor::ones({3, 1}).var({1}).to_doubles()));
+  // the count is the reduced axes' product, also when the output is empty
+  EXPECT_EQ(Tensor::arange(0, 6, 1, dtypes::float32).reshape({2, 3}).mean({1}).to_doubles(),
+            (D{1, 4}));
+  EXPECT_EQ(Tensor::from_vector({1.0f, 3.0f}, {2}).var().to_doubles(), (D{2}));
+  EXPECT_EQ(Tensor::from_vector({1.0f, 3.0f}, {2}).var({}, false, 0).to_doubles(), (D{1}));
+}
+
 TEST(Limits, HandBuiltGraphsAreCheckedWhenWrapped) {
   const Tensor a = Tensor::ones({4}).contiguous();
   const UOp bad = UOp::make(Op::Reshape, dtypes::float32, {a.uop(), shape_to_uop({SInt(3)})});
@@ -333,6 +423,21 @@ TEST(Limits, ManyBuffersAreListedOnceEach) {
   ws.clear();
   acc = Tensor::zeros({1});  // the 100k-deep list of merges goes here
   EXPECT_TRUE(acc.storages().empty());
+}
+
+// Listing a growing graph at every step (a loop calling storages() or gradient()) keeps one list
+// per live tensor: each listed step used to keep its own copy of the list under the later ones,
+// n^2/2 buffer references for a chain of n.
+TEST(Limits, ListingAGrowingGraphAtEveryStepKeepsOneList) {
+  const Tensor first = Tensor::from_vector(std::vector<float>{1, 2}, {2});
+  Tensor acc = first;
+  for (int i = 0; i < 200; ++i) {
+    acc = acc + Tensor::from_vector(std::vector<float>{static_cast<float>(i), 1}, {2});
+    ASSERT_EQ(acc.storages().size(), static_cast<size_t>(i + 2));
+  }
+  // held by `first`, by acc's list, and by nothing else
+  EXPECT_LE(first.storages()[0].use_count(), 3);
+  EXPECT_EQ(acc.storages()[0], first.storages()[0]);
 }
 
 TEST_P(Limits, ASumOverManyBuffersReadsEachOne) {
