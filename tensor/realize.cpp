@@ -760,6 +760,34 @@ std::vector<double> Tensor::to_doubles() {
   return out;
 }
 
+namespace {
+// The dtype whose values a host integer type T holds.
+template <class T>
+DType host_dtype() {
+  if constexpr (std::is_same_v<T, bool>)
+    return dtypes::bool_;
+  else if constexpr (std::is_same_v<T, int8_t>)
+    return dtypes::int8;
+  else if constexpr (std::is_same_v<T, int16_t>)
+    return dtypes::int16;
+  else if constexpr (std::is_same_v<T, int32_t>)
+    return dtypes::int32;
+  else if constexpr (std::is_same_v<T, int64_t>)
+    return dtypes::int64;
+  else if constexpr (std::is_same_v<T, uint8_t>)
+    return dtypes::uint8;
+  else if constexpr (std::is_same_v<T, uint16_t>)
+    return dtypes::uint16;
+  else if constexpr (std::is_same_v<T, uint32_t>)
+    return dtypes::uint32;
+  else {
+    static_assert(std::is_same_v<T, uint64_t>,
+                  "data<T> takes bool, float types or fixed-width ints");
+    return dtypes::uint64;
+  }
+}
+}  // namespace
+
 template <class T>
 std::vector<T> Tensor::data() {
   realize();
@@ -772,17 +800,9 @@ std::vector<T> Tensor::data() {
       out.push_back(static_cast<T>(v.as_float()));
     } else {
       // an element that T cannot hold is an error, never a wrapped or undefined conversion
-      const bool finite = !v.is_float() || std::isfinite(v.as_float());
-      const long double f = v.is_float() ? v.as_float() : 0;
-      const i128 x = !v.is_float()                       ? v.as_int()
-                     : finite && std::fabs(f) < 0x1p120L ? static_cast<i128>(std::trunc(f))
-                                                         : std::numeric_limits<i128>::max();
-      if (!finite || x < static_cast<i128>(std::numeric_limits<T>::min()) ||
-          x > static_cast<i128>(std::numeric_limits<T>::max()))
-        throw TensorError(fmt::format("data: element {} ({}) does not fit the requested {}-bit {}",
-                                      i, v.repr(), sizeof(T) * 8,
-                                      std::is_signed_v<T> ? "signed integer" : "unsigned integer"));
-      out.push_back(static_cast<T>(x));
+      check_fits(host_dtype<T>(), v, "data", i);
+      out.push_back(
+          static_cast<T>(v.is_float() ? static_cast<i128>(std::trunc(v.as_float())) : v.as_int()));
     }
   }
   return out;

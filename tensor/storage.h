@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "ir/arg.h"
@@ -18,6 +19,11 @@ void store_element(Storage& s, int64_t i, const Arg& v);
 // A fresh number for an event that writes buffers (an assignment's STORE, a kernel CALL): the
 // schedule and the buffers' logs tell events apart by it, even when their graphs are equal.
 int64_t next_effect_id();
+
+// Refuses (TensorError) a value `dtype` cannot hold: an int out of range or a non-finite float for
+// an int dtype, a finite float that overflows a float dtype. `what` and `element` (when >= 0) name
+// the value in the message.
+void check_fits(DType dtype, const Arg& v, std::string_view what, int64_t element = -1);
 
 // Adds the storages of `from` that `to` does not hold yet (each buffer once: a graph that reuses
 // a tensor, y * x + y, would otherwise double the list at every step). Linear in both sizes;

@@ -81,10 +81,18 @@ std::vector<T> host_values(int64_t n, std::string_view what) {
   }
 }
 
+UOp dims_uop(const Dims& d) {
+  Shape s;
+  for (int64_t x : d) s.emplace_back(x);
+  return shape_to_uop(s);
+}
+
+}  // namespace
+
 // Refuses a value that `dtype` cannot hold: an int out of range (or a non-finite float for an
 // int), a finite float that overflows to inf. A fraction truncates toward zero, as CAST does.
 // `element` (when >= 0) names the value's position in the error.
-void check_fits(DType dtype, const Arg& v, std::string_view what, int64_t element = -1) {
+void check_fits(DType dtype, const Arg& v, std::string_view what, int64_t element) {
   auto where = [&] {
     return element < 0 ? std::string(what) : fmt::format("{} (element {})", what, element);
   };
@@ -112,14 +120,6 @@ void check_fits(DType dtype, const Arg& v, std::string_view what, int64_t elemen
     }
   }
 }
-
-UOp dims_uop(const Dims& d) {
-  Shape s;
-  for (int64_t x : d) s.emplace_back(x);
-  return shape_to_uop(s);
-}
-
-}  // namespace
 
 Tensor::Tensor(UOp u, StorageList deps) : uop_(std::move(u)), deps_(std::move(deps)) {
   // every tensor the API makes has a shape within the size limit; a shape error in a graph

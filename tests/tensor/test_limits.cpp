@@ -209,13 +209,13 @@ TEST_P(Limits, DataReadsEveryElementTypeAndRefusesWhatItCannotHold) {
   EXPECT_EQ(positive.data<uint32_t>(), (std::vector<uint32_t>{0, 1}));
   EXPECT_EQ(positive.data<uint64_t>(), (std::vector<uint64_t>{0, 1}));
   EXPECT_EQ(positive.data<bool>(), (std::vector<bool>{false, true}));
-  expect_error([&] { small.data<uint8_t>(); }, "element 0 (-3) does not fit the requested 8-bit");
+  expect_error([&] { small.data<uint8_t>(); }, "data (element 0): the value -3 does not fit");
   Tensor big = Tensor::from_vector(std::vector<int32_t>{300}, {1}, dtypes::int32);
-  expect_error([&] { big.data<int8_t>(); }, "element 0 (300) does not fit");
+  expect_error([&] { big.data<int8_t>(); }, "data (element 0): the value 300 does not fit");
   Tensor inf = Tensor::from_vector(std::vector<float>{1.5f, INFINITY}, {2}, dtypes::float32);
-  expect_error([&] { inf.data<int32_t>(); }, "element 1");
+  expect_error([&] { inf.data<int32_t>(); }, "data (element 1)");
   Tensor huge = Tensor::from_vector(std::vector<double>{1e30}, {1}, dtypes::float64);
-  expect_error([&] { huge.data<int64_t>(); }, "element 0");
+  expect_error([&] { huge.data<int64_t>(); }, "data (element 0)");
 }
 
 TEST(Limits, RealizeAllRefusesANullPointer) {
