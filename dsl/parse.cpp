@@ -117,7 +117,9 @@ bool prescan(const SourceFile& src, Diagnostics& diags) {
     if (c == '(' || c == '[' || c == '{') {
       open.emplace_back(static_cast<char>(c), loc_at(i));
       if (static_cast<int>(open.size()) > kMaxNesting) {
-        diags.error(loc_at(i), fmt::format("nesting deeper than {} levels", kMaxNesting));
+        diags.error(
+            loc_at(i),
+            fmt::format("nesting deeper than {} levels (the bracket nesting limit)", kMaxNesting));
         return false;
       }
     } else if (c == ')' || c == ']' || c == '}') {
@@ -180,7 +182,9 @@ class Builder {
     if (depth > kMaxTreeDepth && !too_deep_) {
       too_deep_ = true;
       diags_.error(
-          at, fmt::format("pattern or expression nested deeper than {} levels", kMaxTreeDepth));
+          at,
+          fmt::format("pattern or expression nested deeper than {} levels (the tree depth limit)",
+                      kMaxTreeDepth));
     }
     return depth;
   }

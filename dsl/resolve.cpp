@@ -429,8 +429,10 @@ class Resolver {
     rc.kind = set.kind;
     std::vector<MatchNode> variants = pattern(*m.pattern, rc);
     if (variants.size() > kMaxVariants) {
-      diags_.error(m.loc, fmt::format("rule expands to {} variants (more than {})", variants.size(),
-                                      kMaxVariants));
+      diags_.error(
+          m.loc,
+          fmt::format("rule expands to {} variants (more than {}: the per-rule variant limit)",
+                      variants.size(), kMaxVariants));
       return;
     }
     const int pattern_slots = static_cast<int>(rc.slots.size());

@@ -157,13 +157,13 @@ def rwc_cases():
         r"repeat their bodies more than 100000 times in total \(the rule-set expansion limit\)")
     chk("expression nested 100k deep in parentheses",
         "ruleset r {\n  Add(x, 0) => " + "(" * 100000 + "x" + ")" * 100000 + "\n}\n", 1,
-        "nesting deeper than 64 levels")
+        "nesting deeper than 64 levels \\(the bracket nesting limit\\)")
     chk("pattern nested 100k deep", "ruleset r {\n  " + "Neg(" * 100000 + "x" + ")" * 100000 + " => x\n}\n",
-        1, "nesting deeper than 64 levels")
+        1, "nesting deeper than 64 levels \\(the bracket nesting limit\\)")
     chk("300k prefix operators", "ruleset r {\n  Add(x, 0) if " + "!" * 300000 + "True => x\n}\n", 1,
-        "nested deeper than 256 levels")
+        "nested deeper than 256 levels \\(the tree depth limit\\)")
     chk("200k-term sum", "ruleset r {\n  Add(x, 0) => x" + " + x" * 200000 + "\n}\n", 1,
-        "nested deeper than 256 levels")
+        "nested deeper than 256 levels \\(the tree depth limit\\)")
     chk("file over 1 MiB", "ruleset r {\n  Add(x, 0) => x\n}\n" + "#" * (1 << 20), 1,
         r"file larger than 1048576 bytes \(the source size limit\)")
     chk("ill-typed right-hand side", "ruleset r {\n  Add(x:index, 0) => x + 1.5\n}\n", 1,
