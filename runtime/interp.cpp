@@ -6,11 +6,16 @@
 #include <fmt/format.h>
 
 #include "ir/alu.h"
+#include "runtime/kernel_error.h"
 #include "tensor/storage.h"
 
 namespace tinyrw {
 
 namespace {
+
+bool is_int_division(Op op) {
+  return op == Op::CDiv || op == Op::CMod || op == Op::FloorDiv || op == Op::FloorMod;
+}
 
 class Machine {
  public:
@@ -125,6 +130,8 @@ class Machine {
     std::vector<Arg> args;
     for (const UOp& s : u.src()) args.push_back(value(s));
     auto r = exec_alu(u.op(), u.dtype(), args);
+    if (!r && is_int_division(u.op()) && !u.dtype().is_float() && args[1].as_int() == 0)
+      throw division_by_zero("INTERP", u.op());
     if (!r)
       throw std::runtime_error(
           fmt::format("INTERP: {} is undefined here (e.g. division by zero)", op_name(u.op())));

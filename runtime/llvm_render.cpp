@@ -17,6 +17,8 @@ namespace tinyrw {
 
 namespace {
 
+int error_code(Op op) { return static_cast<int>(op) + 1; }
+
 // 16-bit floats compute in float and round every result to their precision (as INTERP does).
 bool is_half(DType d) { return d == dtypes::float16 || d == dtypes::bfloat16; }
 
@@ -356,12 +358,28 @@ class Emitter {
     }
   }
 
-  // Integer division: a zero divisor is replaced by 1 (no trap; INTERP reports the error).
+  // Integer division without a hardware trap: a zero divisor records the op in the error flag
+  // (%err, returned by the kernel; the host raises) and divides by 1 instead; so does
+  // INT_MIN / -1 (signed), whose wrapped quotient INT_MIN and remainder 0 are what x / 1 gives.
   std::string divmod(Op op, const std::string& t, bool un, const std::string& x,
                      const std::string& y) {
-    const std::string z = tmp(), b = tmp(), q = tmp(), m = tmp();
+    const std::string z = tmp(), e0 = tmp(), e1 = tmp(), b = tmp(), q = tmp(), m = tmp();
     line(fmt::format("{} = icmp eq {} {}, 0", z, t, y));
-    line(fmt::format("{} = select i1 {}, {} 1, {} {}", b, z, t, t, y));
+    line(fmt::format("{} = load i32, ptr %err", e0));
+    line(fmt::format("{} = select i1 {}, i32 {}, i32 {}", e1, z, error_code(op), e0));
+    line(fmt::format("store i32 {}, ptr %err", e1));
+    std::string guard = z;
+    if (!un) {
+      const int bits = t == "i64" ? 64 : std::stoi(t.substr(1));
+      const std::string mn = tmp(), m1 = tmp(), ov = tmp(), g = tmp();
+      line(fmt::format("{} = icmp eq {} {}, {}", mn, t, x,
+                       to_string(-(static_cast<i128>(1) << (bits - 1)))));
+      line(fmt::format("{} = icmp eq {} {}, -1", m1, t, y));
+      line(fmt::format("{} = and i1 {}, {}", ov, mn, m1));
+      line(fmt::format("{} = or i1 {}, {}", g, z, ov));
+      guard = g;
+    }
+    line(fmt::format("{} = select i1 {}, {} 1, {} {}", b, guard, t, t, y));
     line(fmt::format("{} = {} {} {}, {}", q, un ? "udiv" : "sdiv", t, x, b));
     line(fmt::format("{} = {} {} {}, {}", m, un ? "urem" : "srem", t, x, b));
     if (op == Op::CDiv) return q;
@@ -475,8 +493,9 @@ RenderedKernel& finish(RenderedKernel& out, Emitter& e) {
       "declare i64 @llvm.smax.i64(i64, i64)\n"
       "declare i64 @llvm.smin.i64(i64, i64)\n";
   for (const std::string& d : e.intrinsics_) out.ir += d + "\n";
-  out.ir += "\ndefine void @kernel(ptr %bufs) {\nentry:\n" + e.allocas_ + params + e.body_ +
-            "  ret void\n}\n";
+  out.ir += "\ndefine i32 @kernel(ptr %bufs) {\nentry:\n  %err = alloca i32\n" + e.allocas_ +
+            "  store i32 0, ptr %err\n" + params + e.body_ +
+            "  %err.out = load i32, ptr %err\n  ret i32 %err.out\n}\n";
   return out;
 }
 // The buffers `root` reads or writes become the kernel's arguments after the output, in order of
@@ -490,6 +509,12 @@ void number_buffers(const UOp& root, RenderedKernel& out, Emitter& e) {
   }
 }
 }  // namespace
+
+std::optional<Op> kernel_error_op(int32_t code) {
+  for (Op op : {Op::CDiv, Op::CMod, Op::FloorDiv, Op::FloorMod})
+    if (code == error_code(op)) return op;
+  return std::nullopt;
+}
 
 RenderedKernel render_llvm(const UOp& value, const std::vector<UOp>& ranges, DType out_dtype,
                            const std::vector<int64_t>& out_shape,

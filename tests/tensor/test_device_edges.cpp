@@ -1,0 +1,125 @@
+// Where devices could disagree or crash: integer division at the dtype limits and by zero (the
+// spec: integers wrap, division by zero is an error that names the op), and graphs deep enough
+// that a recursive walk would overflow the stack. Every device gives the same values or the same
+// error.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "on_device.h"
+#include "runtime/kernel_error.h"
+#include "tensor/function.h"
+#include "tensor/storage.h"
+#include "tensor/tensor.h"
+
+using namespace tinyrw;
+
+namespace {
+
+class DeviceEdges : public OnDevice {};
+
+const Op kDivOps[] = {Op::CDiv, Op::CMod, Op::FloorDiv, Op::FloorMod};
+const DType kIntDtypes[] = {dtypes::int8,  dtypes::int16,  dtypes::int32,  dtypes::int64,
+                            dtypes::uint8, dtypes::uint16, dtypes::uint32, dtypes::uint64};
+
+Tensor ints(const std::vector<i128>& v, DType d) {
+  std::vector<int64_t> w;
+  for (i128 x : v) w.push_back(static_cast<int64_t>(truncate_int(d, x)));
+  return Tensor::from_vector(w, {static_cast<int64_t>(w.size())}, d).realize();
+}
+
+// The spec's formula for op on exact integers, then wrapped to d.
+i128 spec_value(Op op, DType d, i128 a, i128 b) {
+  i128 q = a / b;  // truncates
+  if ((op == Op::FloorDiv || op == Op::FloorMod) && (a % b != 0) && ((a < 0) != (b < 0))) --q;
+  const i128 r = op == Op::CDiv || op == Op::FloorDiv ? q : a - b * q;
+  return truncate_int(d, r);
+}
+
+}  // namespace
+
+// INT_MIN / -1 wraps (the quotient 2^(n-1) is INT_MIN again, the remainder 0): no SIGFPE on CPU,
+// and the same values as INTERP and the spec for every int dtype.
+TEST_P(DeviceEdges, DivisionAtTheDtypeLimitsWraps) {
+  for (DType d : kIntDtypes) {
+    const i128 lo = d.int_min(), hi = d.int_max();
+    const std::vector<i128> a{lo, lo, lo, hi, hi, lo + 1, 7, -7, 7, -7};
+    const i128 big = lo == 0 ? hi : lo;  // the largest divisor (an unsigned type's min is 0)
+    const std::vector<i128> b{-1, 1, big, -1, big, -1, -2, 2, 2, -2};
+    const Tensor ta = ints(a, d), tb = ints(b, d);
+    for (Op op : kDivOps) {
+      const std::vector<int64_t> got = Tensor::alu(op, {ta, tb}).data<int64_t>();
+      for (size_t i = 0; i < a.size(); ++i) {
+        const i128 x = truncate_int(d, a[i]), y = truncate_int(d, b[i]);
+        EXPECT_EQ(got[i], static_cast<int64_t>(spec_value(op, d, x, y)))
+            << op_name(op) << " " << d.repr() << " " << to_string(x) << ", " << to_string(y);
+      }
+    }
+  }
+}
+
+// Division or modulo by zero is an error naming the op, on every device and dtype, also when
+// only one element divides by zero and when the result is reduced.
+TEST_P(DeviceEdges, DivisionByZeroIsAnErrorNamingTheOp) {
+  for (DType d : kIntDtypes) {
+    const Tensor a = ints({5, 6, 7, 8}, d), b = ints({1, 2, 0, 4}, d);
+    for (Op op : kDivOps) {
+      for (bool reduce : {false, true}) {
+        Tensor q = Tensor::alu(op, {a, b});
+        if (reduce) q = q.sum();
+        try {
+          q.realize();
+          ADD_FAILURE() << op_name(op) << " " << d.repr() << ": no error";
+        } catch (const KernelError& e) {
+          EXPECT_NE(std::string(e.what()).find("division by zero in " + std::string(op_name(op))),
+                    std::string::npos)
+              << e.what();
+        }
+      }
+    }
+  }
+}
+
+// An assignment whose value divides by zero raises and leaves the target as it was: no
+// element is half written (INTERP stops at the element, CPU runs to the end), through a whole
+// buffer, a view of it, and a custom kernel alike.
+TEST_P(DeviceEdges, FailedAssignmentLeavesTheTargetAsItWas) {
+  const Tensor a = ints({1, 2, 3, 4}, dtypes::int32), b = ints({1, 1, 1, 0}, dtypes::int32);
+  auto contents = [](const std::shared_ptr<Storage>& s) {
+    std::vector<int64_t> out;
+    for (int64_t i = 0; i < s->size; ++i)
+      out.push_back(static_cast<int64_t>(load_element(*s, i).as_int()));
+    return out;
+  };
+  const std::vector<int64_t> before{10, 20, 30, 40};
+  Tensor t = ints({10, 20, 30, 40}, dtypes::int32);
+  const std::shared_ptr<Storage> ts = t.storages().at(0);
+  EXPECT_THROW(t.assign(Tensor::alu(Op::CDiv, {a, b})).realize(), KernelError);
+  EXPECT_EQ(contents(ts), before);
+  EXPECT_TRUE(ts->executed_assignments.empty());
+
+  Tensor u = ints({10, 20, 30, 40}, dtypes::int32);
+  const std::shared_ptr<Storage> us = u.storages().at(0);
+  EXPECT_THROW(u.setitem({{1, 4, 1}}, Tensor::alu(Op::FloorMod, {a, b}).shrink({{1, 4}})).realize(),
+               KernelError);
+  EXPECT_EQ(contents(us), before);
+
+  // a custom kernel writing its first argument in place: out[i] = a[i] / b[i]
+  Tensor out = ints({10, 20, 30, 40}, dtypes::int32);
+  const std::shared_ptr<Storage> os = out.storages().at(0);
+  auto divide = [](const std::vector<UOp>& p) {
+    const UOp i = UOp::range(UOp::cint(4), 0);
+    const UOp q = kernel_index(p[1], {i}).alu(Op::CDiv, {kernel_index(p[2], {i})});
+    return kernel_sink({kernel_end(kernel_store(kernel_index(p[0], {i}), q), {i})}, "divide");
+  };
+  try {
+    custom_kernel({out, a, b}, divide)[0].realize();
+    ADD_FAILURE() << "no error";
+  } catch (const KernelError& e) {
+    EXPECT_NE(std::string(e.what()).find("division by zero in CDiv"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(contents(os), before);
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, DeviceEdges, ::testing::Values("INTERP", "CPU"));
