@@ -123,3 +123,97 @@ TEST_P(DeviceEdges, FailedAssignmentLeavesTheTargetAsItWas) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, DeviceEdges, ::testing::Values("INTERP", "CPU"));
+
+namespace {
+
+// x, then `n` elementwise ops cycling through add, mul, sub, max, neg, where (values stay small;
+// y is used once per op, the graph is a chain)
+Tensor mixed_chain(const Tensor& x, int n) {
+  Tensor y = x;
+  for (int i = 0; i < n; ++i) {
+    switch (i % 6) {
+      case 0:
+        y = y + 1.0;
+        break;
+      case 1:
+        y = y * 0.5;
+        break;
+      case 2:
+        y = y - 0.25;
+        break;
+      case 3:
+        y = y.maximum(x);
+        break;
+      case 4:
+        y = -y;
+        break;
+      default:
+        y = x.lt(x * 0.5).where(y, x);
+        break;
+    }
+  }
+  return y;
+}
+
+}  // namespace
+
+// A kernel of 20,000 fused elementwise ops: every walk over it (lowering, linearizing, the LLVM
+// emitter) is iterative, so it realizes on every device with the values INTERP gives.
+TEST_P(DeviceEdges, DeepElementwiseChain) {
+  const Tensor x = Tensor::from_vector(std::vector<float>{1, -2, 3, -4}, {4}).realize();
+  std::vector<float> want = x.clone().data<float>();
+  const int n = 20000;
+  for (int i = 0; i < n; ++i) {
+    for (size_t k = 0; k < want.size(); ++k) {
+      const float xv = std::vector<float>{1, -2, 3, -4}[k];
+      float& y = want[k];
+      switch (i % 6) {
+        case 0:
+          y = y + 1.0f;
+          break;
+        case 1:
+          y = y * 0.5f;
+          break;
+        case 2:
+          y = y - 0.25f;
+          break;
+        case 3:
+          y = std::max(y, xv);
+          break;
+        case 4:
+          y = -y;
+          break;
+        default:
+          y = xv < xv * 0.5f ? y : xv;
+          break;
+      }
+    }
+  }
+  EXPECT_EQ(mixed_chain(x, n).data<float>(), want);
+}
+
+// 10,000 alternating reshapes and transposes of one buffer (5,000 each): the index math of each
+// level is built and simplified without recursion. On CPU 1,000 (500 each): the index expression
+// stays one division and modulo deep per level, and LLVM's O2 takes superlinear time on it
+// (1,000 levels 2 s, 3,000 13 s, 10,000 220 s).
+TEST_P(DeviceEdges, DeepMovementChain) {
+  const int pairs = GetParam() == "CPU" ? 500 : 5000;
+  std::vector<float> v(12);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i);
+  const Tensor x = Tensor::from_vector(v, {3, 4}).realize();
+  Tensor y = x;
+  for (int i = 0; i < pairs; ++i) y = y.transpose().reshape({3, 4});
+  // transpose of a 3x4 read row-major as 3x4: a permutation of 12 elements, applied `pairs` times
+  std::vector<size_t> perm(12);  // y.flat[k] = prev.flat[perm[k]]
+  for (size_t k = 0; k < 12; ++k) {
+    const size_t r = k / 3, c = k % 3;  // element (r, c) of the 4x3 transpose
+    perm[k] = c * 4 + r;
+  }
+  std::vector<float> want = v;
+  for (int i = 0; i < pairs; ++i) {
+    std::vector<float> next(12);
+    for (size_t k = 0; k < 12; ++k) next[k] = want[perm[k]];
+    want = next;
+  }
+  EXPECT_EQ((y + 0.0).data<float>(), want);
+}
