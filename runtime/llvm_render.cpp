@@ -405,7 +405,10 @@ class Emitter {
       b = tmp();
       line(fmt::format("{} = icmp eq {} {}, 0", z, t, y));
       line(fmt::format("{} = load i32, ptr %err", e0));
-      line(fmt::format("{} = select i1 {}, i32 {}, i32 {}", e1, z, error_code(op), e0));
+      const std::string first = tmp(), rec = tmp();  // the first division by zero is kept
+      line(fmt::format("{} = icmp eq i32 {}, 0", first, e0));
+      line(fmt::format("{} = and i1 {}, {}", rec, z, first));
+      line(fmt::format("{} = select i1 {}, i32 {}, i32 {}", e1, rec, error_code(op), e0));
       line(fmt::format("store i32 {}, ptr %err", e1));
       std::string guard = z;
       if (!un) {

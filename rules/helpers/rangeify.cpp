@@ -112,6 +112,9 @@ UOp index_flip(const UOp& i) {
   const std::vector<int64_t> in = shape_of(f.src(0));
   auto flags = f.arg().items();
   std::vector<UOp> idx = idx_of(i);
+  if (flags.size() != idx.size() || in.size() != idx.size())
+    throw std::logic_error(fmt::format("index_flip: a FLIP of {} axes ({} flags) indexed with {}",
+                                       in.size(), flags.size(), idx.size()));
   for (size_t k = 0; k < idx.size(); ++k)
     if (flags[k].as_bool()) idx[k] = ci(in[k] - 1) - idx[k];
   return make_index(f.src(0), idx);
