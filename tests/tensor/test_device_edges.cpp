@@ -217,3 +217,14 @@ TEST_P(DeviceEdges, DeepMovementChain) {
   }
   EXPECT_EQ((y + 0.0).data<float>(), want);
 }
+
+// Products of 64-bit elements wrap (their exact value may not fit in 128 bits), and bool with
+// bool stays bool: the sweep's first findings.
+TEST_P(DeviceEdges, WideProductsWrapAndBoolsStayBool) {
+  const Tensor a = ints({-1, -2, static_cast<i128>(1) << 63}, dtypes::uint64);
+  const std::vector<int64_t> got = (a * a).data<int64_t>();
+  EXPECT_EQ(got, (std::vector<int64_t>{1, 4, 0}));
+  const Tensor p = ints({1, 0, 1}, dtypes::bool_), q = ints({1, 1, 0}, dtypes::bool_);
+  EXPECT_EQ(p.bitwise_or(q).dtype(), dtypes::bool_);
+  EXPECT_EQ(p.bitwise_and(q).data<int64_t>(), (std::vector<int64_t>{1, 0, 0}));
+}
