@@ -228,3 +228,13 @@ TEST_P(DeviceEdges, WideProductsWrapAndBoolsStayBool) {
   EXPECT_EQ(p.bitwise_or(q).dtype(), dtypes::bool_);
   EXPECT_EQ(p.bitwise_and(q).data<int64_t>(), (std::vector<int64_t>{1, 0, 0}));
 }
+
+// A view (pad, flip, expand, reshape) of a value the rules fold into a constant realizes (it
+// crashed in the rangeify helpers). (The fold itself ignores wrapping: see issue 22's notes.)
+TEST_P(DeviceEdges, ViewsOfAFoldedValue) {
+  const Tensor x = ints({1, 2, 3, 4}, dtypes::uint8), y = ints({5, 6, 7, 8}, dtypes::uint8);
+  const Tensor m = Tensor::alu(Op::FloorMod, {x * y, y});
+  EXPECT_EQ(m.pad({{1, 2}}).shrink({{1, 5}}).data<int64_t>().size(), 4u);
+  EXPECT_EQ(m.flip({0}).data<int64_t>().size(), 4u);
+  EXPECT_EQ(m.reshape({2, 2}).data<int64_t>().size(), 4u);
+}
