@@ -23,18 +23,44 @@ class Linearizer {
   // Emits the instructions computing u and returns the node that holds its value there: u with
   // its sources replaced by theirs (a reduction's value is its accumulator load). Once per scope;
   // inner scopes see outer values.
-  UOp emit(const UOp& u) {
-    for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
-      if (auto f = it->find(u.node()); f != it->end()) return f->second;
+  // An explicit stack instead of recursion: a chain of any depth, in the order a recursive walk
+  // would emit it (sources first, left to right).
+  UOp emit(const UOp& root) {
+    if (const UOp* v = find(root)) return *v;
+    std::vector<std::pair<const UOp*, bool>> stack{{&root, false}};  // (node, sources pushed)
+    while (!stack.empty()) {
+      auto& [u, expanded] = stack.back();
+      const UOp* node = u;
+      if (find(*node)) {
+        stack.pop_back();
+        continue;
+      }
+      if (node->op() == Op::Range)
+        throw std::logic_error("linearize: a range used outside its loop");
+      if (!expanded && node->op() != Op::Reduce) {  // a reduction emits its source in its loops
+        expanded = true;
+        for (size_t k = node->nsrc(); k-- > 0;)
+          if (!find(node->src(k))) stack.emplace_back(&node->src(k), false);
+        continue;
+      }
+      stack.pop_back();
+      if (node->op() == Op::Reduce) {
+        reduce(*node);
+        continue;
+      }
+      std::vector<UOp> src;
+      for (const UOp& s : node->src()) src.push_back(*find(s));
+      const UOp v = node->nsrc() ? node->with_src(src) : *node;
+      program.push_back(v);
+      scopes_.back().emplace(node->node(), v);
     }
-    if (u.op() == Op::Reduce) return reduce(u);
-    if (u.op() == Op::Range) throw std::logic_error("linearize: a range used outside its loop");
-    std::vector<UOp> src;
-    for (const UOp& s : u.src()) src.push_back(emit(s));
-    const UOp v = u.nsrc() ? u.with_src(src) : u;
-    program.push_back(v);
-    scopes_.back().emplace(u.node(), v);
-    return v;
+    return *find(root);
+  }
+  const UOp* find(const UOp& u) const {
+    for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
+      if (auto f = it->find(u.node()); f != it->end()) return &f->second;
+    }
+    return nullptr;
   }
 
   void open(const UOp& range) {

@@ -265,6 +265,10 @@ DType least_upper_dtype(std::span<const DType> types) {
     }
     common &= ancestors(t.kind());
   }
+  // One of the types that all the others promote to is the answer itself (bool with bool is
+  // bool, not the index type the lattice puts above it).
+  for (const DType& t : types)
+    if (common & (1u << static_cast<unsigned>(t.kind()))) return t;
   // Lowest priority wins; ties broken by itemsize, as tinygrad orders dtypes.
   std::optional<ScalarKind> best;
   for (unsigned i = 0; i < kScalars.size(); ++i) {

@@ -1,12 +1,14 @@
 // The CPU device: LLVM IR compiled by LLVM's ORC JIT (no external compiler at run time).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace tinyrw {
 
-// A compiled kernel: bufs[0] is the output, bufs[1..] the inputs in the renderer's order.
-using KernelFn = void (*)(void** bufs);
+// A compiled kernel: bufs[0] is the output, bufs[1..] the inputs in the renderer's order. It
+// returns 0, or an error code (see kernel_error_op in runtime/llvm_render.h).
+using KernelFn = int32_t (*)(void** bufs);
 
 // Compiles (and caches by IR text) a module whose function is named `kernel`. Throws
 // std::runtime_error with LLVM's message when the IR does not compile.

@@ -6,11 +6,16 @@
 #include <fmt/format.h>
 
 #include "ir/alu.h"
+#include "runtime/kernel_error.h"
 #include "tensor/storage.h"
 
 namespace tinyrw {
 
 namespace {
+
+bool is_int_division(Op op) {
+  return op == Op::CDiv || op == Op::CMod || op == Op::FloorDiv || op == Op::FloorMod;
+}
 
 class Machine {
  public:
@@ -124,7 +129,18 @@ class Machine {
     }
     std::vector<Arg> args;
     for (const UOp& s : u.src()) args.push_back(value(s));
+    // a product of two 64-bit elements can leave i128, where exact arithmetic saturates; the
+    // dtype keeps only its low bits, which modular arithmetic gives exactly
+    if ((u.op() == Op::Mul || u.op() == Op::MulAcc) && u.dtype().is_int()) {
+      using u128 = unsigned __int128;
+      u128 p = static_cast<u128>(args[0].as_int()) * static_cast<u128>(args[1].as_int());
+      if (u.op() == Op::MulAcc) p += static_cast<u128>(args[2].as_int());
+      set(u, Arg::integer(truncate_int(u.dtype(), static_cast<i128>(p))));
+      return pc + 1;
+    }
     auto r = exec_alu(u.op(), u.dtype(), args);
+    if (!r && is_int_division(u.op()) && !u.dtype().is_float() && args[1].as_int() == 0)
+      throw division_by_zero("INTERP", u.op());
     if (!r)
       throw std::runtime_error(
           fmt::format("INTERP: {} is undefined here (e.g. division by zero)", op_name(u.op())));

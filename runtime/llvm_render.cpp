@@ -17,6 +17,15 @@ namespace tinyrw {
 
 namespace {
 
+int error_code(Op op) { return static_cast<int>(op) + 1; }
+bool is_int_division(Op op) {
+  return op == Op::CDiv || op == Op::CMod || op == Op::FloorDiv || op == Op::FloorMod;
+}
+// The smallest value of the LLVM integer type t ("i8" ... "i64").
+i128 min_of(const std::string& t) {
+  return -(static_cast<i128>(1) << (std::stoi(t.substr(1)) - 1));
+}
+
 // 16-bit floats compute in float and round every result to their precision (as INTERP does).
 bool is_half(DType d) { return d == dtypes::float16 || d == dtypes::bfloat16; }
 
@@ -139,13 +148,38 @@ class Emitter {
     return r;
   }
 
-  std::string emit(const UOp& u) {
+  const std::string* find(const UOp& u) const {
     for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
-      if (auto f = it->find(u.node()); f != it->end()) return f->second;
+      if (auto f = it->find(u.node()); f != it->end()) return &f->second;
     }
-    std::string v = compute(u);
-    scopes_.back().emplace(u.node(), v);
-    return v;
+    return nullptr;
+  }
+  // The value of u, its sources emitted first, in the order a recursive walk would take, with an
+  // explicit stack: a chain of any depth. A reduction's source is emitted by reduce(), inside
+  // its loops.
+  std::string emit(const UOp& root) {
+    if (const std::string* v = find(root)) return *v;
+    std::vector<std::pair<const UOp*, bool>> stack{{&root, false}};  // (node, sources pushed)
+    while (!stack.empty()) {
+      auto& [u, expanded] = stack.back();
+      if (find(*u)) {
+        stack.pop_back();
+        continue;
+      }
+      if (!expanded && u->op() != Op::Reduce) {
+        expanded = true;
+        const UOp* node = u;                     // the push below may move the stack
+        for (size_t k = node->nsrc(); k-- > 0;)  // (an INDEX's BUFFER is no value)
+          if (node->src(k).op() != Op::Buffer && !find(node->src(k)))
+            stack.emplace_back(&node->src(k), false);
+        continue;
+      }
+      const UOp* node = u;
+      stack.pop_back();
+      std::string v = compute(*node);
+      scopes_.back().emplace(node->node(), std::move(v));
+    }
+    return *find(root);
   }
 
   std::vector<std::unordered_map<const UOpNode*, std::string>> scopes_{1};
@@ -197,6 +231,7 @@ class Emitter {
     std::vector<std::string> a;
     for (const UOp& s : u.src()) a.push_back(emit(s));
     const DType sd = u.src(0).dtype();
+    if (is_int_division(u.op()) && !sd.is_float()) return divmod(u, a[0], a[1]);
     return round16(d, alu(u.op(), d, sd, ll_type(sd), a));
   }
 
@@ -346,26 +381,54 @@ class Emitter {
         line(fmt::format("{} = add {} {}, {}", r, t, m, a[2]));
         return r;
       }
-      case Op::CDiv:
-      case Op::CMod:
-      case Op::FloorDiv:
-      case Op::FloorMod:
-        return divmod(op, t, un, a[0], a[1]);
       default:
         throw std::invalid_argument(fmt::format("CPU: cannot render {}", op_name(op)));
     }
   }
 
-  // Integer division: a zero divisor is replaced by 1 (no trap; INTERP reports the error).
-  std::string divmod(Op op, const std::string& t, bool un, const std::string& x,
-                     const std::string& y) {
-    const std::string z = tmp(), b = tmp(), q = tmp(), m = tmp();
-    line(fmt::format("{} = icmp eq {} {}, 0", z, t, y));
-    line(fmt::format("{} = select i1 {}, {} 1, {} {}", b, z, t, t, y));
-    line(fmt::format("{} = {} {} {}, {}", q, un ? "udiv" : "sdiv", t, x, b));
-    line(fmt::format("{} = {} {} {}, {}", m, un ? "urem" : "srem", t, x, b));
-    if (op == Op::CDiv) return q;
-    if (op == Op::CMod || un) return op == Op::FloorDiv ? q : m;
+  // Integer division without a hardware trap: a zero divisor records the op in the error flag
+  // (%err, returned by the kernel; the host raises) and divides by 1 instead; so does
+  // INT_MIN / -1 (signed), whose wrapped quotient INT_MIN and remainder 0 are what x / 1 gives.
+  // A constant divisor other than 0 and -1 (index math) needs neither guard, and a dividend
+  // that cannot be negative divided by a positive constant rounds the same toward zero and -inf.
+  std::string divmod(const UOp& u, const std::string& x, const std::string& y) {
+    const Op op = u.op();
+    const DType sd = u.src(0).dtype();
+    const std::string t = ll_type(sd);
+    const bool un = sd.is_unsigned() || sd.is_bool();
+    const UOp& divisor = u.src(1);
+    const i128 c = divisor.op() == Op::Const ? truncate_int(sd, divisor.arg().as_int()) : 0;
+    const bool safe = c != 0 && (un || c != -1);
+    std::string b = y;
+    if (!safe) {
+      const std::string z = tmp(), e0 = tmp(), e1 = tmp();
+      b = tmp();
+      line(fmt::format("{} = icmp eq {} {}, 0", z, t, y));
+      line(fmt::format("{} = load i32, ptr %err", e0));
+      const std::string first = tmp(), rec = tmp();  // the first division by zero is kept
+      line(fmt::format("{} = icmp eq i32 {}, 0", first, e0));
+      line(fmt::format("{} = and i1 {}, {}", rec, z, first));
+      line(fmt::format("{} = select i1 {}, i32 {}, i32 {}", e1, rec, error_code(op), e0));
+      line(fmt::format("store i32 {}, ptr %err", e1));
+      std::string guard = z;
+      if (!un) {
+        const std::string mn = tmp(), m1 = tmp(), ov = tmp(), g = tmp();
+        line(fmt::format("{} = icmp eq {} {}, {}", mn, t, x, to_string(min_of(t))));
+        line(fmt::format("{} = icmp eq {} {}, -1", m1, t, y));
+        line(fmt::format("{} = and i1 {}, {}", ov, mn, m1));
+        line(fmt::format("{} = or i1 {}, {}", g, z, ov));
+        guard = g;
+      }
+      line(fmt::format("{} = select i1 {}, {} 1, {} {}", b, guard, t, t, y));
+    }
+    const bool trunc =
+        un || op == Op::CDiv || op == Op::CMod || (safe && c > 0 && u.src(0).vmin() >= Num::of(0));
+    const std::string q = tmp(), m = tmp();
+    if (op == Op::CDiv || op == Op::FloorDiv || !trunc)
+      line(fmt::format("{} = {} {} {}, {}", q, un ? "udiv" : "sdiv", t, x, b));
+    if (op == Op::CMod || op == Op::FloorMod || !trunc)
+      line(fmt::format("{} = {} {} {}, {}", m, un ? "urem" : "srem", t, x, b));
+    if (trunc) return op == Op::CDiv || op == Op::FloorDiv ? q : m;
     // floor semantics: when the remainder is nonzero and its sign differs from the divisor's,
     // the quotient is one lower and the modulo one divisor higher.
     const std::string nz = tmp(), sm = tmp(), sb = tmp(), diff = tmp(), adj = tmp(), r = tmp();
@@ -475,8 +538,9 @@ RenderedKernel& finish(RenderedKernel& out, Emitter& e) {
       "declare i64 @llvm.smax.i64(i64, i64)\n"
       "declare i64 @llvm.smin.i64(i64, i64)\n";
   for (const std::string& d : e.intrinsics_) out.ir += d + "\n";
-  out.ir += "\ndefine void @kernel(ptr %bufs) {\nentry:\n" + e.allocas_ + params + e.body_ +
-            "  ret void\n}\n";
+  out.ir += "\ndefine i32 @kernel(ptr %bufs) {\nentry:\n  %err = alloca i32\n" + e.allocas_ +
+            "  store i32 0, ptr %err\n" + params + e.body_ +
+            "  %err.out = load i32, ptr %err\n  ret i32 %err.out\n}\n";
   return out;
 }
 // The buffers `root` reads or writes become the kernel's arguments after the output, in order of
@@ -490,6 +554,12 @@ void number_buffers(const UOp& root, RenderedKernel& out, Emitter& e) {
   }
 }
 }  // namespace
+
+std::optional<Op> kernel_error_op(int32_t code) {
+  for (Op op : {Op::CDiv, Op::CMod, Op::FloorDiv, Op::FloorMod})
+    if (code == error_code(op)) return op;
+  return std::nullopt;
+}
 
 RenderedKernel render_llvm(const UOp& value, const std::vector<UOp>& ranges, DType out_dtype,
                            const std::vector<int64_t>& out_shape,

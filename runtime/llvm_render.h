@@ -1,9 +1,12 @@
 // Renders a lowered kernel (the value of one output element over its output ranges, with loads,
-// ALU ops, where and reductions) as LLVM IR text: one function `void kernel(ptr bufs)` whose
-// argument is an array of buffer pointers, the output first.
+// ALU ops, where and reductions) as LLVM IR text: one function `i32 kernel(ptr bufs)` whose
+// argument is an array of buffer pointers, the output first. It returns 0, or the error code of
+// an integer division or modulo by zero it met (kernel_error_op names the op): a kernel never
+// traps, it runs to the end and the host raises.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,5 +33,8 @@ RenderedKernel render_llvm(const UOp& value, const std::vector<UOp>& ranges, DTy
 // buffers follow in `input_slots` order.
 RenderedKernel render_llvm_effects(const UOp& sink,
                                    const std::vector<std::pair<int64_t, int64_t>>& buffer_sizes);
+
+// The op a kernel's nonzero return value reports (nothing for a code no kernel returns).
+std::optional<Op> kernel_error_op(int32_t code);
 
 }  // namespace tinyrw

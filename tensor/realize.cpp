@@ -26,6 +26,7 @@
 #include "rules/helpers/rangeify.h"
 #include "runtime/cpu.h"
 #include "runtime/interp.h"
+#include "runtime/kernel_error.h"
 #include "runtime/llvm_render.h"
 #include "tensor/storage.h"
 #include "tensor/tensor.h"
@@ -198,7 +199,7 @@ struct Realizer {
         std::fprintf(stderr, "custom kernel %s\n%s\n", name.c_str(), k.ir.c_str());
       std::vector<void*> ptrs{nullptr};  // argument 0 (an output of its own) is unused
       for (int64_t slot : k.input_slots) ptrs.push_back(storage(slot)->bytes.data());
-      cpu_compile(k.ir)(ptrs.data());
+      check_kernel_result(cpu_compile(k.ir)(ptrs.data()));
     } else {
       if (debug_level() >= 2)
         std::fprintf(stderr, "custom kernel %s\n%s\n", name.c_str(),
@@ -240,7 +241,49 @@ struct Realizer {
     const KernelFn fn = cpu_compile(k.ir);
     std::vector<void*> bufs{out.bytes.data()};
     for (int64_t slot : k.input_slots) bufs.push_back(storage(slot)->bytes.data());
-    if (out.size > 0) fn(bufs.data());
+    if (out.size > 0) check_kernel_result(fn(bufs.data()));
+  }
+  // A CPU kernel's return value: 0, or the division by zero it met (it ran to its end with a
+  // substitute divisor; what it wrote is discarded by the caller).
+  static void check_kernel_result(int32_t code) {
+    if (code == 0) return;
+    if (const std::optional<Op> op = kernel_error_op(code)) throw division_by_zero("CPU", *op);
+    throw std::logic_error(fmt::format("CPU: a kernel returned the unknown error code {}", code));
+  }
+
+  // Runs `run`, which writes the storages `slots` in place; when `graph` may raise (an integer
+  // division or modulo whose divisor is not a constant) their contents are saved first and put
+  // back if it does, so that a failed kernel leaves no half-written buffer a user could read.
+  template <class F>
+  void restoring_on_error(const UOp& graph, const std::vector<int64_t>& slots, F run) {
+    bool may_raise = false;
+    for (const UOp& u : toposort(graph, nullptr, /*enter_calls=*/true))
+      if ((u.op() == Op::CDiv || u.op() == Op::CMod || u.op() == Op::FloorDiv ||
+           u.op() == Op::FloorMod) &&
+          !u.dtype().is_float() && u.src(1).op() != Op::Const) {
+        may_raise = true;
+        break;
+      }
+    if (!may_raise) return run();
+    struct Saved {
+      std::shared_ptr<Storage> storage;
+      std::vector<uint8_t> bytes;
+      bool uninitialized;
+    };
+    std::vector<Saved> saved;
+    for (int64_t slot : slots) {
+      const std::shared_ptr<Storage>& st = storage(slot);
+      saved.push_back({st, st->bytes, st->uninitialized});
+    }
+    try {
+      run();
+    } catch (...) {
+      for (Saved& sv : saved) {
+        sv.storage->bytes = std::move(sv.bytes);
+        sv.storage->uninitialized = sv.uninitialized;
+      }
+      throw;
+    }
   }
 
   // INTERP: the kernel linearized into a LINEAR program, executed instruction by instruction.
@@ -602,7 +645,7 @@ struct Realizer {
     for (size_t i : schedule) {
       const Kernel& k = ks[i];
       if (k.node.op() == Op::Call) {
-        run_kernel_call(k.node, k.writes, done);
+        restoring_on_error(k.node, k.writes, [&] { run_kernel_call(k.node, k.writes, done); });
         continue;
       }
       if (k.node.op() != Op::Store) {
@@ -626,10 +669,11 @@ struct Realizer {
           value = run_kernel(value, tmp);
           keep.push_back(tmp);
         }
-        run_kernel(value, target, dest);
+        restoring_on_error(value, k.writes, [&] { run_kernel(value, target, dest); });
       } else {
         if (!k.reads_own_destination) out = target;
-        run_kernel(value, out);
+        restoring_on_error(value, out == target ? k.writes : std::vector<int64_t>{},
+                           [&] { run_kernel(value, out); });
         if (out != target) {
           std::copy(out->bytes.begin(), out->bytes.end(), target->bytes.begin());
           target->uninitialized = false;

@@ -29,6 +29,9 @@ std::vector<int64_t> shape_of(const UOp& x) {
   return out;
 }
 UOp ci(int64_t v) { return UOp::cint(v); }
+// A view of a constant (the symbolic rules may fold a view's source into a shapeless CONST): every
+// element is that constant.
+bool of_const(const UOp& i) { return i.src(0).src(0).op() == Op::Const; }
 
 UOp index_elementwise(const UOp& i) {
   const UOp& e = i.src(0);
@@ -42,6 +45,7 @@ UOp index_through(const UOp& i) { return make_index(i.src(0).src(0), idx_of(i));
 
 // row-major: flatten the output index, unflatten into the source's shape
 UOp index_reshape(const UOp& i) {
+  if (of_const(i)) return i.src(0).src(0);
   const UOp& r = i.src(0);
   const UOp& x = r.src(0);
   const std::vector<int64_t> out = dims_of(r.src(1)), in = shape_of(x);
@@ -73,6 +77,7 @@ UOp index_permute(const UOp& i) {
 }
 
 UOp index_expand(const UOp& i) {
+  if (of_const(i)) return i.src(0).src(0);
   const UOp& e = i.src(0);
   const std::vector<int64_t> in = shape_of(e.src(0));
   std::vector<UOp> idx = idx_of(i);
@@ -82,6 +87,7 @@ UOp index_expand(const UOp& i) {
 }
 
 UOp index_pad(const UOp& i) {
+  if (of_const(i)) return i.src(0).src(0);
   const UOp& p = i.src(0);
   const UOp& x = p.src(0);
   const std::vector<int64_t> off = dims_of(p.src(1)), in = shape_of(x);
@@ -108,10 +114,14 @@ UOp index_shrink(const UOp& i) {
 }
 
 UOp index_flip(const UOp& i) {
+  if (of_const(i)) return i.src(0).src(0);
   const UOp& f = i.src(0);
   const std::vector<int64_t> in = shape_of(f.src(0));
   auto flags = f.arg().items();
   std::vector<UOp> idx = idx_of(i);
+  if (flags.size() != idx.size() || in.size() != idx.size())
+    throw std::logic_error(fmt::format("index_flip: a FLIP of {} axes ({} flags) indexed with {}",
+                                       in.size(), flags.size(), idx.size()));
   for (size_t k = 0; k < idx.size(); ++k)
     if (flags[k].as_bool()) idx[k] = ci(in[k] - 1) - idx[k];
   return make_index(f.src(0), idx);

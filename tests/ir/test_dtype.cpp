@@ -47,6 +47,8 @@ TEST(DType, ExactBounds) {
 
 TEST(DType, PromotionLattice) {
   EXPECT_EQ(least_upper_dtype(dtypes::int8, dtypes::uint8), dtypes::int16);
+  EXPECT_EQ(least_upper_dtype(dtypes::bool_, dtypes::bool_), dtypes::bool_);  // not index
+  EXPECT_EQ(least_upper_dtype(dtypes::bool_, dtypes::int8), dtypes::int8);
   EXPECT_EQ(least_upper_dtype(dtypes::int32, dtypes::uint32), dtypes::int64);
   EXPECT_EQ(least_upper_dtype(dtypes::float16, dtypes::bfloat16), dtypes::float32);
   EXPECT_EQ(least_upper_dtype(dtypes::int64, dtypes::uint64), dtypes::uint64);
