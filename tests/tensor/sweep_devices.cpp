@@ -68,6 +68,12 @@ struct Gen {
       std::vector<double> f(v.begin(), v.end());
       return Tensor::from_vector(f, shape, d);
     }
+    if (d.is_unsigned()) {
+      // values are taken modulo 2^bits (-1 is the maximum), as the dtype would hold them
+      std::vector<uint64_t> u;
+      for (int64_t x : v) u.push_back(static_cast<uint64_t>(truncate_int(d, x)));
+      return Tensor::from_vector(u, shape, d);
+    }
     return Tensor::from_vector(v, shape, d);
   }
   Dims shape() {
@@ -188,6 +194,8 @@ std::string run_program(uint64_t seed, const std::string& device) {
         std::memcpy(&bits, &v, 8);
         out += std::isnan(v) ? " nan" : fmt::format(" {:x}", bits);
       }
+    } else if (d.is_unsigned()) {
+      for (uint64_t v : t.data<uint64_t>()) out += fmt::format(" {}", v);
     } else {
       for (int64_t v : t.data<int64_t>()) out += fmt::format(" {}", v);
     }
