@@ -305,3 +305,11 @@ TEST_P(DeviceEdges, ComparisonOfAWrappedValueIsNotFoldedByRange) {
   // max(x, x+1) is not x+1 when x+1 wraps
   EXPECT_EQ(values(z.maximum(z + 191)), (std::vector<i128>{255, 192, 65}));
 }
+
+// A fold's new constant must fit the dtype: int8 (x//16)//16 is not x//256 (256 is 0 in int8).
+TEST_P(DeviceEdges, FoldedConstantsFitTheDtype) {
+  const Tensor x = ints({-128, -17, -1, 0, 15, 127}, dtypes::int8);
+  const Tensor c = Tensor::full({6}, 16, dtypes::int8);
+  EXPECT_EQ(values(Tensor::alu(Op::FloorDiv, {Tensor::alu(Op::FloorDiv, {x, c}), c})),
+            (std::vector<i128>{-1, -1, -1, 0, 0, 0}));
+}
