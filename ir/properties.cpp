@@ -185,7 +185,7 @@ std::optional<Bounds> int_alu_bounds(const UOp& u) {
   }
 }
 
-Bounds compute_bounds(const UOp& u) {
+Bounds compute_bounds(const UOp& u, bool& wraps) {
   const DType dt = u.dtype();
   const Op op = u.op();
   switch (op) {
@@ -248,19 +248,41 @@ Bounds compute_bounds(const UOp& u) {
       break;
   }
   if (!dt.is_float() && (dt.is_int() || dt.is_bool())) {
-    if (auto b = int_alu_bounds(u)) return *b;
+    if (auto b = int_alu_bounds(u)) {
+      // a tensor int wraps (tinyspec): an exact range beyond the dtype's may hold any value of it
+      if (dt.is_int() && !dt.is_index()) {
+        const Bounds full = dtype_bounds(dt);
+        if (b->lo < full.lo || b->hi > full.hi) {
+          wraps = true;
+          return full;
+        }
+      }
+      return *b;
+    }
   }
   return dtype_bounds(dt);
+}
+
+// Whether the value of n may have wrapped: n itself (see compute_bounds) or an ALU source.
+bool wraps_below(const UOpNode* n, bool self) {
+  if (self) return true;
+  if (!groups::alu().contains(n->op)) return false;
+  for (uint32_t i = 0; i < n->nsrc; ++i)
+    if (UOpAccess::node(n->srcs()[i])->derived->may_wrap) return true;
+  return false;
 }
 
 void ensure_bounds(const UOp& u) {
   compute_bottom_up(
       UOpAccess::node(u), [](UOpNode* n) { return n->derived && n->derived->has_range; },
       [](UOpNode* n) {
-        const Bounds b = compute_bounds(UOpAccess::borrow(n));
+        bool wraps = false;
+        const Bounds b = compute_bounds(UOpAccess::borrow(n), wraps);
+        const bool below = wraps_below(n, wraps);
         Derived& d = n->derive();
         d.vmin = b.lo;
         d.vmax = b.hi;
+        d.may_wrap = below;
         d.has_range = true;
       });
 }
@@ -609,6 +631,10 @@ Num UOp::vmin() const {
 Num UOp::vmax() const {
   ensure_bounds(*this);
   return n_->derived->vmax;
+}
+bool UOp::may_wrap() const {
+  ensure_bounds(*this);
+  return n_->derived->may_wrap;
 }
 std::optional<Shape> UOp::shape_opt() const {
   ensure_shape(*this);

@@ -127,6 +127,9 @@ class UOp {
   // ---- derived properties (computed once per node, iteratively, and cached)
   Num vmin() const;
   Num vmax() const;
+  // True when this tensor int value (never index) may have wrapped: an ALU node in it has an
+  // exact range beyond its dtype's. Rules relying on exact integer identities must not fire then.
+  bool may_wrap() const;
   std::optional<Shape> shape_opt() const;  // nullopt: the op has no shape
   Shape shape() const;                     // throws GraphError when the op has no shape
   Arg device() const;                      // a string, a tuple of strings, or None

@@ -13,6 +13,9 @@ struct Derived {
   bool has_shape = false;
   bool has_device = false;
   Num vmin, vmax;
+  // a tensor int (not index) ALU node here, or one it is computed from, has an exact range beyond
+  // its dtype: its value may have wrapped, so identities of exact integers may not hold for it
+  bool may_wrap = false;
   std::optional<Shape> shape;
   std::string shape_error;  // set when the shape is invalid; rethrown on every request
   Arg device;

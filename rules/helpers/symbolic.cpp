@@ -43,6 +43,10 @@ Value unless_inexact(F&& f) {
   }
 }
 
+// A fold's result, or none when it may wrap: the input did not wrap (the rules check that), so
+// a result whose every node stays in its dtype's range is the exact value the input had.
+Value unless_wraps(const UOp& r) { return r && r.may_wrap() ? Value() : Value::uop(r); }
+
 // The terms of a sum: x = t0 + t1 + ... (flattening nested ADDs, left to right).
 std::vector<UOp> split_add(const UOp& x) {
   std::vector<UOp> out, stack{x};
@@ -650,21 +654,21 @@ const HelperRegistrar kFoldDivmod(
      [](RewriteContext&, std::span<const Value> a) {
        const UOp& d = a[0].as_uop();
        return unless_inexact(
-           [&] { return Value::uop(fold_divmod(d.src(0), d.src(1), d.op() == Op::FloorMod)); });
+           [&] { return unless_wraps(fold_divmod(d.src(0), d.src(1), d.op() == Op::FloorMod)); });
      },
      "fold_divmod(d): x//y or x%y (floor semantics) simplified by range and term analysis"});
 
 const HelperRegistrar kLtFolding({"lt_folding", 2, 2, Type::UOp,
                                   [](RewriteContext&, std::span<const Value> a) {
                                     return unless_inexact([&] {
-                                      return Value::uop(lt_folding(a[0].as_uop(), a[1].as_int()));
+                                      return unless_wraps(lt_folding(a[0].as_uop(), a[1].as_int()));
                                     });
                                   },
                                   "lt_folding(x, c): x < c with common factors divided out"});
 
 const HelperRegistrar kSimplex({"canonicalize_simplex", 1, 1, Type::UOp,
                                 [](RewriteContext&, std::span<const Value> a) {
-                                  return Value::uop(canonicalize_simplex(a[0].as_uop()));
+                                  return unless_wraps(canonicalize_simplex(a[0].as_uop()));
                                 },
                                 "canonicalize_simplex(x): positive sum with unit coefficients"});
 
@@ -679,7 +683,7 @@ const HelperRegistrar kOrder(
 const HelperRegistrar kValid({"simplify_given_valid", 2, 2, Type::UOp,
                               [](RewriteContext& ctx, std::span<const Value> a) {
                                 return unless_inexact([&] {
-                                  return Value::uop(
+                                  return unless_wraps(
                                       simplify_given_valid(ctx, a[0].as_uop(), a[1].as_uop()));
                                 });
                               },
@@ -701,6 +705,27 @@ const HelperRegistrar kExact(
      },
      "exact(v): an int v is not saturated (rule arithmetic on ints saturates; a fold must not use "
      "it); any float is"});
+
+const HelperRegistrar kMayWrap(
+    {"may_wrap", 1, 1, Type::Bool,
+     [](RewriteContext&, std::span<const Value> a) {
+       return Value::boolean(a[0].as_uop().may_wrap());
+     },
+     "may_wrap(x): x is a tensor int (never index) value that may have wrapped (an ALU node in it "
+     "has an exact range beyond its dtype's): identities of exact integers may not hold for it"});
+
+const HelperRegistrar kFits(
+    {"fits", 2, 2, Type::Bool,
+     [](RewriteContext&, std::span<const Value> a) {
+       if (a[1].kind() == Value::Kind::Float) return Value::boolean(true);
+       const DType d = a[0].as_uop().dtype();
+       const i128 v = a[1].as_int();
+       if (is_infinite(v)) return Value::boolean(false);
+       if (!d.is_int() || d.is_index()) return Value::boolean(true);
+       return Value::boolean(v >= d.int_min() && v <= d.int_max());
+     },
+     "fits(x, v): a constant v of x's dtype is v itself (exact, and within a tensor int's range; "
+     "a tensor int constant beyond it would wrap)"});
 
 const HelperRegistrar kMayRaise(
     {"may_raise", 1, 1, Type::Bool,

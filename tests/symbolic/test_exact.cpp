@@ -37,4 +37,24 @@ TEST(ExactBounds, CastOfAWiderRangeWraps) {
   EXPECT_EQ(small.vmax(), Num::of(9));
 }
 
+// A tensor int ALU node whose exact range leaves its dtype's wraps (tinyspec): its bounds are the
+// dtype's, and it and every node computed from it may have wrapped. Index math never wraps.
+TEST(ExactBounds, TensorIntArithmeticBeyondItsDtypeMayWrap) {
+  const UOp x = UOp::variable("x", 2, 255).cast(dtypes::uint8);
+  const UOp y = UOp::variable("y", 2, 255).cast(dtypes::uint8);
+  const UOp p = x * y;  // exactly [4, 65025]
+  EXPECT_EQ(p.vmin(), Num::of(0));
+  EXPECT_EQ(p.vmax(), Num::of(255));
+  EXPECT_TRUE(p.may_wrap());
+  EXPECT_TRUE(p.floormod(y).may_wrap());
+  EXPECT_TRUE(p.lt(x.const_like(static_cast<i128>(4))).may_wrap());
+  EXPECT_FALSE(x.may_wrap());
+  const UOp s = x.floordiv(y);  // within [0, 127]: no wrap
+  EXPECT_FALSE(s.may_wrap());
+  EXPECT_EQ(s.vmax(), Num::of(127));
+  const UOp i = UOp::variable("i", 2, 255) * UOp::variable("j", 2, 255);
+  EXPECT_EQ(i.vmax(), Num::of(65025));
+  EXPECT_FALSE(i.may_wrap());
+}
+
 }  // namespace

@@ -248,11 +248,68 @@ TEST_P(DeviceEdges, WideProductsWrapAndBoolsStayBool) {
 }
 
 // A view (pad, flip, expand, reshape) of a value the rules fold into a constant realizes (it
-// crashed in the rangeify helpers). (The fold itself ignores wrapping: see issue 22's notes.)
+// crashed in the rangeify helpers). (x%x folds to 0; (x*y)%y, used here before, no longer folds
+// for a uint8 x*y that may wrap.)
 TEST_P(DeviceEdges, ViewsOfAFoldedValue) {
-  const Tensor x = ints({1, 2, 3, 4}, dtypes::uint8), y = ints({5, 6, 7, 8}, dtypes::uint8);
-  const Tensor m = Tensor::alu(Op::FloorMod, {x * y, y});
+  const Tensor x = ints({1, 2, 3, 4}, dtypes::uint8);
+  const Tensor m = Tensor::alu(Op::FloorMod, {x, x});
+  EXPECT_EQ(values(m), (std::vector<i128>{0, 0, 0, 0}));
   EXPECT_EQ(m.pad({{1, 2}}).shrink({{1, 5}}).data<int64_t>().size(), 4u);
   EXPECT_EQ(m.flip({0}).data<int64_t>().size(), 4u);
   EXPECT_EQ(m.reshape({2, 2}).data<int64_t>().size(), 4u);
+}
+
+// Tensor ints wrap (tinyspec), so identities of exact integers must not fold an expression whose
+// value may have wrapped (issue 22; found by the device sweep). Each case's exact-integer fold
+// gives a different value from the wrapped arithmetic the devices do.
+TEST_P(DeviceEdges, ModOfAWrappedProductIsNotFoldedToZero) {
+  // uint8 252*255 wraps to 4, and 4 % 255 is 4 (the fold (x*y)%y -> 0 said 0)
+  const Tensor x = ints({252, 3, 16}, dtypes::uint8), y = ints({255, 5, 16}, dtypes::uint8);
+  EXPECT_EQ(values(Tensor::alu(Op::FloorMod, {x * y, y})), (std::vector<i128>{4, 0, 0}));
+  // int64: -5*MAX wraps to MIN+5, whose floor-mod by MAX is 4; MAX*MAX wraps to 1 (not 0)
+  const i128 mn = INT64_MIN, mx = INT64_MAX;
+  const std::vector<i128> a = {mn, -5, -4, mn, -5, mx}, b = {-1, 5, 1, -1, mx, mx};
+  std::vector<i128> want;
+  for (size_t i = 0; i < a.size(); ++i)
+    want.push_back(
+        spec_value(Op::FloorMod, dtypes::int64, truncate_int(dtypes::int64, a[i] * b[i]), b[i]));
+  EXPECT_EQ(want[4], 4);
+  EXPECT_EQ(want[5], 1);
+  EXPECT_EQ(values(Tensor::alu(Op::FloorMod, {ints(a, dtypes::int64) * ints(b, dtypes::int64),
+                                              ints(b, dtypes::int64)})),
+            want);
+}
+
+TEST_P(DeviceEdges, DivisionOfAWrappedProductIsNotFolded) {
+  // (x*y)//y is not x, and (x*4)//2 is not x*2, once the product wraps
+  const Tensor x = ints({252, 100, 7}, dtypes::uint8), y = ints({255, 3, 2}, dtypes::uint8);
+  EXPECT_EQ(values(Tensor::alu(Op::FloorDiv, {x * y, y})),
+            (std::vector<i128>{0, 300 % 256 / 3, 7}));
+  EXPECT_EQ(values(Tensor::alu(Op::FloorDiv, {x * 4, Tensor::full({3}, 2, dtypes::uint8)})),
+            (std::vector<i128>{(252 * 4 % 256) / 2, (400 % 256) / 2, 14}));
+}
+
+TEST_P(DeviceEdges, ComparisonOfAWrappedValueIsNotFoldedByRange) {
+  // x, y in [2, 255]: the exact x*y is at least 4, but 16*16 wraps to 0 and 255*255 to 1
+  const Tensor two = ints({2, 2, 2}, dtypes::uint8);
+  const Tensor x = ints({16, 2, 255}, dtypes::uint8).maximum(two);
+  const Tensor y = ints({16, 3, 255}, dtypes::uint8).maximum(two);
+  EXPECT_EQ(values((x * y).lt(Tensor::full({3}, 4, dtypes::uint8)).cast(dtypes::uint8)),
+            (std::vector<i128>{1, 0, 1}));
+  // x*4 < 8 is not x < 2 when x*4 wraps (64*4 is 0)
+  EXPECT_EQ(values((x * 4).lt(Tensor::full({3}, 8, dtypes::uint8)).cast(dtypes::uint8)),
+            (std::vector<i128>{0, 0, 0}));
+  const Tensor z = ints({64, 1, 65}, dtypes::uint8);
+  EXPECT_EQ(values((z * 4).lt(Tensor::full({3}, 8, dtypes::uint8)).cast(dtypes::uint8)),
+            (std::vector<i128>{1, 1, 1}));
+  // max(x, x+1) is not x+1 when x+1 wraps
+  EXPECT_EQ(values(z.maximum(z + 191)), (std::vector<i128>{255, 192, 65}));
+}
+
+// A fold's new constant must fit the dtype: int8 (x//16)//16 is not x//256 (256 is 0 in int8).
+TEST_P(DeviceEdges, FoldedConstantsFitTheDtype) {
+  const Tensor x = ints({-128, -17, -1, 0, 15, 127}, dtypes::int8);
+  const Tensor c = Tensor::full({6}, 16, dtypes::int8);
+  EXPECT_EQ(values(Tensor::alu(Op::FloorDiv, {Tensor::alu(Op::FloorDiv, {x, c}), c})),
+            (std::vector<i128>{-1, -1, -1, 0, 0, 0}));
 }
