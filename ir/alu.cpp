@@ -156,7 +156,9 @@ Arg cast_value(DType dtype, const Arg& v) {
   if (s.is_int()) {
     if (v.is_float()) {
       const double f = v.as_float();
-      return Arg::integer(std::isfinite(f) && std::fabs(f) < 1e36
+      // truncated toward zero, then wrapped like integer arithmetic; NaN, infinities and
+      // magnitudes of 2^119 or more give 0 (spec/tinyspec.tex, the CPU renderer does the same)
+      return Arg::integer(std::isfinite(f) && std::fabs(f) < 0x1p119
                               ? truncate_int(s, static_cast<i128>(std::trunc(f)))
                               : 0);
     }

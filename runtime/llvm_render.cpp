@@ -272,8 +272,16 @@ class Emitter {
       line(fmt::format("{} = {} {} {} to {}", r,
                        from.itemsize() < to.itemsize() ? "fpext" : "fptrunc", ft, x, tt));
     } else if (from.is_float()) {
-      line(
-          fmt::format("{} = {} {} {} to {}", r, to.is_unsigned() ? "fptoui" : "fptosi", ft, x, tt));
+      // As INTERP (cast_value): truncate toward zero, then wrap to the int type; a magnitude of
+      // 2^119 or more, or NaN, gives 0. fptosi alone would be poison out of range.
+      // i128 holds every in-range truncation; `select` does not pass on the unchosen arm's poison.
+      const std::string wide = tmp(), lo = tmp(), hi = tmp(), ok = tmp(), sel = tmp();
+      line(fmt::format("{} = fptosi {} {} to i128", wide, ft, x));
+      line(fmt::format("{} = fcmp ogt {} {}, 0xC760000000000000", lo, ft, x));
+      line(fmt::format("{} = fcmp olt {} {}, 0x4760000000000000", hi, ft, x));
+      line(fmt::format("{} = and i1 {}, {}", ok, lo, hi));
+      line(fmt::format("{} = select i1 {}, i128 {}, i128 0", sel, ok, wide));
+      line(fmt::format("{} = trunc i128 {} to {}", r, sel, tt));
     } else if (to.is_float()) {
       line(fmt::format("{} = {} {} {} to {}", r,
                        from.is_unsigned() || from.is_bool() ? "uitofp" : "sitofp", ft, x, tt));
