@@ -600,6 +600,15 @@ struct Realizer {
       for (size_t a = 1; a < u.nsrc(); ++a)
         if (!is_buffer_view(base_view(u.src(a)))) needs_buffer.insert(u.src(a));
     }
+    // the views an assignment writes through stay views of its buffer: the depth limit never
+    // cuts them into a copy (a custom kernel's arguments other than buffers are copies anyway)
+    std::unordered_set<UOp> pinned;
+    for (const UOp& st : stores)
+      for (UOp v = st.src(0); v.op() == Op::After || groups::movement().contains(v.op());
+           v = v.src(0))
+        if (!pinned.insert(v).second) break;
+    // per fused op, the longest chain of fused elementwise and movement ops ending in it
+    std::unordered_map<UOp, int> fused_depth;
     std::unordered_set<UOp> root_set(roots.begin(), roots.end());
     std::vector<Kernel> ks;
     std::unordered_map<UOp, size_t> kernel_of;
@@ -619,6 +628,17 @@ struct Realizer {
         const bool is_view = u.op() == Op::Reshape && u.src(0).op() == Op::Buffer;
         is_kernel = (root_set.contains(u) && !is_view) || needs_buffer.contains(u) ||
                     boundary.apply(u, rctx, nullptr).has_value();
+        if (!is_kernel &&
+            (groups::elementwise().contains(u.op()) || groups::movement().contains(u.op()))) {
+          int depth = 1;
+          for (const UOp& s : u.src())
+            if (auto it = fused_depth.find(s); it != fused_depth.end())
+              depth = std::max(depth, it->second + 1);
+          if (depth >= kMaxFusedDepth && !pinned.contains(u))
+            is_kernel = true;  // kMaxFusedDepth: the rest of the chain reads this op's buffer
+          else
+            fused_depth.emplace(u, depth);
+        }
       }
       if (!is_kernel) continue;
       Kernel k;

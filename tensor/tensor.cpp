@@ -763,6 +763,11 @@ Tensor Tensor::var(std::vector<int> axes, bool keepdim, int correction) const {
 Tensor Tensor::argmax(int ax, bool keepdim) const {
   const int a = axis(ax);
   const int64_t n = shape()[static_cast<size_t>(a)];
+  // the result is int32, as tinygrad's: an index past INT32_MAX has no value to give
+  if (n > std::numeric_limits<int32_t>::max())
+    throw TensorError(fmt::format(
+        "argmax over axis {} of size {}: its indices do not fit the int32 result (at most {})", a,
+        n, std::numeric_limits<int32_t>::max()));
   const Tensor is_max = eq(reduce(Op::Max, {a}, true, "argmax")).cast(dtypes::int32);
   Dims wshape(ndim(), 1);
   wshape[static_cast<size_t>(a)] = n;

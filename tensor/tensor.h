@@ -69,6 +69,12 @@ using Dims = std::vector<int64_t>;
 // host cannot allocate raises one too.
 inline constexpr int64_t kMaxTensorBytes = INT64_MAX;
 
+// The deepest chain of elementwise and movement ops fused into one kernel. A deeper chain is cut:
+// the op at this depth is realized into a buffer of its own, and the rest reads it. LLVM's time on
+// one kernel grows faster than linearly with its length (index math of 10,000 reshape/transpose
+// levels took 220 s in one kernel), so a long chain compiles as several short kernels instead.
+inline constexpr int kMaxFusedDepth = 256;
+
 class Tensor {
  public:
   // ---- creation

@@ -212,11 +212,10 @@ TEST_P(DeviceEdges, DeepElementwiseChain) {
 }
 
 // 10,000 alternating reshapes and transposes of one buffer (5,000 each): the index math of each
-// level is built and simplified without recursion. On CPU 1,000 (500 each): the index expression
-// stays one division and modulo deep per level, and LLVM's O2 takes superlinear time on it
-// (1,000 levels 2 s, 3,000 13 s, 10,000 220 s).
+// level is built and simplified without recursion, and the chain is cut every kMaxFusedDepth ops
+// (LLVM's time on one kernel holding it all was 220 s on CPU; the cut kernels take about a second).
 TEST_P(DeviceEdges, DeepMovementChain) {
-  const int pairs = GetParam() == "CPU" ? 500 : 5000;
+  const int pairs = 5000;
   std::vector<float> v(12);
   for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i);
   const Tensor x = Tensor::from_vector(v, {3, 4}).realize();
@@ -235,6 +234,54 @@ TEST_P(DeviceEdges, DeepMovementChain) {
     want = next;
   }
   EXPECT_EQ((y + 0.0).data<float>(), want);
+}
+
+// The chain of elementwise ops fused into one kernel is at most kMaxFusedDepth long: a longer one
+// is realized in pieces (here 3 cuts and the root), with the values of the fused chain.
+TEST_P(DeviceEdges, LongChainsAreCutAtTheFusedDepthLimit) {
+  const Tensor x = Tensor::from_vector(std::vector<float>{1, 2, 3}, {3}).realize();
+  for (const int n : {kMaxFusedDepth - 1, 3 * kMaxFusedDepth + 10}) {
+    Tensor y = x;
+    std::vector<float> want{1, 2, 3};
+    for (int i = 0; i < n; ++i) {
+      y = i % 2 ? y * 0.5 : y + x;
+      for (size_t k = 0; k < want.size(); ++k)
+        want[k] = i % 2 ? want[k] * 0.5f : want[k] + static_cast<float>(k + 1);
+    }
+    y.realize();
+    EXPECT_EQ(last_kernel_count(), n / kMaxFusedDepth + 1) << n << " ops";
+    EXPECT_EQ(y.data<float>(), want) << n << " ops";
+  }
+}
+
+// A view that an assignment writes through is never cut into a copy, however deep: the values
+// land in the target buffer where the view's index map puts them. (The buffer is read back
+// through the same chain continued until its permutation is the identity.)
+TEST_P(DeviceEdges, AssignmentThroughADeepViewChainWritesTheBuffer) {
+  const Tensor t = Tensor::from_vector(std::vector<float>(12, 0.0f), {3, 4}).realize();
+  auto level = [](const Tensor& u) { return u.transpose().reshape({3, 4}); };
+  auto q = [](size_t k) { return (k % 3) * 4 + k / 3; };  // level(u).flat[k] = u.flat[q(k)]
+  const int pairs = kMaxFusedDepth;                       // 2 * kMaxFusedDepth movement ops
+  std::vector<size_t> p(12), id(12);                      // view.flat[k] = t.flat[p[k]]
+  for (size_t k = 0; k < 12; ++k) p[k] = id[k] = k;
+  int order = 0;  // the levels after which the chain is the identity again
+  for (std::vector<size_t> r = id; order == 0 || r != id;) {
+    for (size_t& e : r) e = q(e);
+    ++order;
+  }
+  Tensor view = t;
+  for (int i = 0; i < pairs; ++i) {
+    view = level(view);
+    for (size_t& e : p) e = q(e);
+  }
+  std::vector<float> v(12);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i);
+  view.assign(Tensor::from_vector(v, {3, 4})).realize();
+  std::vector<float> want(12);
+  for (size_t k = 0; k < 12; ++k) want[p[k]] = v[k];
+  Tensor back = view;
+  for (int i = pairs % order; i % order != 0; ++i) back = level(back);
+  EXPECT_EQ(back.data<float>(), want);
 }
 
 // Products of 64-bit elements wrap (their exact value may not fit in 128 bits), and bool with

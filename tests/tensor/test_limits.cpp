@@ -4,6 +4,7 @@
 // expanded views; and graphs of 100k ops build, differentiate and drop without deep recursion.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <climits>
 #include <cmath>
 #include <cstdint>
@@ -270,7 +271,7 @@ TEST(Limits, AluBuildersAgreeWithTheSpecVerifier) {
                          dtypes::uint64,       dtypes::index,        dtypes::float16,
                          dtypes::float32,      dtypes::float64,      dtypes::float32.vec(4),
                          dtypes::bool_.vec(4), dtypes::int32.vec(4), dtypes::bool_.vec(2)};
-  int agreed = 0;
+  int accepted = 0, refused = 0;  // both kinds of answer must occur: neither side may be trivial
   for (int o = 0; o < kNumOps; ++o) {
     const Op op = static_cast<Op>(o);
     if (!op_info(op).is_alu() || op == Op::ThreeFry) continue;
@@ -295,10 +296,11 @@ TEST(Limits, AluBuildersAgreeWithTheSpecVerifier) {
           verified = false;
         }
         EXPECT_EQ(built, verified) << op_name(op) << " " << a.repr() << " " << b.repr();
-        ++agreed;
+        ++(built ? accepted : refused);
       }
   }
-  EXPECT_GT(agreed, 1000);
+  EXPECT_GT(accepted, 300);
+  EXPECT_GT(refused, 300);
 }
 
 // ---- pointers, axes, reductions
@@ -338,6 +340,11 @@ TEST_P(Limits, ReductionsWithoutIdentityRefuseEmptyAxes) {
                "max over axis 0 of size 0 (shape (0,)): the reduction has no identity");
   expect_error([&] { e.min(); }, "min over axis 0 of size 0");
   expect_error([&] { e.argmax(0); }, "argmax over axis 0 of size 0");
+  // an axis longer than int32 indices reach is refused by argmax itself (the tensor stays lazy)
+  const Tensor huge = Tensor::full({2, int64_t{1} << 31}, 1.0);
+  expect_error([&] { huge.argmax(1); },
+               "argmax over axis 1 of size 2147483648: its indices do not fit the int32 result");
+  EXPECT_EQ(huge.argmax(0).shape(), (Dims{int64_t{1} << 31}));
   expect_error([&] { e2.max({0}); }, "max over axis 0 of size 0");
   // with an identity, or over a non-empty axis, empty tensors are fine
   EXPECT_EQ(e.sum().to_doubles(), (D{0}));
@@ -450,15 +457,47 @@ TEST_P(Limits, ASumOverManyBuffersReadsEachOne) {
   EXPECT_EQ(acc.to_doubles(), (D{want, 300}));
 }
 
+// A 100k-op chain and its gradient build, realize (cut into kernels of at most kMaxFusedDepth
+// ops) and drop without recursion, with the values of the same chain run on the host.
 TEST(Limits, AHundredThousandOpChainBuildsDifferentiatesAndDrops) {
+  const int n = 100000;
+  const float scale = 1.0001f;
   const Tensor x = Tensor::from_vector(std::vector<float>{1, 2, 3, 4}, {2, 2});
+  // the host's run: y = (y + x)^T, y = y * scale, alternately; the gradient of sum(y) by reverse
+  // accumulation through the same steps
+  std::array<float, 4> y_host{1, 2, 3, 4}, g_y{1, 1, 1, 1}, g_x{0, 0, 0, 0};
+  const std::array<float, 4> x_host = y_host;
+  auto transposed = [](const std::array<float, 4>& m) {
+    return std::array<float, 4>{m[0], m[2], m[1], m[3]};
+  };
+  for (int i = 0; i < n; ++i) {
+    if (i % 2) {
+      for (float& e : y_host) e *= scale;
+    } else {
+      for (size_t k = 0; k < 4; ++k) y_host[k] += x_host[k];
+      y_host = transposed(y_host);
+    }
+  }
+  for (int i = n - 1; i >= 0; --i) {
+    if (i % 2) {
+      for (float& e : g_y) e *= scale;
+    } else {
+      g_y = transposed(g_y);
+      for (size_t k = 0; k < 4; ++k) g_x[k] += g_y[k];
+    }
+  }
   {
     Tensor y = x;
-    for (int i = 0; i < 100000; ++i) y = i % 2 ? y * 1.0001 : (y + x).transpose();
+    for (int i = 0; i < n; ++i) y = i % 2 ? y * static_cast<double>(scale) : (y + x).transpose();
     EXPECT_EQ(y.shape(), (Dims{2, 2}));
     const std::vector<Tensor> g = y.sum().gradient({x});
     ASSERT_EQ(g.size(), 1u);
     EXPECT_EQ(g[0].shape(), (Dims{2, 2}));
+    const std::vector<float> got = y.data<float>(), got_g = Tensor(g[0]).data<float>();
+    for (size_t k = 0; k < 4; ++k) {
+      EXPECT_NEAR(got[k], y_host[k], 1e-3 * std::abs(y_host[k])) << k;
+      EXPECT_NEAR(got_g[k], g_x[k], 1e-3 * std::abs(g_x[k])) << k;
+    }
   }  // the chain and its gradient graph are released here without recursion
   EXPECT_EQ(x.shape(), (Dims{2, 2}));
 }
