@@ -4,7 +4,7 @@
 
 #include <random>
 
-#include "compiler/runtime.h"
+#include "dsl/compiled.h"
 #include "dsl/interp.h"
 #include "ir/graph.h"
 #include "ir/rewrite.h"

@@ -13,6 +13,11 @@ namespace tinyrw::rw {
 std::string emit_cpp(const ResolvedProgram& program, const SourceFile& root,
                      const std::string& shown_path);
 
+// The header declaring one accessor per rule set of `root` (`const RuleSetMatcher& lower();` in
+// namespace tinyrw::rules), defined by emit_cpp's output.
+std::string emit_header(const ResolvedProgram& program, const SourceFile& root,
+                        const std::string& shown_path);
+
 // A readable dump of the decision trees (rwc dump).
 std::string dump_decision_trees(const ResolvedProgram& program, const SourceFile& root);
 

@@ -1,6 +1,6 @@
 // rwc: the .rw rule compiler.
 //   rwc check FILE.rw...                          errors and warnings; exit 0 clean, 1 on errors
-//   rwc compile FILE.rw -o OUT.cpp [--depfile D] [--name SHOWN_PATH]
+//   rwc compile FILE.rw -o OUT.cpp [--depfile D] [--header OUT.h] [--name SHOWN_PATH]
 //                                                 writes the matcher (only when it changes)
 //   rwc dump FILE.rw                              prints the decision trees
 #include <fcntl.h>
@@ -28,7 +28,8 @@ namespace {
 int usage() {
   eprint(
       "usage: rwc check FILE.rw...\n"
-      "       rwc compile FILE.rw -o OUT.cpp [--depfile FILE.d] [--name SHOWN_PATH]\n"
+      "       rwc compile FILE.rw -o OUT.cpp [--depfile FILE.d] [--header OUT.h] [--name "
+      "SHOWN_PATH]\n"
       "       rwc dump FILE.rw\n");
   return 2;
 }
@@ -159,7 +160,7 @@ int check(const std::vector<std::string>& files) {
 }
 
 int compile(const std::string& in, const std::string& out, const std::string& depfile,
-            std::string shown) {
+            const std::string& header, std::string shown) {
   Diagnostics diags;
   auto prog = load(in, diags);
   if (!prog) return 1;
@@ -167,6 +168,7 @@ int compile(const std::string& in, const std::string& out, const std::string& de
   if (!root) return 1;
   if (shown.empty()) shown = in;
   if (!write_if_changed(out, emit_cpp(*prog, *root, shown))) return 1;
+  if (!header.empty() && !write_if_changed(header, emit_header(*prog, *root, shown))) return 1;
   if (!depfile.empty()) {
     std::string deps = out + ":";
     for (const auto& f : prog->program.files)
@@ -191,12 +193,14 @@ int run(const std::string& cmd, const std::vector<std::string>& args) {
     if (cmd == "check") return check(args);
     if (cmd == "dump" && args.size() == 1) return dump(args[0]);
     if (cmd == "compile") {
-      std::string in, out, depfile, shown;
+      std::string in, out, depfile, header, shown;
       for (size_t i = 0; i < args.size(); ++i) {
         if (args[i] == "-o" && i + 1 < args.size())
           out = args[++i];
         else if (args[i] == "--depfile" && i + 1 < args.size())
           depfile = args[++i];
+        else if (args[i] == "--header" && i + 1 < args.size())
+          header = args[++i];
         else if (args[i] == "--name" && i + 1 < args.size())
           shown = args[++i];
         else if (in.empty())
@@ -205,7 +209,7 @@ int run(const std::string& cmd, const std::vector<std::string>& args) {
           return usage();
       }
       if (in.empty() || out.empty()) return usage();
-      return compile(in, out, depfile, shown);
+      return compile(in, out, depfile, header, shown);
     }
   } catch (const std::exception& e) {
     eprint("rwc: internal error: {}\n", e.what());

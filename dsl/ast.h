@@ -107,13 +107,22 @@ struct Member {
 
 enum class SetKind { Rules, Gradient, Verifier };
 
+// `extern fn name(a: int, b: uop) -> bool`: a C++ helper's signature, types by name as written.
+struct ExternFn {
+  std::vector<std::pair<std::string, Loc>> params;  // each parameter's type name and location
+  std::vector<std::string> param_names;
+  std::string result;
+  Loc result_loc;
+};
+
 struct Decl {
-  enum class Kind { Include, OpGroup, RuleSet, Compose } kind;
+  enum class Kind { Include, OpGroup, RuleSet, Compose, Extern } kind;
   Loc loc;
   std::string name;                                // group / rule set name; include path
   std::vector<std::pair<std::string, Loc>> names;  // OpGroup members; Compose parts
   SetKind set_kind = SetKind::Rules;
   std::vector<Member> members;
+  ExternFn fn;  // Extern
 };
 
 struct FileAst {

@@ -123,7 +123,14 @@ Value eval(const RExpr& e, Slots& s, RewriteContext& ctx) {
     }
     case RExpr::K::Helper: {
       const std::vector<Value> args = eval_kids(e, s, ctx);
-      return e.helper->fn(ctx, args);
+      // resolved without the helper linked (the checker needs only its declaration)
+      const Helper* h = e.helper ? e.helper : find_helper(e.name);
+      if (!h)
+        throw EvalError(
+            fmt::format("helper '{}' is declared but no C++ helper of that name is "
+                        "registered (not linked into this program)",
+                        e.name));
+      return h->fn(ctx, args);
     }
     case RExpr::K::Tuple:
       return Value::tuple(eval_kids(e, s, ctx));

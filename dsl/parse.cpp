@@ -250,6 +250,19 @@ class Builder {
       d.name = ids[0]->getText();
       d.loc = loc(ids[0]);
       for (size_t i = 1; i < ids.size(); ++i) d.names.emplace_back(ids[i]->getText(), loc(ids[i]));
+    } else if (auto* c = dynamic_cast<P::ExternDeclContext*>(ctx)) {
+      // a declared helper's signature
+      auto* f = c->externFn();
+      d.kind = Decl::Kind::Extern;
+      auto ids = f->ID();
+      d.name = ids[0]->getText();
+      d.loc = loc(ids[0]);
+      for (auto* p : f->externParam()) {
+        d.fn.param_names.push_back(p->ID(0)->getText());
+        d.fn.params.emplace_back(p->ID(1)->getText(), loc(p->ID(1)));
+      }
+      d.fn.result = ids[1]->getText();
+      d.fn.result_loc = loc(ids[1]);
     } else if (auto* c = dynamic_cast<P::RulesetComposeContext*>(ctx)) {
       d.kind = Decl::Kind::Compose;
       auto ids = c->ID();

@@ -184,6 +184,7 @@ class Resolver {
   void run() {
     for (const auto& ast : out_.program.asts) {
       for (const Decl& d : ast->decls) {
+        if (d.kind == Decl::Kind::Extern) declare_helper(d);
         if (d.kind == Decl::Kind::OpGroup) declare_group(d);
         if (d.kind == Decl::Kind::RuleSet || d.kind == Decl::Kind::Compose) declare_set(d);
       }
@@ -193,6 +194,40 @@ class Resolver {
 
  private:
   // ---- declarations
+  // `extern fn`: calls are checked against the declaration. When the helper is linked (the
+  // interpreter in the library) the registration must agree; rwc links no helpers.
+  void declare_helper(const Decl& d) {
+    if (auto it = out_.helpers.find(d.name); it != out_.helpers.end()) {
+      error_with_note(d.loc, fmt::format("helper '{}' is declared twice", d.name), it->second.loc,
+                      "first declared here");
+      return;
+    }
+    if (is_builtin(d.name) || op_from_name(d.name) || DType::from_name(d.name)) {
+      diags_.error(d.loc, fmt::format("'{}' is a builtin, op or dtype name, not a helper", d.name));
+      return;
+    }
+    HelperDecl h;
+    h.name = d.name;
+    h.loc = d.loc;
+    h.param_names = d.fn.param_names;
+    auto type_of = [&](const std::string& name, const Loc& at) {
+      if (auto t = helper_type_from_name(name)) return *t;
+      diags_.error(at, fmt::format("unknown type '{}' (any, none, bool, int, float, string, uop, "
+                                   "dtype, op, tuple, status)",
+                                   name));
+      return Type::Any;
+    };
+    for (const auto& [type, at] : d.fn.params) h.params.push_back(type_of(type, at));
+    h.result = type_of(d.fn.result, d.fn.result_loc);
+    if (const Helper* reg = find_helper(d.name)) {
+      if (auto why = helper_mismatch(h, *reg))
+        diags_.error(d.loc, fmt::format("declaration of helper '{}' does not match the C++ helper "
+                                        "registered under that name: {}",
+                                        d.name, *why));
+    }
+    out_.helpers.emplace(d.name, std::move(h));
+  }
+
   void declare_group(const Decl& d) {
     if (auto it = groups_.find(d.name); it != groups_.end()) {
       error_with_note(d.loc, fmt::format("opgroup '{}' is defined twice", d.name),
@@ -1203,22 +1238,51 @@ class Resolver {
         diags_.error(e.loc, "'fail' is only a result of verifier rules");
       return r;
     }
-    if (const Helper* h = find_helper(e.name)) {
+    if (auto it = out_.helpers.find(e.name); it != out_.helpers.end()) {
+      const HelperDecl& h = it->second;
       r.k = RExpr::K::Helper;
-      r.helper = h;
-      r.type = h->result;
-      const int n = static_cast<int>(r.kids.size());
-      if (n < h->min_args || n > h->max_args) {
-        diags_.error(e.loc, fmt::format("helper '{}' takes {} argument(s), got {}", e.name,
-                                        h->min_args == h->max_args
-                                            ? std::to_string(h->min_args)
-                                            : fmt::format("{} to {}", h->min_args, h->max_args),
-                                        n));
+      r.decl = &h;
+      r.helper = find_helper(e.name);  // null when not linked (rwc): looked up at run time
+      r.type = h.result;
+      if (r.kids.size() != h.params.size()) {
+        error_with_note(e.loc,
+                        fmt::format("helper '{}' takes {} argument(s), got {}", e.name,
+                                    h.params.size(), r.kids.size()),
+                        h.loc, "declared here");
+        return r;
+      }
+      for (size_t i = 0; i < r.kids.size(); ++i) {
+        if (!e.arg_names[i].empty())
+          diags_.error(r.kids[i].loc,
+                       fmt::format("helper '{}' takes positional arguments only", e.name));
+        if (!helper_arg_accepts(h.params[i], r.kids[i].type))
+          error_with_note(r.kids[i].loc,
+                          fmt::format("argument {} ('{}') of helper '{}' is {}, got {}", i + 1,
+                                      h.param_names[i], e.name, type_name(h.params[i]),
+                                      type_name(r.kids[i].type)),
+                          h.loc, "declared here");
       }
       return r;
     }
-    diags_.error(e.loc, fmt::format("unknown function or helper '{}'", e.name));
+    if (find_helper(e.name)) {
+      diags_.error(e.loc, fmt::format("helper '{}' is not declared; include the prelude that "
+                                      "declares it (rules/prelude.rw) or declare it with "
+                                      "`extern fn {}(...) -> type`",
+                                      e.name, e.name));
+      return r;
+    }
+    diags_.error(e.loc, fmt::format("unknown function or helper '{}' (helpers are declared with "
+                                    "`extern fn`, see rules/prelude.rw)",
+                                    e.name));
     return r;
+  }
+
+  // A declared parameter accepts its type, anything of unknown type, and narrower numbers.
+  static bool helper_arg_accepts(Type param, Type actual) {
+    if (param == Type::Any || actual == Type::Any || param == actual) return true;
+    if (param == Type::Float) return actual == Type::Int || actual == Type::Bool;
+    if (param == Type::Int) return actual == Type::Bool;
+    return false;
   }
 
   RExpr binary_expr(const Expr& e, RuleCtx& rc) {
@@ -1410,6 +1474,31 @@ class Resolver {
 };
 
 }  // namespace
+
+std::optional<Type> helper_type_from_name(std::string_view name) {
+  static const std::pair<std::string_view, Type> kTypes[] = {
+      {"any", Type::Any},     {"none", Type::None},    {"bool", Type::Bool},
+      {"int", Type::Int},     {"float", Type::Float},  {"string", Type::String},
+      {"uop", Type::UOp},     {"dtype", Type::DType},  {"op", Type::Op},
+      {"tuple", Type::Tuple}, {"status", Type::Status}};
+  for (const auto& [n, t] : kTypes)
+    if (n == name) return t;
+  return std::nullopt;
+}
+
+std::optional<std::string> helper_mismatch(const HelperDecl& decl, const Helper& registered) {
+  const int n = static_cast<int>(decl.params.size());
+  if (n < registered.min_args || n > registered.max_args) {
+    return fmt::format("declared with {} argument(s), registered with {}", n,
+                       registered.min_args == registered.max_args
+                           ? std::to_string(registered.min_args)
+                           : fmt::format("{} to {}", registered.min_args, registered.max_args));
+  }
+  if (decl.result != registered.result)
+    return fmt::format("declared -> {}, registered -> {}", type_name(decl.result),
+                       type_name(registered.result));
+  return std::nullopt;
+}
 
 std::unique_ptr<ResolvedProgram> resolve(Program program, Diagnostics& diags) {
   auto out = std::make_unique<ResolvedProgram>();

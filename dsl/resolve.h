@@ -71,6 +71,21 @@ struct MatchNode {
 enum class DClass : uint8_t { Unknown, Bool, Int, Float };
 std::string_view dclass_name(DClass c);
 
+// A declared helper (`extern fn name(a: int) -> bool`): what the checker knows of a C++ helper
+// without linking it. Calls are checked against it; the registered helper is found by name at
+// run time (the interpreter) or by the generated code, which both check it matches.
+struct HelperDecl {
+  std::string name;
+  std::vector<std::string> param_names;
+  std::vector<Type> params;
+  Type result = Type::Any;
+  Loc loc;
+};
+// The declaration's type names: any, none, bool, int, float, string, uop, dtype, op, tuple, status.
+std::optional<Type> helper_type_from_name(std::string_view name);
+// Whether a registered helper agrees with its declaration; the mismatch in words otherwise.
+std::optional<std::string> helper_mismatch(const HelperDecl& decl, const Helper& registered);
+
 // A resolved expression: names are slots or constants, calls are bound to their targets.
 struct RExpr {
   enum class K : uint8_t {
@@ -97,10 +112,11 @@ struct RExpr {
   Value value;                      // Const
   int slot = -1;                    // Slot
   BinOp bop = BinOp::Add;
-  std::string name;  // Member, Method, Builtin, Helper
-  Op op = Op::Noop;  // Construct
-  const Helper* helper = nullptr;
-  std::vector<RExpr> kids;  // Method: receiver first
+  std::string name;                  // Member, Method, Builtin, Helper
+  Op op = Op::Noop;                  // Construct
+  const Helper* helper = nullptr;    // Helper: the registered helper when linked (else at run time)
+  const HelperDecl* decl = nullptr;  // Helper: its declaration
+  std::vector<RExpr> kids;           // Method: receiver first
   std::vector<std::string> arg_names;
 };
 
@@ -133,6 +149,7 @@ struct ResolvedSet {
 struct ResolvedProgram {
   Program program;  // owns the sources and trees the rules point into
   std::map<std::string, ResolvedSet> sets;
+  std::map<std::string, HelperDecl> helpers;  // declared helpers (`extern fn`), by name
   const ResolvedSet* find(std::string_view name) const;
 };
 

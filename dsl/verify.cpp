@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "compiler/runtime.h"
+#include "dsl/compiled.h"
 #include "ir/call.h"
 #include "ir/graph.h"
 
@@ -19,6 +19,12 @@ bool spec_enabled() {
 void verify(const UOp& root, std::string_view verifier_set, bool enter_calls) {
   const rw::RuleSetMatcher* v = rw::compiled_rules(verifier_set);
   if (!v) throw SpecError(fmt::format("no compiled verifier '{}'", verifier_set));
+  verify(root, *v, enter_calls);
+}
+
+void verify(const UOp& root, const rw::RuleSetMatcher& verifier, bool enter_calls) {
+  const rw::RuleSetMatcher* v = &verifier;
+  const std::string_view verifier_set = verifier.name();
   RewriteContext ctx;
   for (const UOp& u : toposort(root, nullptr, enter_calls)) {
     const RuleInfo* rule = nullptr;
@@ -51,8 +57,8 @@ void verify(const UOp& root, std::string_view verifier_set, bool enter_calls) {
   }
 }
 
-void verify_with_calls(const UOp& root, std::string_view tensor_set,
-                       std::string_view kernel_body_set) {
+void verify_with_calls(const UOp& root, const rw::RuleSetMatcher& tensor_set,
+                       const rw::RuleSetMatcher& kernel_body_set) {
   std::vector<std::pair<UOp, bool>> work{{root, false}};  // (graph, is a kernel body)
   std::unordered_set<UOp> seen;
   while (!work.empty()) {

@@ -12,7 +12,12 @@ decl
   | 'ruleset' ID '=' ID ('+' ID)*                      # rulesetCompose
   | 'gradient' ID '{' member* '}'                      # gradientBlock
   | 'verifier' ID '{' member* '}'                      # verifierBlock
+  | externFn                                           # externDecl
   ;
+
+// ---- declared helpers: `extern fn name(a: int, b: uop) -> bool` (a C++ helper's signature)
+externFn: 'extern' 'fn' ID '(' (externParam (',' externParam)*)? ')' '->' ID;
+externParam: ID ':' ID;
 
 member
   : pattern clause* '=>' expr                          # ruleMember

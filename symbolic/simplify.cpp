@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "compiler/runtime.h"
+#include "dsl/compiled.h"
 #include "dsl/interp.h"
 
 namespace tinyrw {

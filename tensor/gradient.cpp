@@ -5,11 +5,11 @@
 
 #include <fmt/format.h>
 
-#include "compiler/runtime.h"
 #include "dsl/value.h"
 #include "ir/call.h"
 #include "ir/graph.h"
 #include "ir/rewrite.h"
+#include "rules_gen/gradient.h"
 #include "tensor/function.h"
 #include "tensor/storage.h"
 
@@ -25,8 +25,7 @@ class GradientPass {
 
   // Differentiates several roots at once, each seeded with its gradient.
   std::unordered_map<UOp, UOp> run(const std::vector<std::pair<UOp, UOp>>& seeded) {
-    const rw::RuleSetMatcher* rules = rw::compiled_rules("grad");
-    if (!rules) throw std::logic_error("the gradient rules are not compiled in");
+    const rw::RuleSetMatcher& gradient_rules = rules::grad();
     std::vector<UOp> roots;
     for (const auto& [root, g] : seeded) {
       add(root, g);
@@ -51,7 +50,7 @@ class GradientPass {
       auto g = grads_.find(u);
       if (g == grads_.end()) continue;
       const UOp gu = g->second;
-      const std::optional<rw::Value> r = rules->apply(u, ctx, nullptr, &gu);
+      const std::optional<rw::Value> r = gradient_rules.apply(u, ctx, nullptr, &gu);
       if (!r) {
         if (!leads_to_target(u)) continue;  // a target that is a leaf: its gradient is complete
         throw TensorError(fmt::format("no gradient rule in rules/gradient.rw matches {} ({})",

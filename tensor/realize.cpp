@@ -17,13 +17,15 @@
 #include <fmt/format.h>
 
 #include "codegen/linearize.h"
-#include "compiler/runtime.h"
 #include "dsl/verify.h"
 #include "ir/alu.h"
 #include "ir/call.h"
 #include "ir/graph.h"
 #include "ir/viz.h"
 #include "rules/helpers/rangeify.h"
+#include "rules_gen/call.h"
+#include "rules_gen/rangeify.h"
+#include "rules_gen/spec.h"
 #include "runtime/cpu.h"
 #include "runtime/interp.h"
 #include "runtime/kernel_error.h"
@@ -37,12 +39,6 @@ namespace {
 
 int g_kernel_count = 0;
 std::string g_device;  // "" = the default
-
-const rw::RuleSetMatcher& rules(const char* name) {
-  const rw::RuleSetMatcher* m = rw::compiled_rules(name);
-  if (!m) throw std::logic_error(fmt::format("rule set '{}' is not compiled in", name));
-  return *m;
-}
 
 }  // namespace
 
@@ -118,8 +114,8 @@ struct Realizer {
                                     UOp::cint(0)})
                        : UOp::make(Op::Index, node.dtype(), src);
     viz::Group kernel_group("kernel " + std::to_string(g_kernel_count + 1));
-    const UOp value = graph_rewrite(root, &rules("lower"), {.ctx = &ctx, .name = "rangeify"});
-    if (spec_enabled()) verify(value, "spec_kernel");
+    const UOp value = graph_rewrite(root, &rules::lower(), {.ctx = &ctx, .name = "rangeify"});
+    if (spec_enabled()) verify(value, rules::spec_kernel());
     const UOp dest_index = dest ? store_index(dest, ranges, *out, ctx) : UOp();
     ++g_kernel_count;
     const std::string device = default_device();
@@ -187,7 +183,7 @@ struct Realizer {
     if (!cpu || viz::enabled() || spec_enabled()) {
       program = linearize_kernel(bound);
       record_stage("linearize", call.src(0), program);
-      if (spec_enabled()) verify(program, "spec_program");
+      if (spec_enabled()) verify(program, rules::spec_program());
     }
     const std::string name = CallInfo::of(call).name;
     ++g_kernel_count;
@@ -221,7 +217,7 @@ struct Realizer {
     if (ranges.empty()) {  // a scalar: index 0 of a 1-element view
       src = {UOp::make(Op::Reshape, dest.dtype(), {dest, shape_to_uop({1})}), UOp::cint(0)};
     }
-    const UOp idx = graph_rewrite(UOp::make(Op::Index, dest.dtype(), src), &rules("lower"),
+    const UOp idx = graph_rewrite(UOp::make(Op::Index, dest.dtype(), src), &rules::lower(),
                                   {.ctx = &ctx, .name = "rangeify store"});
     if (idx.op() != Op::Index || idx.nsrc() != 2 || idx.src(0).op() != Op::Buffer ||
         idx.src(0).arg().field("slot").as_int() != out.id)
@@ -291,7 +287,7 @@ struct Realizer {
                   const UOp& dest_index) {
     const UOp program = linearize(value, ranges, shape, buffer_uop(out), dest_index);
     record_stage("linearize", value, program);
-    if (spec_enabled()) verify(program, "spec_program");
+    if (spec_enabled()) verify(program, rules::spec_program());
     if (debug_level() >= 2) std::fprintf(stderr, "%s\n", render_program(program).c_str());
     interp_run(program, buffers);
   }
@@ -340,7 +336,7 @@ struct Realizer {
     for (const SInt& d : u.shape())
       idx.push_back(UOp::range(UOp::cint(d.value()), ctx.next_axis++));
     if (idx.size() == 1) return Region{};
-    const UOp lowered = graph_rewrite(UOp::make(Op::Index, u.dtype(), idx), &rules("lower"),
+    const UOp lowered = graph_rewrite(UOp::make(Op::Index, u.dtype(), idx), &rules::lower(),
                                       {.ctx = &ctx, .name = "region"});
     if (lowered.op() != Op::Index || lowered.nsrc() != 2 || lowered.src(0).op() != Op::Buffer)
       return std::nullopt;
@@ -554,14 +550,15 @@ struct Realizer {
                            std::vector<std::shared_ptr<Storage>>& keep) {
     viz::Group group("realize");
     if (spec_enabled())
-      for (const UOp& r : tensor_roots) verify_with_calls(r, "spec_tensor", "spec_kernel_body");
-    const rw::RuleSetMatcher& boundary = rules("kernel_boundary");
+      for (const UOp& r : tensor_roots)
+        verify_with_calls(r, rules::spec_tensor(), rules::spec_kernel_body());
+    const rw::RuleSetMatcher& boundary = rules::kernel_boundary();
     // function CALLs inlined (rules/call.rw); kernel CALLs stay, as units of the schedule
     UOp all = UOp::sink(tensor_roots);
     const std::vector<UOp> before_inlining = toposort(all, nullptr, /*enter_calls=*/false);
     if (std::any_of(before_inlining.begin(), before_inlining.end(),
                     [](const UOp& u) { return u.op() == Op::Returned; }))
-      all = graph_rewrite(all, &rules("calls"), {.enter_calls = false, .name = "inline calls"});
+      all = graph_rewrite(all, &rules::calls(), {.enter_calls = false, .name = "inline calls"});
     const std::vector<UOp> roots(all.src().begin(), all.src().end());
     // what an executed effect computed is done: nothing under it is scheduled again
     const std::vector<UOp> order = toposort(

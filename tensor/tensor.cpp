@@ -11,7 +11,7 @@
 
 #include <fmt/format.h>
 
-#include "compiler/runtime.h"
+#include "dsl/compiled.h"
 #include "ir/graph.h"
 #include "ir/rewrite.h"
 #include "tensor/gradient.h"

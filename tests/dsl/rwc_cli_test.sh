@@ -20,6 +20,20 @@ echo "$out" | head -1 | grep -Eq "^$work/bad.rw:2:3: error: wrong arity" || fail
 echo "$out" | sed -n 2p | grep -q "Add(x, y, z) => x" || fail "no source line: $out"
 echo "$out" | sed -n 3p | grep -Eq '^  \^$' || fail "no caret: $out"
 
+# rwc links the rule language only: no LLVM, no Tensor front end, no C++ helper (calls are
+# checked against `extern fn` declarations; an undeclared helper is an error even if it exists).
+ldd "$rwc" | grep -qi llvm && fail "rwc links LLVM: $(ldd "$rwc" | grep -i llvm)"
+nm -C "$rwc" | grep -q 'tinyrw::Tensor::\|tinyrw::rw::gcd\|llvm::' && fail "rwc links tensor/ or helper code"
+printf 'ruleset r {\n  Mul(x, Const{k}) if is_pow2(k) => x\n}\n' > "$work/undeclared.rw"
+out=$("$rwc" check "$work/undeclared.rw" 2>&1) && fail "an undeclared helper passed the check"
+echo "$out" | head -1 | grep -q "undeclared.rw:2:23: error: unknown function or helper 'is_pow2'" || fail "undeclared helper: $out"
+printf 'include "%s/rules/prelude.rw"\nruleset r {\n  Mul(x, Const{k}) if is_pow2(k, 2) => x\n}\n' "$src" > "$work/arity.rw"
+out=$("$rwc" check "$work/arity.rw" 2>&1) && fail "a helper call of the wrong arity passed the check"
+echo "$out" | head -1 | grep -q "arity.rw:3:23: error: helper 'is_pow2' takes 1 argument(s), got 2" || fail "helper arity: $out"
+printf 'extern fn only_declared(x: uop) -> uop\nruleset r {\n  Add(x, 0) => only_declared(x)\n}\n' > "$work/declared.rw"
+"$rwc" compile "$work/declared.rw" -o "$work/declared.cpp" || fail "a declared, unlinked helper did not compile"
+grep -q 'helper("only_declared", 1, Type::UOp)' "$work/declared.cpp" || fail "the generated call does not check the declaration"
+
 # Warnings alone still exit 0.
 printf 'ruleset r {\n  Add(x, y) => x\n}\n' > "$work/warn.rw"
 out=$("$rwc" check "$work/warn.rw" 2>&1) || fail "warnings must not fail: $out"
@@ -34,6 +48,19 @@ touch -d "2001-01-01" "$work/a.cpp"
 "$rwc" compile "$src/rules/examples.rw" -o "$work/a.cpp" || fail "compile failed"
 [ "$(stat -c %Y "$work/a.cpp")" = "$(date -d 2001-01-01 +%s)" ] || fail "unchanged output was rewritten"
 grep -q "examples.rw" "$work/a.d" || fail "depfile lacks the source"
+
+# --header: one typed accessor per rule set of the file, so C++ naming a rule set that does not
+# exist fails to compile (the accessors are defined in the generated source).
+mkdir -p "$work/rules_gen"
+"$rwc" compile "$src/rules/examples.rw" -o "$work/ex.cpp" --header "$work/rules_gen/examples.h" || fail "compile --header failed"
+grep -q 'const rw::RuleSetMatcher& fold_identities();' "$work/rules_gen/examples.h" || fail "no accessor in the header"
+grep -q 'const rw::RuleSetMatcher& fold_identities() {' "$work/ex.cpp" || fail "no accessor definition"
+if command -v c++ >/dev/null; then
+  printf '#include "rules_gen/examples.h"\nconst void* p = &tinyrw::rules::fold_identities();\n' > "$work/good.cpp"
+  c++ -std=c++20 -fsyntax-only -I"$src" -I"$work" "$work/good.cpp" 2>"$work/cc.err" || fail "the accessor does not compile: $(head -5 "$work/cc.err")"
+  printf '#include "rules_gen/examples.h"\nconst void* p = &tinyrw::rules::fold_identites();\n' > "$work/typo.cpp"
+  c++ -std=c++20 -fsyntax-only -I"$src" -I"$work" "$work/typo.cpp" 2>/dev/null && fail "a misspelt rule set compiled"
+fi
 
 # compile of a bad file: exit 1 and no output file.
 "$rwc" compile "$work/bad.rw" -o "$work/bad.cpp" 2>/dev/null && fail "compile of a bad file succeeded"

@@ -235,9 +235,50 @@ TEST(RwDiagnostics, MissingAndCyclicIncludes) {
 
 TEST(RwDiagnostics, UnknownHelper) {
   expect_error("ruleset r {\n  Add(x, y) => frobnicate(x)\n}\n",
-               "unknown function or helper 'frobnicate'", 2, 16);
-  expect_error("ruleset r {\n  Add(x, Const{k}) if gcd(k) > 1 => x\n}\n",
-               "helper 'gcd' takes 2 argument(s), got 1", 2, 23);
+               "unknown function or helper 'frobnicate' (helpers are declared with `extern fn`", 2,
+               16);
+  // registered in C++ (this binary links the helpers) but not declared: still an error
+  expect_error("ruleset r {\n  Add(x, Const{k}) if gcd(k, 2) > 1 => x\n}\n",
+               "helper 'gcd' is not declared; include the prelude that declares it", 2, 23);
+}
+
+// Calls are checked against `extern fn` declarations; the helper itself need not be linked.
+TEST(RwDiagnostics, DeclaredHelpers) {
+  const std::string gcd = "extern fn gcd(a: int, b: int) -> int\n";
+  expect_error(gcd + "ruleset r {\n  Add(x, Const{k}) if gcd(k) > 1 => x\n}\n",
+               "helper 'gcd' takes 2 argument(s), got 1", 3, 23);
+  const Result arity = check(gcd + "ruleset r {\n  Add(x, Const{k}) if gcd(k) > 1 => x\n}\n");
+  EXPECT_NE(arity.text.find("bad.rw:1:11: note: declared here"), std::string::npos) << arity.text;
+  const std::string widen = "extern fn widen(x: uop, n: int) -> uop\n";
+  expect_error(widen + "ruleset r {\n  Add(x, y) => widen(x, x.dtype)\n}\n",
+               "argument 2 ('n') of helper 'widen' is int, got dtype", 3, 27);
+  expect_error(widen + "ruleset r {\n  Add(x, y) => widen(1, 2)\n}\n",
+               "argument 1 ('x') of helper 'widen' is UOp, got int", 3, 22);
+  expect_error(widen + "ruleset r {\n  Add(x, y) => widen(x, n: 2)\n}\n",
+               "helper 'widen' takes positional arguments only", 3, 28);
+  // numbers widen: an int argument for a float parameter, a bool for an int one
+  const Result widened = check(
+      "extern fn halve(v: float) -> float\nextern fn twice(v: int) -> int\n"
+      "ruleset r {\n  Add(x, _) if halve(1) < twice(True) => x\n}\n");
+  EXPECT_TRUE(widened.ok && widened.text.empty()) << widened.text;
+  // the declared result type is the call's type
+  expect_error("extern fn size(x: uop) -> int\nruleset r {\n  Add(x, _) => size(x).src\n}\n",
+               "int has no property 'src'", 3, 24);
+  expect_error("extern fn f(x: vector) -> uop\n", "unknown type 'vector' (any, none, bool", 1, 16);
+  expect_error("extern fn f(x: uop) -> list\n", "unknown type 'list'", 1, 24);
+  expect_error("extern fn f(x: uop) -> uop\nextern fn f(y: int) -> int\n",
+               "helper 'f' is declared twice", 2, 11);
+  expect_error("extern fn max(a: int, b: int) -> int\n",
+               "'max' is a builtin, op or dtype name, not a helper", 1, 11);
+  expect_error("extern fn half(v: float) -> float\n",
+               "'half' is a builtin, op or dtype name, not a helper", 1, 11);
+  // a declaration that disagrees with the C++ helper registered under its name
+  expect_error("extern fn gcd(a: int) -> int\n",
+               "declaration of helper 'gcd' does not match the C++ helper registered under that "
+               "name: declared with 1 argument(s), registered with 2",
+               1, 11);
+  expect_error("extern fn gcd(a: int, b: int) -> bool\n", "declared -> bool, registered -> int", 1,
+               11);
 }
 
 TEST(RwDiagnostics, CompositionErrors) {

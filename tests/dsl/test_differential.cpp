@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <random>
 
-#include "compiler/runtime.h"
+#include "dsl/compiled.h"
 #include "dsl/interp.h"
 #include "ir/rewrite.h"
 

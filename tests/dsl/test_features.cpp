@@ -2,9 +2,12 @@
 // binary (tests/dsl/features.rw) and the interpreter running the same file.
 #include <gtest/gtest.h>
 
-#include "compiler/runtime.h"
+#include <set>
+
+#include "dsl/compiled.h"
 #include "dsl/interp.h"
 #include "ir/rewrite.h"
+#include "rules_gen/features.h"
 
 using namespace tinyrw;
 using namespace tinyrw::rw;
@@ -163,6 +166,72 @@ TEST(RwFeatures, Helpers) {
   expect_rewrite("t_helper", x * UOp::cint(6, dtypes::int32), x * UOp::cint(6, dtypes::int32));
 }
 
+// rules/prelude.rw declares exactly the C++ helpers this library registers, with their arity and
+// result type (loading it checks each declaration against its registration): no drift.
+TEST(RwFeatures, PreludeDeclaresEveryRegisteredHelper) {
+  Diagnostics d;
+  auto prelude = load_rules(TINYRW_SOURCE_DIR "/rules/prelude.rw", d);
+  ASSERT_TRUE(prelude) << d.render();
+  EXPECT_EQ(d.render(), "");
+  std::set<std::string> declared, registered;
+  for (const auto& [name, decl] : prelude->helpers) {
+    declared.insert(name);
+    const Helper* h = find_helper(name);
+    ASSERT_TRUE(h) << "declared in rules/prelude.rw but not registered: " << name;
+    EXPECT_EQ(helper_mismatch(decl, *h), std::nullopt) << name;
+  }
+  for (const Helper* h : all_helpers()) registered.insert(h->name);
+  EXPECT_EQ(declared, registered) << "every HelperRegistrar needs its `extern fn` line";
+  EXPECT_GE(declared.size(), 30u);
+}
+
+// A helper declared but not linked: the checker accepts the call (rwc never links helpers); the
+// interpreter reports it when the rule runs, compiled code when it looks the helper up.
+TEST(RwFeatures, DeclaredHelperMissingOrMismatchedAtRunTime) {
+  Diagnostics d;
+  auto prog = load_rules_text(
+      "missing.rw",
+      "extern fn not_linked(x: uop) -> uop\nruleset r {\n  Add(x, 0) => not_linked(x)\n}\n", d);
+  ASSERT_TRUE(prog) << d.render();
+  std::shared_ptr<const ResolvedProgram> shared(std::move(prog));
+  InterpretedMatcher m(shared, *shared->find("r"));
+  const UOp x = var("x");
+  try {
+    graph_rewrite(x + 0, &m);
+    ADD_FAILURE() << "no error";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("helper 'not_linked' is declared but no C++ helper of "
+                                         "that name is registered"),
+              std::string::npos)
+        << e.what();
+  }
+  // generated code checks the registration against the declaration it was compiled with
+  EXPECT_EQ(gen::helper("gcd", 2, Type::Int).name, "gcd");
+  auto message = [](auto&& f) {
+    try {
+      f();
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(message([] { gen::helper("gcd", 1, Type::Int); }),
+            "helper 'gcd' is declared with 1 argument(s) -> int, but the C++ helper registered "
+            "under that name takes 2 to 2 -> int");
+  EXPECT_EQ(message([] { gen::helper("gcd", 2, Type::UOp); }),
+            "helper 'gcd' is declared with 2 argument(s) -> UOp, but the C++ helper registered "
+            "under that name takes 2 to 2 -> int");
+  EXPECT_EQ(message([] { gen::helper("not_linked", 1, Type::UOp); }),
+            "helper 'not_linked' used by compiled rules is not registered");
+}
+
+// rwc's typed accessors return the registered instance (a misspelt name would not compile).
+TEST(RwFeatures, TypedAccessorsAreTheRegisteredRuleSets) {
+  EXPECT_EQ(&rules::t_helper(), compiled_rules("t_helper"));
+  EXPECT_EQ(rules::t_verify().name(), "t_verify");
+  EXPECT_EQ(&rules::t_include(), compiled_rules("t_include"));
+}
+
 TEST(RwFeatures, VerifierRules) {
   Both b = both("t_verify");
   RewriteContext ctx;
@@ -211,7 +280,7 @@ TEST(RwFeatures, MatchesReportTheirRuleLocation) {
     ASSERT_TRUE(m->apply(a.maximum(bb), ctx, &fired).has_value());
     ASSERT_NE(fired, nullptr);
     EXPECT_NE(fired->file.find("features.rw"), std::string::npos);
-    EXPECT_EQ(fired->line, 44);
+    EXPECT_EQ(fired->line, 45);  // tests/dsl/features.rw
     EXPECT_NE(fired->source.find("x.vmin >= y.vmax"), std::string::npos);
   }
 }

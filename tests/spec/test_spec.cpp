@@ -20,9 +20,10 @@
 #include <set>
 #include <sstream>
 
-#include "compiler/runtime.h"
+#include "dsl/compiled.h"
 #include "dsl/verify.h"
 #include "ir/ops.h"
+#include "rules_gen/spec.h"
 #include "tensor/function.h"
 #include "tensor/tensor.h"
 
@@ -570,7 +571,7 @@ TEST(Spec, PipelineGraphsPassTheVerifiers) {
 TEST(Spec, CallBodiesAreVerifiedByKind) {
   const Tensor a = Tensor::from_vector(std::vector<float>{1, 2}, {2});
   auto f = function([](Tensor x) { return x * 2.0f; });
-  EXPECT_NO_THROW(verify_with_calls(f(a).uop(), "spec_tensor", "spec_kernel_body"));
+  EXPECT_NO_THROW(verify_with_calls(f(a).uop(), rules::spec_tensor(), rules::spec_kernel_body()));
   auto twice = [](const std::vector<UOp>& p) {
     const UOp i = UOp::range(UOp::cint(2), 0);
     return kernel_sink({kernel_end(
@@ -578,7 +579,7 @@ TEST(Spec, CallBodiesAreVerifiedByKind) {
         {i})});
   };
   const Tensor k = custom_kernel({Tensor::empty({2}), a}, twice)[0];
-  EXPECT_NO_THROW(verify_with_calls(k.uop(), "spec_tensor", "spec_kernel_body"));
+  EXPECT_NO_THROW(verify_with_calls(k.uop(), rules::spec_tensor(), rules::spec_kernel_body()));
   EXPECT_THROW(verify(k.uop().src(1).src(0), "spec_tensor"), SpecError);  // a loop is no tensor op
   // a reduction is no kernel-body op
   const UOp reduce = UOp::make(Op::Reduce, dtypes::float32, {a.uop()},

@@ -1,4 +1,4 @@
-#include "compiler/runtime.h"
+#include "dsl/compiled.h"
 
 #include <chrono>
 #include <map>
@@ -21,9 +21,16 @@ bool all_sources_same(const UOp& u) {
   return true;
 }
 
-const Helper& helper(std::string_view name) {
+const Helper& helper(std::string_view name, size_t nargs, Type result) {
   const Helper* h = find_helper(name);
   if (!h) throw RwError(fmt::format("helper '{}' used by compiled rules is not registered", name));
+  const int n = static_cast<int>(nargs);
+  if (n < h->min_args || n > h->max_args || h->result != result) {
+    throw RwError(fmt::format(
+        "helper '{}' is declared with {} argument(s) -> {}, but the C++ helper registered under "
+        "that name takes {} to {} -> {}",
+        name, nargs, type_name(result), h->min_args, h->max_args, type_name(h->result)));
+  }
   return *h;
 }
 

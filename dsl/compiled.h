@@ -27,7 +27,9 @@ bool all_src(const UOp& u, F&& f) {
   return true;
 }
 bool all_sources_same(const UOp& u);
-const Helper& helper(std::string_view name);  // throws when the helper is not registered
+// The registered helper of a declared name; throws when it is missing or does not match the
+// declaration the rules were compiled against (arity, result type).
+const Helper& helper(std::string_view name, size_t nargs, Type result);
 
 // The base of every generated rule set. Generated code implements `dispatch`, which returns the
 // position (in the root op's rule order) of the rule that fired.
