@@ -83,9 +83,9 @@ using PatternPtr = std::unique_ptr<Pattern>;
 // -------------------------------------------------------------------------
 
 struct Clause {
-  enum class Kind { Guard, Let } kind;
+  enum class Kind { Guard, Let, Require } kind;
   Loc loc;
-  std::string name;  // Let
+  std::string name;  // Let: the bound name; Require: the reason
   ExprPtr expr;
 };
 

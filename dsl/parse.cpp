@@ -1,5 +1,6 @@
 #include "dsl/parse.h"
 
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -189,6 +190,22 @@ class Builder {
     return depth;
   }
 
+  // A rule written over several lines, as one line (statistics, VIZ and dumps show one line):
+  // each line break and the indentation after it become one space.
+  static std::string one_line(const std::string& s) {
+    std::string out;
+    for (size_t i = 0; i < s.size(); ++i) {
+      if (s[i] != '\n' && s[i] != '\r') {
+        out += s[i];
+        continue;
+      }
+      while (!out.empty() && (out.back() == ' ' || out.back() == '\t')) out.pop_back();
+      while (i + 1 < s.size() && std::isspace(static_cast<unsigned char>(s[i + 1]))) ++i;
+      out += ' ';
+    }
+    return out;
+  }
+
   static std::string unquote(const std::string& s) {
     std::string out;
     for (size_t i = 1; i + 1 < s.size(); ++i) {
@@ -305,12 +322,17 @@ class Builder {
           out.kind = Clause::Kind::Let;
           out.name = l->ID()->getText();
           out.expr = expr(l->expr());
+        } else if (auto* r = dynamic_cast<P::RequireClauseContext*>(cl)) {
+          out.kind = Clause::Kind::Require;
+          out.expr = expr(r->requireCall()->expr());
+          out.name = unquote(r->requireCall()->STRING()->getText());  // the reason
         }
         m.clauses.push_back(std::move(out));
       }
       m.result = expr(c->expr());
       m.text = c->getStart()->getInputStream()->getText(
           antlr4::misc::Interval(c->getStart()->getStartIndex(), c->getStop()->getStopIndex()));
+      m.text = one_line(m.text);
     } else if (auto* c = dynamic_cast<P::UseMemberContext*>(ctx)) {
       m.kind = Member::Kind::Use;
       m.use = c->ID()->getText();
@@ -531,6 +553,18 @@ class Builder {
       auto e = make(n->callArgs() ? ExprKind::Call : ExprKind::Name, loc(ctx));
       e->name = n->ID()->getText();
       if (n->callArgs()) call_args(*e, n->callArgs());
+      return with_kids(std::move(e));
+    }
+    if (auto* r = dynamic_cast<P::RequireExprContext*>(ctx)) {
+      // require(cond, "why") as a result: a call the checker accepts only as a whole result
+      auto e = make(ExprKind::Call, loc(ctx));
+      e->name = "require";
+      e->is_call = true;
+      e->kids.push_back(expr(r->requireCall()->expr()));
+      auto why = make(ExprKind::Literal, loc(r->requireCall()->STRING()));
+      why->literal = Arg::string(unquote(r->requireCall()->STRING()->getText()));
+      e->kids.push_back(std::move(why));
+      e->arg_names = {"", ""};
       return with_kids(std::move(e));
     }
     if (auto* p = dynamic_cast<P::ParenExprContext*>(ctx)) return expr(p->expr());

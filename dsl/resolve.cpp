@@ -482,7 +482,9 @@ class Resolver {
     for (const Clause& c : m.clauses) {
       Step s;
       s.expr = expr(*c.expr, rc);
-      if (c.kind == Clause::Kind::Let) {
+      if (c.kind == Clause::Kind::Require) {
+        require_step(s, c.name, c.loc, set.kind);
+      } else if (c.kind == Clause::Kind::Let) {
         if (rc.slot_of(c.name) >= 0) {
           diags_.error(c.loc, fmt::format("'{}' is already bound", c.name));
         }
@@ -495,7 +497,19 @@ class Resolver {
       }
       steps.push_back(std::move(s));
     }
-    RExpr result = expr(*m.result, rc);
+    RExpr result;
+    if (is_require(*m.result)) {
+      // `=> require(cond, "why")`: a last require clause, then ok
+      Step s;
+      s.expr = expr(*m.result->kids[0], rc);
+      require_step(s, m.result->kids[1]->literal.as_string(), m.result->loc, set.kind);
+      steps.push_back(std::move(s));
+      result.loc = m.result->loc;
+      result.value = Value::ok();
+      result.type = Type::Status;
+    } else {
+      result = expr(*m.result, rc);
+    }
     check_result(result, set.kind, m.result->loc);
 
     // Every capture the clauses or the result use must be bound by every variant.
@@ -552,6 +566,20 @@ class Resolver {
       r.gradient_slot = g_slot;
       set.rules.push_back(std::move(r));
     }
+  }
+
+  // ---- require(cond, "why"), a clause or a whole result of verifier rules
+  static bool is_require(const Expr& e) {
+    return e.kind == ExprKind::Call && e.name == "require" && e.kids.size() == 2 &&
+           e.kids[1]->kind == ExprKind::Literal && e.kids[1]->literal.is_string();
+  }
+  void require_step(Step& s, std::string why, const Loc& at, SetKind kind) {
+    s.is_require = true;
+    s.why = std::move(why);
+    if (kind != SetKind::Verifier) diags_.error(at, "'require' is only for verifier rules");
+    if (!guard_type_ok(s.expr.type))
+      diags_.error(s.expr.loc,
+                   fmt::format("require needs a bool condition, got {}", type_name(s.expr.type)));
   }
 
   static bool guard_type_ok(Type t) { return t == Type::Bool || t == Type::Int || t == Type::Any; }
@@ -1227,6 +1255,12 @@ class Resolver {
             : n == 2 ? std::initializer_list<const RExpr*>{&r.kids[0], &r.kids[1]}
                      : std::initializer_list<const RExpr*>{&r.kids[0], &r.kids[1], &r.kids[2]});
       }
+      return r;
+    }
+    if (is_require(e)) {
+      diags_.error(e.loc,
+                   "require(cond, \"why\") is a clause or the whole result of a rule, not "
+                   "part of an expression");
       return r;
     }
     if (auto t = builtin_type(e.name)) {

@@ -124,6 +124,8 @@ struct Step {
   bool is_let = false;  // let slot = expr; otherwise a guard
   int slot = -1;
   RExpr expr;
+  bool is_require = false;  // require(expr, "why"): false fails the verifier with `why`
+  std::string why;
 };
 
 struct ResolvedRule {

@@ -3,6 +3,12 @@
 // (dsl/parse.cpp), so the recursive rules below never recurse deeply.
 grammar RW;
 
+// ---- line-sensitive calls: a call's '(' is on its callee's line, so a rule ending in a name
+// (`=> x`) and a next rule starting with '(' (`(Add|Mul)[y, 0] => y`) stay two rules.
+@parser::members {
+  bool sameLine() { return _input->LT(1)->getLine() == _input->LT(-1)->getLine(); }
+}
+
 file: decl* EOF;
 
 decl
@@ -28,7 +34,11 @@ member
 clause
   : 'if' expr                                          # guardClause
   | 'let' ID '=' expr                                  # letClause
+  | requireCall                                        # requireClause
   ;
+// `require(cond, "why")`: the verifier rule fails with "why" where cond is false (a clause, or
+// the whole result of a verifier rule).
+requireCall: 'require' '(' expr ',' STRING ')';
 
 // ---- patterns
 pattern: alternative ('||' alternative)*;
@@ -77,12 +87,13 @@ unaryExpr: unaryOp* postfixExpr;
 unaryOp: '-' | '~';
 postfixExpr: primaryExpr postfixOp*;
 postfixOp
-  : '.' ID callArgs?                                   # memberOp
+  : '.' ID ({sameLine()}? callArgs)?                   # memberOp
   | '[' expr ']'                                       # indexOp
   ;
 primaryExpr
   : literal                                            # literalExpr
-  | ID callArgs?                                       # nameExpr
+  | ID ({sameLine()}? callArgs)?                       # nameExpr
+  | requireCall                                        # requireExpr
   | '(' ')'                                            # emptyTupleExpr
   | '(' expr ')'                                       # parenExpr
   | '(' expr ',' (expr (',' expr)*)? ','? ')'          # tupleExpr

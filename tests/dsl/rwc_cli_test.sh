@@ -12,6 +12,10 @@ fail() { echo "FAIL: $*"; exit 1; }
 out=$("$rwc" check "$src"/rules/*.rw 2>&1) || fail "rwc check of shipped rules exited $?: $out"
 [ -z "$out" ] || fail "shipped rules produce diagnostics: $out"
 
+# House style: no line of the shipped rules is longer than 110 characters (docs/rw-language.md).
+long=$(awk 'length > 110 { print FILENAME ":" FNR ": " length " characters" }' "$src"/rules/*.rw)
+[ -z "$long" ] || fail "over-long lines in rules/*.rw: $long"
+
 # A file with an error: exit 1, and the diagnostic has path:line:col, source line and caret.
 printf 'ruleset r {\n  Add(x, y, z) => x\n}\n' > "$work/bad.rw"
 out=$("$rwc" check "$work/bad.rw" 2>&1); rc=$?

@@ -281,6 +281,28 @@ TEST(RwDiagnostics, DeclaredHelpers) {
                11);
 }
 
+TEST(RwDiagnostics, RequireErrors) {
+  expect_error("ruleset r {\n  Add(x, y) require(x.dtype == y.dtype, \"no\") => x\n}\n",
+               "'require' is only for verifier rules", 2, 13);
+  expect_error("verifier v {\n  Add(x, _) => require(x.dtype == int32, \"no\") && True\n}\n",
+               "require(cond, \"why\") is a clause or the whole result of a rule", 2, 16);
+  expect_error("verifier v {\n  Add(x, _) => require(x, \"no\")\n}\n",
+               "require needs a bool condition, got UOp", 2, 24);
+  expect_error("verifier v {\n  Add(x, _) => require(x.dtype == int32, 1)\n}\n",
+               "syntax error: mismatched input '1' expecting STRING", 2, 42);
+}
+
+// A call's '(' stands on its callee's line: a rule may end in a name and the next start with '('.
+TEST(RwDiagnostics, MultiLineRules) {
+  const Result two = check("ruleset r {\n  Add(x, 0) => x\n  (Mul|Or)[y, 1] => y\n}\n");
+  EXPECT_TRUE(two.ok && two.text.empty()) << two.text;
+  const Result method =
+      check("ruleset r {\n  Add(x, 0) => x.src[0].src[0]\n  (Mul|Or)(y, 1) => y\n}\n");
+  EXPECT_TRUE(method.ok && method.text.empty()) << method.text;
+  // a call split before its '(' is an error, not a silent change of meaning
+  expect_error("ruleset r {\n  Add(x, 0) => const_like\n    (x, 1)\n}\n", "syntax error", 3, 5);
+}
+
 TEST(RwDiagnostics, CompositionErrors) {
   expect_error("ruleset a = b + c\n", "unknown rule set 'b'", 1, 13);
   const Result r = check("ruleset a = b\nruleset b = a\n");

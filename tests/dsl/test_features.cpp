@@ -253,6 +253,43 @@ TEST(RwFeatures, VerifierRules) {
   EXPECT_FALSE(check(x.cast(dtypes::float32)).has_value());  // no rule: not verified here
 }
 
+// require(cond, "why") fails the verifier with "why" where cond is false, in clause order: a
+// failed require is the rule's result (later rules are not tried).
+TEST(RwFeatures, RequireInVerifiers) {
+  Both b = both("t_require");
+  RewriteContext ctx;
+  auto check = [&](const UOp& u) {
+    std::optional<Value> c = b.compiled->apply(u, ctx, nullptr);
+    std::optional<Value> i = b.interpreted->apply(u, ctx, nullptr);
+    EXPECT_EQ(c.has_value(), i.has_value());
+    if (c && i) EXPECT_TRUE(*c == *i) << c->repr() << " vs " << i->repr();
+    return c;
+  };
+  const UOp x = var("x", dtypes::int32), p = var("p", dtypes::bool_);
+  EXPECT_TRUE(check(x + x)->status_ok());
+  auto mixed = check(UOp::make(Op::Add, dtypes::int32, {x, var("y", dtypes::int64)}));
+  ASSERT_TRUE(mixed);
+  EXPECT_FALSE(mixed->status_ok());
+  EXPECT_EQ(mixed->as_string(), "operand dtypes differ");
+  auto boolean = check(UOp::make(Op::Add, dtypes::bool_, {p, p}));
+  ASSERT_TRUE(boolean);
+  EXPECT_EQ(boolean->as_string(), "no bool addition");
+  EXPECT_FALSE(check(UOp::make(Op::Where, dtypes::int32, {p, x, x})).has_value());  // guard
+}
+
+// Rules written over several lines mean what they say on one line.
+TEST(RwFeatures, MultiLineRules) {
+  const UOp x = var("x"), a = UOp::variable("a", 5, 9), bb = UOp::variable("b", 0, 5);
+  expect_rewrite("t_multiline", x + 0, x);
+  expect_rewrite("t_multiline", x * 1, x);
+  expect_rewrite("t_multiline", a.maximum(bb), a);
+  const ResolvedSet* s = features()->find("t_multiline");
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->rules.back().rule_index, 2);  // three rules, not two with a call `x(Mul|And)`
+  // statistics and VIZ show the rule on one line
+  EXPECT_EQ(s->rules.back().info.source, "Max(x, y) if x.vmin >= y.vmax let z = x => z");
+}
+
 TEST(RwFeatures, GradientRules) {
   Both b = both("t_grad");
   RewriteContext ctx;
