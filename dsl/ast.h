@@ -97,6 +97,8 @@ struct Member {
   std::vector<Clause> clauses;
   ExprPtr result;
   std::string text;  // the rule as written, for statistics and VIZ
+  std::string name;  // `name: pattern => result`; empty for an unnamed rule
+  Loc name_loc;
   // Use
   std::string use;
   // For: `for var in (A, B) { members }`

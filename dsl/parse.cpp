@@ -311,6 +311,10 @@ class Builder {
     m.loc = loc(ctx);
     if (auto* c = dynamic_cast<P::RuleMemberContext*>(ctx)) {
       m.kind = Member::Kind::Rule;
+      if (c->ruleName) {
+        m.name = c->ruleName->getText();
+        m.name_loc = loc(c->ruleName);
+      }
       m.pattern = pattern(c->pattern());
       for (auto* cl : c->clause()) {
         Clause out;
@@ -330,8 +334,10 @@ class Builder {
         m.clauses.push_back(std::move(out));
       }
       m.result = expr(c->expr());
-      m.text = c->getStart()->getInputStream()->getText(
-          antlr4::misc::Interval(c->getStart()->getStartIndex(), c->getStop()->getStopIndex()));
+      // the text from the pattern on (a rule's name is shown apart)
+      antlr4::Token* first = c->pattern()->getStart();
+      m.text = first->getInputStream()->getText(
+          antlr4::misc::Interval(first->getStartIndex(), c->getStop()->getStopIndex()));
       m.text = one_line(m.text);
     } else if (auto* c = dynamic_cast<P::UseMemberContext*>(ctx)) {
       m.kind = Member::Kind::Use;
@@ -354,6 +360,18 @@ class Builder {
     p->loc = loc(ctx);
     int depth = 1;
     for (auto* alt : ctx->alternative()) {
+      // `x: Const` reads like a rule name (which only starts a rule): capture chains are written
+      // without a space after ':'
+      for (size_t i = 0; i + 1 < alt->children.size(); ++i) {
+        auto* colon = dynamic_cast<antlr4::tree::TerminalNode*>(alt->children[i]);
+        if (!colon || colon->getText() != ":") continue;
+        auto* next = dynamic_cast<antlr4::ParserRuleContext*>(alt->children[i + 1]);
+        if (next && next->getStart()->getStartIndex() > colon->getSymbol()->getStopIndex() + 1) {
+          diags_.warning(loc(colon),
+                         "write a capture chain without a space after ':' (x:Const); "
+                         "'name: ' names a rule only at the start of a rule");
+        }
+      }
       std::vector<Constraint> chain;
       for (auto* c : alt->constraint()) chain.push_back(constraint(c, depth));
       p->alternatives.push_back(std::move(chain));

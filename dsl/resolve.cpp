@@ -539,6 +539,10 @@ class Resolver {
       return;
     }
 
+    if (!m.name.empty() && !unique_rule_name(m, set.name)) {
+      charge(1, m.loc, set.name);
+      return;
+    }
     const int index = set.rules.empty() ? 0 : set.rules.back().rule_index + 1;
     std::vector<MatchNode> unique;
     for (MatchNode& v : variants)
@@ -553,8 +557,10 @@ class Resolver {
       std::string bindings;
       for (const auto& [var, value] : env)
         bindings += (bindings.empty() ? "" : ",") + var + "=" + value;
+      // a named rule is `<set>.<name>`; an unnamed one `<set>#<position>`
       r.info = RuleInfo{
-          fmt::format("{}#{}{}", set.name, index, bindings.empty() ? "" : "[" + bindings + "]"),
+          fmt::format("{}{}{}", set.name, m.name.empty() ? fmt::format("#{}", index) : "." + m.name,
+                      bindings.empty() ? "" : "[" + bindings + "]"),
           m.loc.file ? m.loc.file->path : "", m.loc.line, m.text};
       r.rule_index = index;
       r.variant = static_cast<int>(i);
@@ -566,6 +572,16 @@ class Resolver {
       r.gradient_slot = g_slot;
       set.rules.push_back(std::move(r));
     }
+  }
+
+  // ---- rule names: unique among the rules written in one set (a `for` body's rule is one rule)
+  bool unique_rule_name(const Member& m, const std::string& set) {
+    auto [it, fresh] = rule_names_.emplace(set + "." + m.name, &m);
+    if (fresh || it->second == &m) return true;
+    error_with_note(m.name_loc,
+                    fmt::format("rule name '{}' is used twice in rule set '{}'", m.name, set),
+                    it->second->name_loc, "first used here");
+    return false;
   }
 
   // ---- require(cond, "why"), a clause or a whole result of verifier rules
@@ -1501,6 +1517,7 @@ class Resolver {
   std::map<std::string, Expansion> expansions_;
   std::unordered_set<int> included_;  // of the set being built
   std::map<std::string, int> ids_;
+  std::map<std::string, const Member*> rule_names_;  // "<set>.<name>" -> the named rule
   std::set<std::string> spliced_;  // sets `use`d or composed into the set being built
   size_t expanded_ = 0;            // rules expanded so far, over every set
   size_t repetitions_ = 0;         // `for` bodies resolved so far, over every set

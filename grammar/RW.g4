@@ -7,6 +7,12 @@ grammar RW;
 // (`=> x`) and a next rule starting with '(' (`(Add|Mul)[y, 0] => y`) stay two rules.
 @parser::members {
   bool sameLine() { return _input->LT(1)->getLine() == _input->LT(-1)->getLine(); }
+  // a rule name: `name: ` (whitespace after the colon) at the start of a rule; `x:Const` is a
+  // capture chain
+  bool spacedColon() {
+    return _input->LT(2)->getText() == ":" &&
+           _input->LT(3)->getStartIndex() > _input->LT(2)->getStopIndex() + 1;
+  }
 }
 
 file: decl* EOF;
@@ -26,7 +32,7 @@ externFn: 'extern' 'fn' ID '(' (externParam (',' externParam)*)? ')' '->' ID;
 externParam: ID ':' ID;
 
 member
-  : pattern clause* '=>' expr                          # ruleMember
+  : ({spacedColon()}? ruleName=ID ':')? pattern clause* '=>' expr  # ruleMember
   | 'use' ID                                           # useMember
   | 'for' ID 'in' '(' ID (',' ID)* ')' '{' member* '}' # forMember
   ;

@@ -64,7 +64,7 @@ void print(std::FILE* out) {
   for (const RuleStats& s : rows) {
     fmt::print(out, "{:>9} {:>9} {:>10.3f}  {:<40} {}\n", s.counts.matches, s.counts.attempts,
                static_cast<double>(s.counts.nanos) / 1e6, s.rule.location(),
-               s.rule.source.empty() ? s.rule.name : s.rule.source);
+               s.rule.source.empty() ? s.rule.name : s.rule.name + "  " + s.rule.source);
     total.matches += s.counts.matches;
     total.attempts += s.counts.attempts;
     total.nanos += s.counts.nanos;

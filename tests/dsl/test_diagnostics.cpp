@@ -303,6 +303,29 @@ TEST(RwDiagnostics, MultiLineRules) {
   expect_error("ruleset r {\n  Add(x, 0) => const_like\n    (x, 1)\n}\n", "syntax error", 3, 5);
 }
 
+// `name: ` (a space after the colon) at the start of a rule names it; `x:Const` is a capture.
+TEST(RwDiagnostics, RuleNames) {
+  expect_error("ruleset r {\n  zero: Add(x, 0) => x\n  zero: Mul(x, 0) => x\n}\n",
+               "rule name 'zero' is used twice in rule set 'r'", 3, 3);
+  const Result dup = check("ruleset r {\n  zero: Add(x, 0) => x\n  zero: Mul(x, 0) => x\n}\n");
+  EXPECT_NE(dup.text.find("bad.rw:2:3: note: first used here"), std::string::npos) << dup.text;
+  // the same name in two sets, and a named rule repeated by a `for` loop, are fine
+  const Result ok = check(
+      "ruleset a {\n  zero: Add(x, 0) => x\n}\nruleset b {\n  zero: Add(x, 0) => x\n"
+      "  for op in (Or, Xor) {\n    z: op[x, 0] => x\n  }\n}\n");
+  EXPECT_TRUE(ok.ok && ok.text.empty()) << ok.text;
+  // a capture written `x: Const` at the start of a rule would now be a name: its uses are unbound
+  expect_error("ruleset r {\n  x: Add(y, 0) => x\n}\n",
+               "'x' is not bound (not a capture, let, dtype or op)", 2, 19);
+  // inside a pattern it is still a capture, with a warning
+  const Result spaced = check("ruleset r {\n  Add(x: Const, y) => y.replace(arg: x.arg)\n}\n");
+  EXPECT_TRUE(spaced.ok);
+  EXPECT_NE(spaced.text.find("bad.rw:2:8: warning: write a capture chain without a space after "
+                             "':' (x:Const); 'name: ' names a rule only at the start of a rule"),
+            std::string::npos)
+      << spaced.text;
+}
+
 TEST(RwDiagnostics, CompositionErrors) {
   expect_error("ruleset a = b + c\n", "unknown rule set 'b'", 1, 13);
   const Result r = check("ruleset a = b\nruleset b = a\n");

@@ -290,6 +290,34 @@ TEST(RwFeatures, MultiLineRules) {
   EXPECT_EQ(s->rules.back().info.source, "Max(x, y) if x.vmin >= y.vmax let z = x => z");
 }
 
+// `name: pattern => result` names a rule `<set>.<name>` in both executors (a `for` rule adds its
+// binding); unnamed rules keep `<set>#<position>`.
+TEST(RwFeatures, NamedRules) {
+  Both b = both("t_named");
+  RewriteContext ctx;
+  const UOp x = var("x");
+  auto fired_name = [&](const UOp& u) {
+    std::string names[2];
+    const RuleSetMatcher* ms[2] = {b.compiled, b.interpreted.get()};
+    for (int i = 0; i < 2; ++i) {
+      const RuleInfo* fired = nullptr;
+      EXPECT_TRUE(ms[i]->apply(u, ctx, &fired).has_value());
+      if (fired) names[i] = fired->name;
+    }
+    EXPECT_EQ(names[0], names[1]);
+    return names[0];
+  };
+  EXPECT_EQ(fired_name(x + 0), "t_named.add_zero");
+  EXPECT_EQ(fired_name(x * 1), "t_named#1");
+  EXPECT_EQ(fired_name(x.maximum(x)), "t_named.max_same");
+  const UOp y = var("y", dtypes::int32);
+  EXPECT_EQ(fired_name(UOp::make(Op::Or, dtypes::int32, {y, UOp::cint(0, dtypes::int32)})),
+            "t_named.op_zero[op=Or]");
+  const ResolvedSet* s = features()->find("t_named");
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->rules[0].info.source, "Add[x, 0]                      => x");
+}
+
 TEST(RwFeatures, GradientRules) {
   Both b = both("t_grad");
   RewriteContext ctx;
