@@ -136,21 +136,31 @@ bool prescan(const SourceFile& src, Diagnostics& diags) {
 class ErrorCollector : public antlr4::BaseErrorListener {
  public:
   ErrorCollector(const SourceFile& src, Diagnostics& diags) : src_(src), diags_(diags) {}
-  void syntaxError(antlr4::Recognizer*, antlr4::Token* offending, size_t line, size_t col,
-                   const std::string& msg, std::exception_ptr) override {
+  void syntaxError(antlr4::Recognizer* recognizer, antlr4::Token* offending, size_t line,
+                   size_t col, const std::string& msg, std::exception_ptr) override {
     if (++count_ > 10) return;  // the first errors are the useful ones
     std::string m = msg;
     for (const char* from : {"<EOF>"}) {
       for (size_t p = m.find(from); p != std::string::npos; p = m.find(from))
         m.replace(p, 5, "end of file");
     }
-    (void)offending;
+    if (split_call(recognizer, offending))
+      m += " (a call's '(' stands on the line of its name: this '(' starts a new rule)";
     diags_.error(Loc{&src_, static_cast<int>(line), static_cast<int>(col) + 1},
                  "syntax error: " + m);
   }
   int count() const { return count_; }
 
  private:
+  // A '(' that opens a line right after a name or a member: most likely a call split before it.
+  static bool split_call(antlr4::Recognizer* recognizer, antlr4::Token* offending) {
+    auto* parser = dynamic_cast<antlr4::Parser*>(recognizer);
+    if (!parser || !offending || offending->getText() != "(" || offending->getTokenIndex() == 0)
+      return false;
+    antlr4::Token* prev = parser->getTokenStream()->get(offending->getTokenIndex() - 1);
+    return prev->getType() == RWParser::ID && prev->getLine() < offending->getLine();
+  }
+
   const SourceFile& src_;
   Diagnostics& diags_;
   int count_ = 0;

@@ -300,7 +300,12 @@ TEST(RwDiagnostics, MultiLineRules) {
       check("ruleset r {\n  Add(x, 0) => x.src[0].src[0]\n  (Mul|Or)(y, 1) => y\n}\n");
   EXPECT_TRUE(method.ok && method.text.empty()) << method.text;
   // a call split before its '(' is an error, not a silent change of meaning
-  expect_error("ruleset r {\n  Add(x, 0) => const_like\n    (x, 1)\n}\n", "syntax error", 3, 5);
+  expect_error("ruleset r {\n  Add(x, 0) => const_like\n    (x, 1)\n}\n",
+               "syntax error: no viable alternative at input '(' (a call's '(' stands on the line "
+               "of its name: this '(' starts a new rule)",
+               3, 5);
+  expect_error("ruleset r {\n  Add(x, 0) if gcd\n    (2, 4) > 1 => x\n}\n",
+               "(a call's '(' stands on the line of its name", 3, 5);
 }
 
 // `name: ` (a space after the colon) at the start of a rule names it; `x:Const` is a capture.
