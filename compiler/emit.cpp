@@ -807,7 +807,7 @@ std::string emit_cpp(const ResolvedProgram& program, const SourceFile& root,
   w.line(0, "namespace tinyrw::rules {");
   for (const ResolvedSet* set : sets_of(program, root)) {
     w.line(0, fmt::format("const rw::RuleSetMatcher& {}() {{", accessor_name(set->name)));
-    w.line(1, fmt::format("static const rw::RuleSetMatcher& m = *rw::compiled_rules({});",
+    w.line(1, fmt::format("static const rw::RuleSetMatcher& m = rw::gen::registered({});",
                           cpp_string(set->name)));
     w.line(1, "return m;");
     w.line(0, "}");

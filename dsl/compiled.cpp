@@ -99,6 +99,12 @@ void register_compiled(const std::string& name, const std::string& file, Matcher
   r.emplace(name, Entry{file, std::move(make), nullptr});
 }
 
+const RuleSetMatcher& registered(std::string_view name) {
+  const RuleSetMatcher* m = compiled_rules(name);
+  if (!m) throw RwError(fmt::format("rule set '{}' is not registered yet", name));
+  return *m;
+}
+
 }  // namespace tinyrw::rw::gen
 
 namespace tinyrw::rw {
