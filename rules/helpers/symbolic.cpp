@@ -80,17 +80,21 @@ std::vector<const UOp*> sum_terms(const UOp& x) {
   return out;
 }
 
-// The largest known integer dividing u (1 when unknown).
-i128 const_factor(const UOp& u, int depth = 0) {
-  if (depth > kMaxTermDepth) return 1;
-  if (u.op() == Op::Const && u.arg().is_int()) return u.arg().as_int();
-  if (u.op() == Op::Add)
-    return gcd(const_factor(u.src(0), depth + 1), const_factor(u.src(1), depth + 1));
-  if (u.op() == Op::Mul) {
-    if (u.src(0).op() == Op::Const && u.src(0).arg().is_int()) return u.src(0).arg().as_int();
-    if (u.src(1).op() == Op::Const && u.src(1).arg().is_int()) return u.src(1).arg().as_int();
-  }
-  return 1;
+// The largest known integer dividing u (1 when unknown): a constant, the constant of a product, or
+// the gcd of those of the terms of a sum.
+i128 const_factor(const UOp& u) {
+  auto leaf = [](const UOp& t) -> i128 {
+    if (t.op() == Op::Const && t.arg().is_int()) return t.arg().as_int();
+    if (t.op() == Op::Mul) {
+      if (t.src(0).op() == Op::Const && t.src(0).arg().is_int()) return t.src(0).arg().as_int();
+      if (t.src(1).op() == Op::Const && t.src(1).arg().is_int()) return t.src(1).arg().as_int();
+    }
+    return 1;
+  };
+  if (u.op() != Op::Add) return leaf(u);
+  i128 g = 0;
+  for (const UOp* t : sum_terms(u)) g = gcd(g, leaf(*t));
+  return g;
 }
 
 // u / v when v divides u structurally, else an empty UOp.
@@ -130,16 +134,10 @@ std::vector<UOp> split_mul(const UOp& x) {
   return out;
 }
 
-// x / y when y divides x as a product of factors (x == y*q structurally), else empty. Constant
-// factors divide by value.
+// x / y when y divides the term x as a product of factors (x == y*q structurally), else empty.
+// Constant factors divide by value.
 UOp divide_exact(const UOp& x, const UOp& y) {
   if (x == y) return x.const_like(static_cast<i128>(1));
-  if (x.op() == Op::Add) {
-    UOp a = divide_exact(x.src(0), y);
-    if (!a) return UOp();
-    UOp b = divide_exact(x.src(1), y);
-    return b ? a + b : UOp();
-  }
   std::vector<UOp> factors = split_mul(x);
   i128 coeff = 1;
   std::vector<UOp> rest;
@@ -301,189 +299,153 @@ UOp sum(const UOp& like, i128 start, const std::vector<std::pair<i128, UOp>>& te
   return start == 0 ? acc : acc + like.const_like(start);
 }
 
-// x // y or x % y (floor semantics) in a simpler form, or empty when nothing simplifies.
-UOp fold_divmod(const UOp& x, const UOp& y, bool is_mod) {
-  if (!x.dtype().is_int() || x.dtype().count() > 1) return UOp();
-  const Num ylo = y.vmin(), yhi = y.vmax(), xlo = x.vmin(), xhi = x.vmax();
-  if (ylo.is_float || xlo.is_float) return UOp();
-  // One quotient over the whole range: the division is that constant.
-  if ((ylo.i > 0 || yhi.i < 0) && !xlo.is_infinite() && !xhi.is_infinite() && !ylo.is_infinite() &&
-      !yhi.is_infinite()) {
-    const i128 q = floor_div(xlo.i, ylo.i);
-    if (q == floor_div(xlo.i, yhi.i) && q == floor_div(xhi.i, ylo.i) &&
-        q == floor_div(xhi.i, yhi.i)) {
-      return is_mod ? x - y * q : x.const_like(q);
-    }
+// The terms of x with |const_factor| != 1 (scaled) or == 1 (unit), as a sum; empty when none.
+UOp terms_by_factor(const UOp& x, bool scaled) {
+  UOp out;
+  for (const UOp& t : split_add(x)) {
+    const i128 f = const_factor(t);
+    if ((f != 1 && f != -1) == scaled) out = out ? out + t : t;
   }
-  if (y.op() != Op::Const) {
-    // Terms that are exact multiples of y leave the division: (k*y + r)//y = k + r//y and
-    // (k*y + r)%y = r%y, for every y != 0 (floor semantics).
-    UOp quotient, rest;
-    for (const UOp& t : split_add(x)) {
-      if (UOp q = divide_exact(t, y)) {
-        quotient = quotient ? quotient + q : q;
-      } else {
-        rest = rest ? rest + t : t;
-      }
-    }
-    if (quotient) {
-      if (is_mod) return rest ? rest.floormod(y) : x.const_like(static_cast<i128>(0));
-      return rest ? quotient + rest.floordiv(y) : quotient;
-    }
-    // A common factor of numerator and divisor cancels: (g*a)//(g*b) = a//b, (g*a)%(g*b) = g*(a%b).
-    i128 g = const_factor(y);
-    for (const UOp& t : split_add(x)) g = gcd(g, const_factor(t));
-    if (g <= 1) return UOp();
-    UOp a = divides(x, g), b = divides(y, g);
-    if (!a || !b) return UOp();
-    return is_mod ? a.floormod(b) * g : a.floordiv(b);
-  }
-  if (!y.arg().is_int() || y.arg().as_int() <= 0) return UOp();
-  const i128 c = y.arg().as_int();
-  // x = g*m + r with 0 <= r < g and g | c: x//c = m//(c/g) and x%c = g*(m%(c/g)) + r.
-  {
-    i128 g = c;
-    UOp big, small;
-    i128 small_max = 0;
-    bool small_ok = true;
-    for (const UOp& t : split_add(x)) {
-      const i128 f = const_factor(t);
-      if (f != 1 && f != -1) {
-        g = gcd(g, f);
-        big = big ? big + t : t;
-      } else {
-        small_ok = small_ok && lo(t) >= 0 && exact_add(small_max, hi(t), small_max);
-        small = small ? small + t : t;
-      }
-    }
-    if (small && big && small_ok && g > 1 && small_max < g) {
-      if (UOp m = divides(big, g)) {
-        return is_mod ? m.floormod(c / g) * g + small : m.floordiv(c / g);
-      }
-    }
-  }
+  return out;
+}
 
+// The terms of x that y divides exactly, each divided by y (multiples), or the others (rest), as
+// a sum; empty when none.
+UOp terms_by_divisor(const UOp& x, const UOp& y, bool multiples) {
+  UOp out;
+  for (const UOp& t : split_add(x)) {
+    UOp q;
+    try {
+      q = divide_exact(t, y);
+    } catch (const Inexact&) {
+    }
+    if (multiples && q) out = out ? out + q : q;
+    if (!multiples && !q) out = out ? out + t : t;
+  }
+  return out;
+}
+
+// x // c or x % c (c > 0) seen term by term: x = sum(factor_i * var_i) + constant, factor_i =
+// quotient_i * c + remainder_i. The term rules below share it.
+struct Decomposition {
   struct Term {
     i128 factor, quotient, remainder;
     UOp var;
   };
   std::vector<Term> terms;
-  i128 g = c, div = 1, constant = 0, offset = 0;
-  bool changed = false;
+  i128 c = 1, g = 1, div = 1, constant = 0, offset = 0;
+  bool is_mod = false, changed = false;
+};
+
+// Empty when a term has no bounded variable part; throws Inexact past the exact range.
+std::optional<Decomposition> decompose(const UOp& d) {
+  const UOp& x = d.src(0);
+  Decomposition D;
+  D.c = D.g = d.src(1).arg().as_int();
+  D.is_mod = d.op() == Op::FloorMod;
+  const i128 c = D.c;
   for (UOp u : split_add(x)) {
-    if (u.op() == Op::FloorMod && is_mod && u.src(1).op() == Op::Const && u.src(1).arg().is_int() &&
-        u.src(1).arg().as_int() != 0 && floor_mod(u.src(1).arg().as_int(), c) == 0) {
+    if (u.op() == Op::FloorMod && D.is_mod && u.src(1).op() == Op::Const &&
+        u.src(1).arg().is_int() && u.src(1).arg().as_int() != 0 &&
+        floor_mod(u.src(1).arg().as_int(), c) == 0) {
       u = u.src(0);  // (a % (k*c)) % c == a % c
-      changed = true;
+      D.changed = true;
     }
     const i128 f = const_factor(u);
     UOp v = divides(u, f);
-    if (!v) return UOp();
+    if (!v) return std::nullopt;
     const i128 q = floor_div(f, c), r = floor_mod(f, c);
-    if (r == 0 || ((is_mod || u.op() == Op::Const) && r != f)) changed = true;
-    if (lo(v) <= -kInfinity || hi(v) >= kInfinity) return UOp();
-    offset = add(offset, mul(r, lo(v)));
+    if (r == 0 || ((D.is_mod || u.op() == Op::Const) && r != f)) D.changed = true;
+    if (lo(v) <= -kInfinity || hi(v) >= kInfinity) return std::nullopt;
+    D.offset = add(D.offset, mul(r, lo(v)));
     if (u.op() == Op::Const) {
-      constant = add(constant, f);
+      D.constant = add(D.constant, f);
     } else {
-      if (f > 1 && c % f == 0 && (div == 1 || div > f)) div = f;
-      g = gcd(r, g);
-      terms.push_back({f, q, r, v});
+      if (f > 1 && c % f == 0 && (D.div == 1 || D.div > f)) D.div = f;
+      D.g = gcd(r, D.g);
+      D.terms.push_back({f, q, r, v});
     }
   }
-  i128 lbound = floor_mod(offset, c), ubound = lbound;
-  offset = lbound;
-  // A single term taking two values: the result is linear in it.
-  if (terms.size() == 1 && sub(hi(terms[0].var), lo(terms[0].var)) == 1) {
-    const Term& t = terms[0];
-    const i128 r = floor_mod(add(offset, t.remainder), c) - floor_mod(offset, c);
-    const i128 off = sub(offset, mul(r, lo(t.var)));
-    if (is_mod) return sum(x, off, {{r, t.var}});
-    return sum(x, floor_div(sub(constant, off), c), {{floor_div(sub(t.factor, r), c), t.var}});
-  }
-  // If x is congruent (mod c) to an expression within [0, c), the mod/div drops out.
-  bool fits = true;
-  i128 off = offset;
-  for (const Term& t : terms) {
+  D.offset = floor_mod(D.offset, c);
+  if (D.g != 1) D.changed = true;
+  return D;
+}
+
+// A single term taking two values: the result is linear in it.
+UOp fold_binary_term(const UOp& d) {
+  const auto D = decompose(d);
+  if (!D || D->terms.size() != 1) return UOp();
+  const Decomposition::Term& t = D->terms[0];
+  if (sub(hi(t.var), lo(t.var)) != 1) return UOp();
+  const i128 c = D->c;
+  const i128 r = floor_mod(add(D->offset, t.remainder), c) - D->offset;
+  const i128 off = sub(D->offset, mul(r, lo(t.var)));
+  if (D->is_mod) return sum(d, off, {{r, t.var}});
+  return sum(d, floor_div(sub(D->constant, off), c), {{floor_div(sub(t.factor, r), c), t.var}});
+}
+
+// x is congruent (mod c) to an expression within [0, c): the modulo (or division) drops out.
+UOp fold_divmod_congruence(const UOp& d) {
+  const auto D = decompose(d);
+  if (!D) return UOp();
+  const i128 c = D->c;
+  i128 lbound = D->offset, ubound = D->offset, off = D->offset;
+  for (const Decomposition::Term& t : D->terms) {
     i128 r = t.remainder;
     if (r > c / 2) {
       r -= c;
       lbound = add(lbound, mul(r, sub(hi(t.var), lo(t.var))));
-      if (lbound < 0) {
-        fits = false;
-        break;
-      }
+      if (lbound < 0) return UOp();
     } else {
       ubound = add(ubound, mul(r, sub(hi(t.var), lo(t.var))));
-      if (ubound >= c) {
-        fits = false;
-        break;
-      }
+      if (ubound >= c) return UOp();
     }
     off = sub(off, mul(r, lo(t.var)));
   }
-  if (fits) {
-    std::vector<std::pair<i128, UOp>> out;
-    for (const Term& t : terms) {
-      const i128 r = std::abs(static_cast<long double>(t.remainder - c)) <
-                             std::abs(static_cast<long double>(t.remainder))
-                         ? t.remainder - c
-                         : t.remainder;
-      out.emplace_back(is_mod ? r : floor_div(sub(t.factor, r), c), t.var);
-    }
-    return is_mod ? sum(x, off, out) : sum(x, floor_div(sub(constant, off), c), out);
+  std::vector<std::pair<i128, UOp>> out;
+  for (const Decomposition::Term& t : D->terms) {
+    const i128 r = std::abs(static_cast<long double>(t.remainder - c)) <
+                           std::abs(static_cast<long double>(t.remainder))
+                       ? t.remainder - c
+                       : t.remainder;
+    out.emplace_back(D->is_mod ? r : floor_div(sub(t.factor, r), c), t.var);
   }
-  if (g != 1) changed = true;
-  if (!changed) {
-    if (!is_mod && div > 1 && div < c) {
-      if (UOp inner = fold_divmod(x, x.const_like(div), false))
-        return inner.floordiv(x.const_like(c / div));
-    }
-    return UOp();
-  }
-  // Split into quotient and remainder parts: x//c = quo + rem//(c/g), x%c = g*(rem % (c/g)) +
-  // const%g.
+  return D->is_mod ? sum(d, off, out) : sum(d, floor_div(sub(D->constant, off), c), out);
+}
+
+// Quotient and remainder parts: x//c = quo + rem//(c/g), x%c = g*(rem % (c/g)) + const%g, where
+// g divides every remainder; only when that changes something (a term leaves, g > 1, a nested
+// modulo drops).
+UOp fold_quotient_remainder(const UOp& d) {
+  const auto D = decompose(d);
+  if (!D || !D->changed) return UOp();
+  const i128 c = D->c, g = D->g;
   std::vector<std::pair<i128, UOp>> quo, rem;
-  for (const Term& t : terms) {
-    if (!is_mod && t.remainder != 0) {
+  for (const Decomposition::Term& t : D->terms) {
+    if (!D->is_mod && t.remainder != 0) {
       rem.emplace_back(t.factor / g, t.var);
     } else {
       rem.emplace_back(t.remainder / g, t.var);
       quo.emplace_back(t.quotient, t.var);
     }
   }
-  const UOp r = sum(x, floor_div(floor_mod(constant, c), g), rem);
-  if (is_mod) {
+  const UOp r = sum(d, floor_div(floor_mod(D->constant, c), g), rem);
+  if (D->is_mod) {
     UOp m = r.floormod(c / g);
     if (g != 1) m = m * g;
-    const i128 k = floor_mod(constant, g);
+    const i128 k = floor_mod(D->constant, g);
     return k ? m + k : m;
   }
-  const UOp d = r.floordiv(c / g);
-  const UOp q = sum(x, floor_div(constant, c), quo);
-  return q.is_const() && q.arg().as_int() == 0 ? d : d + q;
+  const UOp q = sum(d, floor_div(D->constant, c), quo);
+  const UOp div = r.floordiv(c / g);
+  return q.is_const() && q.arg().as_int() == 0 ? div : div + q;
 }
 
-// x < c (c > 0) when the terms without a unit factor share a divisor d with c and the rest stays
-// in [0, d): (sum of the others)/d < c//d.
-UOp lt_folding(const UOp& x, i128 c) {
-  std::vector<UOp> unit, scaled;
-  for (const UOp& u : split_add(x)) (const_factor(u) == 1 ? unit : scaled).push_back(u);
-  if (scaled.empty()) return UOp();
-  i128 d = c;
-  for (const UOp& u : scaled) d = gcd(d, const_factor(u));
-  if (d <= 1) return UOp();
-  i128 smin = 0, smax = 0;
-  for (const UOp& u : unit) {
-    smin = add(smin, lo(u));
-    smax = add(smax, hi(u));
-  }
-  if (smin < 0 || smax >= d) return UOp();
-  UOp acc;
-  for (const UOp& u : scaled) acc = acc ? acc + u : u;
-  UOp q = divides(acc, d);
-  if (!q) return UOp();
-  return q.lt(q.const_like(floor_div(c, d)));
+// The factor f (1 < f < c, f | c) of a term that x//c may be nested by, when the term rules above
+// change nothing; 1 otherwise.
+i128 nest_factor(const UOp& d) {
+  const auto D = decompose(d);
+  return !D || D->changed || D->is_mod || D->div >= D->c ? 1 : D->div;
 }
 
 // a0*x0 + a1*x1 + ... with ai > 0 and xi >= 0 irreducible: x > 0 exactly when x0 + x1 + ... > 0.
@@ -649,22 +611,98 @@ const HelperRegistrar kFoldConst(
      },
      "fold_const(a): the constant an ALU op of constants evaluates to (none if undefined)"});
 
-const HelperRegistrar kFoldDivmod(
-    {"fold_divmod", 1, 1, Type::UOp,
-     [](RewriteContext&, std::span<const Value> a) {
-       const UOp& d = a[0].as_uop();
-       return unless_inexact(
-           [&] { return unless_wraps(fold_divmod(d.src(0), d.src(1), d.op() == Op::FloorMod)); });
-     },
-     "fold_divmod(d): x//y or x%y (floor semantics) simplified by range and term analysis"});
+// The term primitives below walk sums of any length and check their arithmetic (C++ for both).
+// TODO(issue 12): needs comprehensions: with them the term rules (fold_binary_term ...
+// nest_factor) become rules over a tuple of terms.
+Value uop_or_none(UOp (*f)(const UOp&), const Value& v) {
+  return unless_inexact([&] { return Value::uop(f(v.as_uop())); });
+}
 
-const HelperRegistrar kLtFolding({"lt_folding", 2, 2, Type::UOp,
-                                  [](RewriteContext&, std::span<const Value> a) {
-                                    return unless_inexact([&] {
-                                      return unless_wraps(lt_folding(a[0].as_uop(), a[1].as_int()));
-                                    });
-                                  },
-                                  "lt_folding(x, c): x < c with common factors divided out"});
+const HelperRegistrar kDivides(
+    {"divides", 2, 2, Type::UOp,
+     [](RewriteContext&, std::span<const Value> a) {
+       return unless_inexact([&] { return Value::uop(divides(a[0].as_uop(), a[1].as_int())); });
+     },
+     "divides(x, v): x / v when the int v divides every term of x structurally (none if not)"});
+
+const HelperRegistrar kScaledTerms(
+    {"scaled_terms", 1, 1, Type::UOp,
+     [](RewriteContext&, std::span<const Value> a) {
+       return Value::uop(terms_by_factor(a[0].as_uop(), true));
+     },
+     "scaled_terms(x): the sum of the terms of x with a constant factor other than 1 and -1 (none "
+     "if there is none)"});
+
+const HelperRegistrar kUnitTerms(
+    {"unit_terms", 1, 1, Type::UOp,
+     [](RewriteContext&, std::span<const Value> a) {
+       return Value::uop(terms_by_factor(a[0].as_uop(), false));
+     },
+     "unit_terms(x): the sum of the terms of x with constant factor 1 or -1 (none if there is "
+     "none)"});
+
+const HelperRegistrar kMultipleTerms(
+    {"multiple_terms", 2, 2, Type::UOp,
+     [](RewriteContext&, std::span<const Value> a) {
+       return Value::uop(terms_by_divisor(a[0].as_uop(), a[1].as_uop(), true));
+     },
+     "multiple_terms(x, y): the sum of t/y over the terms t of x that y divides as a factor (none "
+     "if there is none)"});
+
+const HelperRegistrar kOtherTerms(
+    {"other_terms", 2, 2, Type::UOp,
+     [](RewriteContext&, std::span<const Value> a) {
+       return Value::uop(terms_by_divisor(a[0].as_uop(), a[1].as_uop(), false));
+     },
+     "other_terms(x, y): the sum of the terms of x that y does not divide as a factor (none if "
+     "there is none)"});
+
+const HelperRegistrar kBinaryTerm(
+    {"fold_binary_term", 1, 1, Type::UOp,
+     [](RewriteContext&, std::span<const Value> a) { return uop_or_none(fold_binary_term, a[0]); },
+     "fold_binary_term(d): x//c or x%c (c > 0) whose one variable term takes two values, as a "
+     "linear function of it (none if not)"});
+
+const HelperRegistrar kCongruence(
+    {"fold_divmod_congruence", 1, 1, Type::UOp,
+     [](RewriteContext&, std::span<const Value> a) {
+       return uop_or_none(fold_divmod_congruence, a[0]);
+     },
+     "fold_divmod_congruence(d): x//c or x%c (c > 0) without the division, when x is congruent "
+     "mod c to a sum within [0, c) (none if not)"});
+
+const HelperRegistrar kQuotientRemainder(
+    {"fold_quotient_remainder", 1, 1, Type::UOp,
+     [](RewriteContext&, std::span<const Value> a) {
+       return uop_or_none(fold_quotient_remainder, a[0]);
+     },
+     "fold_quotient_remainder(d): x//c or x%c (c > 0) split into the multiples of c and the "
+     "remainder by the gcd of the remainders (none when nothing changes)"});
+
+const HelperRegistrar kNestFactor(
+    {"nest_factor", 1, 1, Type::Int,
+     [](RewriteContext&, std::span<const Value> a) {
+       try {
+         return Value::integer(nest_factor(a[0].as_uop()));
+       } catch (const Inexact&) {
+         return Value::integer(1);
+       }
+     },
+     "nest_factor(d): for x//c, a factor f of c (1 < f < c) of a term of x by which x//c may be "
+     "nested as (x//f)//(c/f); 1 when none"});
+
+// The running rule set applied once to a node a rule builds (tinygrad's recursive call of
+// fold_divmod_general): C++ because a rule cannot name its own rule set.
+const HelperRegistrar kRewritten(
+    {"rewritten", 1, 1, Type::UOp,
+     [](RewriteContext& ctx, std::span<const Value> a) {
+       if (!ctx.pm) return Value();
+       const UOp& u = a[0].as_uop();
+       const RuleInfo* fired = nullptr;
+       UOp r = ctx.pm->rewrite(u, ctx, &fired);
+       return r == u ? Value() : Value::uop(r);
+     },
+     "rewritten(u): u rewritten once by the running rule set (none when no rule fires)"});
 
 const HelperRegistrar kSimplex({"canonicalize_simplex", 1, 1, Type::UOp,
                                 [](RewriteContext&, std::span<const Value> a) {
