@@ -371,19 +371,6 @@ std::optional<Decomposition> decompose(const UOp& d) {
   return D;
 }
 
-// A single term taking two values: the result is linear in it.
-UOp fold_binary_term(const UOp& d) {
-  const auto D = decompose(d);
-  if (!D || D->terms.size() != 1) return UOp();
-  const Decomposition::Term& t = D->terms[0];
-  if (sub(hi(t.var), lo(t.var)) != 1) return UOp();
-  const i128 c = D->c;
-  const i128 r = floor_mod(add(D->offset, t.remainder), c) - D->offset;
-  const i128 off = sub(D->offset, mul(r, lo(t.var)));
-  if (D->is_mod) return sum(d, off, {{r, t.var}});
-  return sum(d, floor_div(sub(D->constant, off), c), {{floor_div(sub(t.factor, r), c), t.var}});
-}
-
 // x is congruent (mod c) to an expression within [0, c): the modulo (or division) drops out.
 UOp fold_divmod_congruence(const UOp& d) {
   const auto D = decompose(d);
@@ -612,8 +599,8 @@ const HelperRegistrar kFoldConst(
      "fold_const(a): the constant an ALU op of constants evaluates to (none if undefined)"});
 
 // The term primitives below walk sums of any length and check their arithmetic (C++ for both).
-// TODO(issue 12): needs comprehensions: with them the term rules (fold_binary_term ...
-// nest_factor) become rules over a tuple of terms.
+// TODO(issue 12): needs comprehensions: with them the term rules (fold_divmod_congruence
+// ... nest_factor) become rules over a tuple of terms.
 Value uop_or_none(UOp (*f)(const UOp&), const Value& v) {
   return unless_inexact([&] { return Value::uop(f(v.as_uop())); });
 }
@@ -657,11 +644,15 @@ const HelperRegistrar kOtherTerms(
      "other_terms(x, y): the sum of the terms of x that y does not divide as a factor (none if "
      "there is none)"});
 
-const HelperRegistrar kBinaryTerm(
-    {"fold_binary_term", 1, 1, Type::UOp,
-     [](RewriteContext&, std::span<const Value> a) { return uop_or_none(fold_binary_term, a[0]); },
-     "fold_binary_term(d): x//c or x%c (c > 0) whose one variable term takes two values, as a "
-     "linear function of it (none if not)"});
+const HelperRegistrar kVariableTerms({"variable_terms", 1, 1, Type::UOp,
+                                      [](RewriteContext&, std::span<const Value> a) {
+                                        UOp out;
+                                        for (const UOp& t : split_add(a[0].as_uop()))
+                                          if (t.op() != Op::Const) out = out ? out + t : t;
+                                        return Value::uop(out);
+                                      },
+                                      "variable_terms(x): the sum of the terms of x that are not "
+                                      "constants (none if there is none)"});
 
 const HelperRegistrar kCongruence(
     {"fold_divmod_congruence", 1, 1, Type::UOp,
