@@ -1,7 +1,8 @@
-// Algorithmic helpers of rules/symbolic.rw. The rules decide when to call them; these compute
-// what to build (or none when there is nothing to fold). All integer math is exact (Python floor
-// semantics for // and %): a fold whose arithmetic would leave the exact 128-bit range, or use an
-// unbounded (saturated) vmin/vmax, is not done.
+// Primitives and analyses of rules/symbolic.rw (the rewrites themselves are rules there; a few
+// that loop over the terms of a sum wait here for comprehensions). The rules decide when to call
+// them; these compute what to build (or none when there is nothing to fold). All integer math is
+// exact (Python floor semantics for // and %): a fold whose arithmetic would leave the exact
+// 128-bit range, or use an unbounded (saturated) vmin/vmax, is not done.
 #include <algorithm>
 #include <numeric>
 #include <tuple>
@@ -587,6 +588,7 @@ bool may_raise(const UOp& x) {
 
 // ---- registration
 
+// C++: exact constant folding with the dtype semantics of exec_alu (a primitive).
 const HelperRegistrar kFoldConst(
     {"fold_const", 1, 1, Type::UOp,
      [](RewriteContext&, std::span<const Value> a) {
@@ -598,13 +600,13 @@ const HelperRegistrar kFoldConst(
      },
      "fold_const(a): the constant an ALU op of constants evaluates to (none if undefined)"});
 
-// The term primitives below walk sums of any length and check their arithmetic (C++ for both).
-// TODO(issue 12): needs comprehensions: with them the term rules (fold_divmod_congruence
-// ... nest_factor) become rules over a tuple of terms.
+// Each helper's first comment line says why it is C++. Primitives that walk the terms of a sum
+// are C++ because a rule cannot loop over terms (and a sum may hold any number of them).
 Value uop_or_none(UOp (*f)(const UOp&), const Value& v) {
   return unless_inexact([&] { return Value::uop(f(v.as_uop())); });
 }
 
+// C++: a primitive that walks the terms of a sum (tinygrad UOp.divides).
 const HelperRegistrar kDivides(
     {"divides", 2, 2, Type::UOp,
      [](RewriteContext&, std::span<const Value> a) {
@@ -612,6 +614,7 @@ const HelperRegistrar kDivides(
      },
      "divides(x, v): x / v when the int v divides every term of x structurally (none if not)"});
 
+// C++: a primitive that walks the terms of a sum.
 const HelperRegistrar kScaledTerms(
     {"scaled_terms", 1, 1, Type::UOp,
      [](RewriteContext&, std::span<const Value> a) {
@@ -620,6 +623,7 @@ const HelperRegistrar kScaledTerms(
      "scaled_terms(x): the sum of the terms of x with a constant factor other than 1 and -1 (none "
      "if there is none)"});
 
+// C++: a primitive that walks the terms of a sum.
 const HelperRegistrar kUnitTerms(
     {"unit_terms", 1, 1, Type::UOp,
      [](RewriteContext&, std::span<const Value> a) {
@@ -628,6 +632,7 @@ const HelperRegistrar kUnitTerms(
      "unit_terms(x): the sum of the terms of x with constant factor 1 or -1 (none if there is "
      "none)"});
 
+// C++: a primitive that walks the terms of a sum (tinygrad UOp.divide_exact per term).
 const HelperRegistrar kMultipleTerms(
     {"multiple_terms", 2, 2, Type::UOp,
      [](RewriteContext&, std::span<const Value> a) {
@@ -636,6 +641,7 @@ const HelperRegistrar kMultipleTerms(
      "multiple_terms(x, y): the sum of t/y over the terms t of x that y divides as a factor (none "
      "if there is none)"});
 
+// C++: a primitive that walks the terms of a sum.
 const HelperRegistrar kOtherTerms(
     {"other_terms", 2, 2, Type::UOp,
      [](RewriteContext&, std::span<const Value> a) {
@@ -644,6 +650,7 @@ const HelperRegistrar kOtherTerms(
      "other_terms(x, y): the sum of the terms of x that y does not divide as a factor (none if "
      "there is none)"});
 
+// C++: a primitive that walks the terms of a sum (tinygrad UOp.pop_const).
 const HelperRegistrar kVariableTerms({"variable_terms", 1, 1, Type::UOp,
                                       [](RewriteContext&, std::span<const Value> a) {
                                         UOp out;
@@ -654,6 +661,7 @@ const HelperRegistrar kVariableTerms({"variable_terms", 1, 1, Type::UOp,
                                       "variable_terms(x): the sum of the terms of x that are not "
                                       "constants (none if there is none)"});
 
+// TODO(issue 12): needs comprehensions (a loop over the terms choosing each remainder's sign).
 const HelperRegistrar kCongruence(
     {"fold_divmod_congruence", 1, 1, Type::UOp,
      [](RewriteContext&, std::span<const Value> a) {
@@ -662,6 +670,7 @@ const HelperRegistrar kCongruence(
      "fold_divmod_congruence(d): x//c or x%c (c > 0) without the division, when x is congruent "
      "mod c to a sum within [0, c) (none if not)"});
 
+// TODO(issue 12): needs comprehensions (a map over the terms of decompose()).
 const HelperRegistrar kQuotientRemainder(
     {"fold_quotient_remainder", 1, 1, Type::UOp,
      [](RewriteContext&, std::span<const Value> a) {
@@ -670,6 +679,7 @@ const HelperRegistrar kQuotientRemainder(
      "fold_quotient_remainder(d): x//c or x%c (c > 0) split into the multiples of c and the "
      "remainder by the gcd of the remainders (none when nothing changes)"});
 
+// TODO(issue 12): needs comprehensions (a search over the terms of decompose()).
 const HelperRegistrar kNestFactor(
     {"nest_factor", 1, 1, Type::Int,
      [](RewriteContext&, std::span<const Value> a) {
@@ -695,12 +705,14 @@ const HelperRegistrar kRewritten(
      },
      "rewritten(u): u rewritten once by the running rule set (none when no rule fires)"});
 
+// TODO(issue 12): needs comprehensions (a map over the terms dropping positive factors).
 const HelperRegistrar kSimplex({"canonicalize_simplex", 1, 1, Type::UOp,
                                 [](RewriteContext&, std::span<const Value> a) {
                                   return unless_wraps(canonicalize_simplex(a[0].as_uop()));
                                 },
                                 "canonicalize_simplex(x): positive sum with unit coefficients"});
 
+// C++: an analysis (a total structural order on UOps), not a rewrite.
 const HelperRegistrar kOrder(
     {"sources_out_of_order", 1, 1, Type::Bool,
      [](RewriteContext&, std::span<const Value> a) {
@@ -709,6 +721,7 @@ const HelperRegistrar kOrder(
      },
      "sources_out_of_order(x): the two sources are not in canonical order"});
 
+// C++: an analysis (bounds a gate implies) plus a nested run of the rule set, not one rewrite.
 const HelperRegistrar kValid({"simplify_given_valid", 2, 2, Type::UOp,
                               [](RewriteContext& ctx, std::span<const Value> a) {
                                 return unless_inexact([&] {
@@ -718,6 +731,7 @@ const HelperRegistrar kValid({"simplify_given_valid", 2, 2, Type::UOp,
                               },
                               "simplify_given_valid(valid, x): x simplified where valid holds"});
 
+// TODO(issue 12): needs comprehensions; and its bounded pair search keeps long sums linear.
 const HelperRegistrar kCombine(
     {"combine_divmod_terms", 1, 1, Type::UOp,
      [](RewriteContext&, std::span<const Value> a) {
@@ -725,6 +739,7 @@ const HelperRegistrar kCombine(
      },
      "combine_divmod_terms(sum): k*(x%c) + k*c*(x//c) terms become k*x"});
 
+// C++: a primitive of checked arithmetic.
 const HelperRegistrar kExact(
     {"exact", 1, 1, Type::Bool,
      [](RewriteContext&, std::span<const Value> a) {
@@ -735,6 +750,7 @@ const HelperRegistrar kExact(
      "exact(v): an int v is not saturated (rule arithmetic on ints saturates; a fold must not use "
      "it); any float is"});
 
+// C++: an analysis of ranges (may_wrap is computed with the bounds).
 const HelperRegistrar kMayWrap(
     {"may_wrap", 1, 1, Type::Bool,
      [](RewriteContext&, std::span<const Value> a) {
@@ -743,6 +759,7 @@ const HelperRegistrar kMayWrap(
      "may_wrap(x): x is a tensor int (never index) value that may have wrapped (an ALU node in it "
      "has an exact range beyond its dtype's): identities of exact integers may not hold for it"});
 
+// C++: a primitive of checked arithmetic.
 const HelperRegistrar kFits(
     {"fits", 2, 2, Type::Bool,
      [](RewriteContext&, std::span<const Value> a) {
@@ -756,6 +773,7 @@ const HelperRegistrar kFits(
      "fits(x, v): a constant v of x's dtype is v itself (exact, and within a tensor int's range; "
      "a tensor int constant beyond it would wrap)"});
 
+// C++: an analysis (a walk over the whole expression).
 const HelperRegistrar kMayRaise(
     {"may_raise", 1, 1, Type::Bool,
      [](RewriteContext&, std::span<const Value> a) {
@@ -764,6 +782,7 @@ const HelperRegistrar kMayRaise(
      "may_raise(x): evaluating x may fail (a division or modulo by a range holding 0, a shift by a "
      "range holding a negative count)"});
 
+// C++: a primitive that walks the terms of a sum (tinygrad UOp.const_factor).
 const HelperRegistrar kConstFactor({"const_factor", 1, 1, Type::Int,
                                     [](RewriteContext&, std::span<const Value> a) {
                                       return Value::integer(const_factor(a[0].as_uop()));
