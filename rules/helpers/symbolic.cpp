@@ -44,10 +44,6 @@ Value unless_inexact(F&& f) {
   }
 }
 
-// A fold's result, or none when it may wrap: the input did not wrap (the rules check that), so
-// a result whose every node stays in its dtype's range is the exact value the input had.
-Value unless_wraps(const UOp& r) { return r && r.may_wrap() ? Value() : Value::uop(r); }
-
 // The terms of a sum: x = t0 + t1 + ... (flattening nested ADDs, left to right).
 std::vector<UOp> split_add(const UOp& x) {
   std::vector<UOp> out, stack{x};
@@ -300,15 +296,15 @@ UOp sum(const UOp& like, i128 start, const std::vector<std::pair<i128, UOp>>& te
   return start == 0 ? acc : acc + like.const_like(start);
 }
 
-// The terms of x with |const_factor| != 1 (scaled) or == 1 (unit), as a sum; empty when none.
-UOp terms_by_factor(const UOp& x, bool scaled) {
+// The sum of the terms t of x with keep(t); empty when none.
+template <class Keep>
+UOp terms_where(const UOp& x, Keep keep) {
   UOp out;
-  for (const UOp& t : split_add(x)) {
-    const i128 f = const_factor(t);
-    if ((f != 1 && f != -1) == scaled) out = out ? out + t : t;
-  }
+  for (const UOp& t : split_add(x))
+    if (keep(t)) out = out ? out + t : t;
   return out;
 }
+bool unit_factor(const UOp& t) { return const_factor(t) == 1 || const_factor(t) == -1; }
 
 // The terms of x that y divides exactly, each divided by y (multiples), or the others (rest), as
 // a sum; empty when none.
@@ -602,8 +598,27 @@ const HelperRegistrar kFoldConst(
 
 // Each helper's first comment line says why it is C++. Primitives that walk the terms of a sum
 // are C++ because a rule cannot loop over terms (and a sum may hold any number of them).
-Value uop_or_none(UOp (*f)(const UOp&), const Value& v) {
-  return unless_inexact([&] { return Value::uop(f(v.as_uop())); });
+
+// A helper of one or two UOps giving a UOp: none when f gives none or its arithmetic is inexact.
+Helper uop_helper(std::string name, UOp (*f)(const UOp&), std::string doc) {
+  return {std::move(name),
+          1,
+          1,
+          Type::UOp,
+          [f](RewriteContext&, std::span<const Value> a) {
+            return unless_inexact([&] { return Value::uop(f(a[0].as_uop())); });
+          },
+          std::move(doc)};
+}
+Helper uop_helper(std::string name, UOp (*f)(const UOp&, const UOp&), std::string doc) {
+  return {std::move(name),
+          2,
+          2,
+          Type::UOp,
+          [f](RewriteContext&, std::span<const Value> a) {
+            return unless_inexact([&] { return Value::uop(f(a[0].as_uop(), a[1].as_uop())); });
+          },
+          std::move(doc)};
 }
 
 // C++: a primitive that walks the terms of a sum (tinygrad UOp.divides).
@@ -615,69 +630,43 @@ const HelperRegistrar kDivides(
      "divides(x, v): x / v when the int v divides every term of x structurally (none if not)"});
 
 // C++: a primitive that walks the terms of a sum.
-const HelperRegistrar kScaledTerms(
-    {"scaled_terms", 1, 1, Type::UOp,
-     [](RewriteContext&, std::span<const Value> a) {
-       return Value::uop(terms_by_factor(a[0].as_uop(), true));
-     },
-     "scaled_terms(x): the sum of the terms of x with a constant factor other than 1 and -1 (none "
-     "if there is none)"});
+const HelperRegistrar kScaledTerms(uop_helper(
+    "scaled_terms",
+    [](const UOp& x) { return terms_where(x, [](const UOp& t) { return !unit_factor(t); }); },
+    "scaled_terms(x): the sum of the terms of x with a constant factor other than 1 and -1"));
 
 // C++: a primitive that walks the terms of a sum.
-const HelperRegistrar kUnitTerms(
-    {"unit_terms", 1, 1, Type::UOp,
-     [](RewriteContext&, std::span<const Value> a) {
-       return Value::uop(terms_by_factor(a[0].as_uop(), false));
-     },
-     "unit_terms(x): the sum of the terms of x with constant factor 1 or -1 (none if there is "
-     "none)"});
+const HelperRegistrar kUnitTerms(uop_helper(
+    "unit_terms", [](const UOp& x) { return terms_where(x, unit_factor); },
+    "unit_terms(x): the sum of the terms of x with constant factor 1 or -1"));
 
 // C++: a primitive that walks the terms of a sum (tinygrad UOp.divide_exact per term).
-const HelperRegistrar kMultipleTerms(
-    {"multiple_terms", 2, 2, Type::UOp,
-     [](RewriteContext&, std::span<const Value> a) {
-       return Value::uop(terms_by_divisor(a[0].as_uop(), a[1].as_uop(), true));
-     },
-     "multiple_terms(x, y): the sum of t/y over the terms t of x that y divides as a factor (none "
-     "if there is none)"});
+const HelperRegistrar kMultipleTerms(uop_helper(
+    "multiple_terms", [](const UOp& x, const UOp& y) { return terms_by_divisor(x, y, true); },
+    "multiple_terms(x, y): the sum of t/y over the terms t of x that y divides as a factor"));
 
 // C++: a primitive that walks the terms of a sum.
-const HelperRegistrar kOtherTerms(
-    {"other_terms", 2, 2, Type::UOp,
-     [](RewriteContext&, std::span<const Value> a) {
-       return Value::uop(terms_by_divisor(a[0].as_uop(), a[1].as_uop(), false));
-     },
-     "other_terms(x, y): the sum of the terms of x that y does not divide as a factor (none if "
-     "there is none)"});
+const HelperRegistrar kOtherTerms(uop_helper(
+    "other_terms", [](const UOp& x, const UOp& y) { return terms_by_divisor(x, y, false); },
+    "other_terms(x, y): the sum of the terms of x that y does not divide as a factor"));
 
 // C++: a primitive that walks the terms of a sum (tinygrad UOp.pop_const).
-const HelperRegistrar kVariableTerms({"variable_terms", 1, 1, Type::UOp,
-                                      [](RewriteContext&, std::span<const Value> a) {
-                                        UOp out;
-                                        for (const UOp& t : split_add(a[0].as_uop()))
-                                          if (t.op() != Op::Const) out = out ? out + t : t;
-                                        return Value::uop(out);
-                                      },
-                                      "variable_terms(x): the sum of the terms of x that are not "
-                                      "constants (none if there is none)"});
+const HelperRegistrar kVariableTerms(uop_helper(
+    "variable_terms",
+    [](const UOp& x) { return terms_where(x, [](const UOp& t) { return !t.is_const(); }); },
+    "variable_terms(x): the sum of the terms of x that are not constants"));
 
 // TODO(issue 12): needs comprehensions (a loop over the terms choosing each remainder's sign).
-const HelperRegistrar kCongruence(
-    {"fold_divmod_congruence", 1, 1, Type::UOp,
-     [](RewriteContext&, std::span<const Value> a) {
-       return uop_or_none(fold_divmod_congruence, a[0]);
-     },
-     "fold_divmod_congruence(d): x//c or x%c (c > 0) without the division, when x is congruent "
-     "mod c to a sum within [0, c) (none if not)"});
+const HelperRegistrar kCongruence(uop_helper(
+    "fold_divmod_congruence", fold_divmod_congruence,
+    "fold_divmod_congruence(d): x//c or x%c (c > 0) without the division, when x is congruent "
+    "mod c to a sum within [0, c)"));
 
 // TODO(issue 12): needs comprehensions (a map over the terms of decompose()).
 const HelperRegistrar kQuotientRemainder(
-    {"fold_quotient_remainder", 1, 1, Type::UOp,
-     [](RewriteContext&, std::span<const Value> a) {
-       return uop_or_none(fold_quotient_remainder, a[0]);
-     },
-     "fold_quotient_remainder(d): x//c or x%c (c > 0) split into the multiples of c and the "
-     "remainder by the gcd of the remainders (none when nothing changes)"});
+    uop_helper("fold_quotient_remainder", fold_quotient_remainder,
+               "fold_quotient_remainder(d): x//c or x%c (c > 0) split into the multiples of c and "
+               "the remainder by the gcd of the remainders (none when nothing changes)"));
 
 // TODO(issue 12): needs comprehensions (a search over the terms of decompose()).
 const HelperRegistrar kNestFactor(
@@ -706,11 +695,10 @@ const HelperRegistrar kRewritten(
      "rewritten(u): u rewritten once by the running rule set (none when no rule fires)"});
 
 // TODO(issue 12): needs comprehensions (a map over the terms dropping positive factors).
-const HelperRegistrar kSimplex({"canonicalize_simplex", 1, 1, Type::UOp,
-                                [](RewriteContext&, std::span<const Value> a) {
-                                  return unless_wraps(canonicalize_simplex(a[0].as_uop()));
-                                },
-                                "canonicalize_simplex(x): positive sum with unit coefficients"});
+const HelperRegistrar kSimplex(uop_helper(
+    "canonicalize_simplex", canonicalize_simplex,
+    "canonicalize_simplex(x): a sum of positive multiples of non-negative variables as the sum of "
+    "the variables"));
 
 // C++: an analysis (a total structural order on UOps), not a rewrite.
 const HelperRegistrar kOrder(
@@ -725,7 +713,7 @@ const HelperRegistrar kOrder(
 const HelperRegistrar kValid({"simplify_given_valid", 2, 2, Type::UOp,
                               [](RewriteContext& ctx, std::span<const Value> a) {
                                 return unless_inexact([&] {
-                                  return unless_wraps(
+                                  return Value::uop(
                                       simplify_given_valid(ctx, a[0].as_uop(), a[1].as_uop()));
                                 });
                               },
@@ -733,11 +721,8 @@ const HelperRegistrar kValid({"simplify_given_valid", 2, 2, Type::UOp,
 
 // TODO(issue 12): needs comprehensions; and its bounded pair search keeps long sums linear.
 const HelperRegistrar kCombine(
-    {"combine_divmod_terms", 1, 1, Type::UOp,
-     [](RewriteContext&, std::span<const Value> a) {
-       return unless_inexact([&] { return Value::uop(combine_divmod_terms(a[0].as_uop())); });
-     },
-     "combine_divmod_terms(sum): k*(x%c) + k*c*(x//c) terms become k*x"});
+    uop_helper("combine_divmod_terms", combine_divmod_terms,
+               "combine_divmod_terms(sum): k*(x%c) + k*c*(x//c) terms become k*x"));
 
 // C++: a primitive of checked arithmetic.
 const HelperRegistrar kExact(
