@@ -1,7 +1,8 @@
-// Algorithmic helpers of rules/symbolic.rw. The rules decide when to call them; these compute
-// what to build (or none when there is nothing to fold). All integer math is exact (Python floor
-// semantics for // and %): a fold whose arithmetic would leave the exact 128-bit range, or use an
-// unbounded (saturated) vmin/vmax, is not done.
+// Primitives and analyses of rules/symbolic.rw (the rewrites themselves are rules there; a few
+// that loop over the terms of a sum wait here for comprehensions). The rules decide when to call
+// them; these compute what to build (or none when there is nothing to fold). All integer math is
+// exact (Python floor semantics for // and %): a fold whose arithmetic would leave the exact
+// 128-bit range, or use an unbounded (saturated) vmin/vmax, is not done.
 #include <algorithm>
 #include <numeric>
 #include <tuple>
@@ -43,10 +44,6 @@ Value unless_inexact(F&& f) {
   }
 }
 
-// A fold's result, or none when it may wrap: the input did not wrap (the rules check that), so
-// a result whose every node stays in its dtype's range is the exact value the input had.
-Value unless_wraps(const UOp& r) { return r && r.may_wrap() ? Value() : Value::uop(r); }
-
 // The terms of a sum: x = t0 + t1 + ... (flattening nested ADDs, left to right).
 std::vector<UOp> split_add(const UOp& x) {
   std::vector<UOp> out, stack{x};
@@ -80,17 +77,21 @@ std::vector<const UOp*> sum_terms(const UOp& x) {
   return out;
 }
 
-// The largest known integer dividing u (1 when unknown).
-i128 const_factor(const UOp& u, int depth = 0) {
-  if (depth > kMaxTermDepth) return 1;
-  if (u.op() == Op::Const && u.arg().is_int()) return u.arg().as_int();
-  if (u.op() == Op::Add)
-    return gcd(const_factor(u.src(0), depth + 1), const_factor(u.src(1), depth + 1));
-  if (u.op() == Op::Mul) {
-    if (u.src(0).op() == Op::Const && u.src(0).arg().is_int()) return u.src(0).arg().as_int();
-    if (u.src(1).op() == Op::Const && u.src(1).arg().is_int()) return u.src(1).arg().as_int();
-  }
-  return 1;
+// The largest known integer dividing u (1 when unknown): a constant, the constant of a product, or
+// the gcd of those of the terms of a sum.
+i128 const_factor(const UOp& u) {
+  auto leaf = [](const UOp& t) -> i128 {
+    if (t.op() == Op::Const && t.arg().is_int()) return t.arg().as_int();
+    if (t.op() == Op::Mul) {
+      if (t.src(0).op() == Op::Const && t.src(0).arg().is_int()) return t.src(0).arg().as_int();
+      if (t.src(1).op() == Op::Const && t.src(1).arg().is_int()) return t.src(1).arg().as_int();
+    }
+    return 1;
+  };
+  if (u.op() != Op::Add) return leaf(u);
+  i128 g = 0;
+  for (const UOp* t : sum_terms(u)) g = gcd(g, leaf(*t));
+  return g;
 }
 
 // u / v when v divides u structurally, else an empty UOp.
@@ -130,16 +131,10 @@ std::vector<UOp> split_mul(const UOp& x) {
   return out;
 }
 
-// x / y when y divides x as a product of factors (x == y*q structurally), else empty. Constant
-// factors divide by value.
+// x / y when y divides the term x as a product of factors (x == y*q structurally), else empty.
+// Constant factors divide by value.
 UOp divide_exact(const UOp& x, const UOp& y) {
   if (x == y) return x.const_like(static_cast<i128>(1));
-  if (x.op() == Op::Add) {
-    UOp a = divide_exact(x.src(0), y);
-    if (!a) return UOp();
-    UOp b = divide_exact(x.src(1), y);
-    return b ? a + b : UOp();
-  }
   std::vector<UOp> factors = split_mul(x);
   i128 coeff = 1;
   std::vector<UOp> rest;
@@ -301,189 +296,140 @@ UOp sum(const UOp& like, i128 start, const std::vector<std::pair<i128, UOp>>& te
   return start == 0 ? acc : acc + like.const_like(start);
 }
 
-// x // y or x % y (floor semantics) in a simpler form, or empty when nothing simplifies.
-UOp fold_divmod(const UOp& x, const UOp& y, bool is_mod) {
-  if (!x.dtype().is_int() || x.dtype().count() > 1) return UOp();
-  const Num ylo = y.vmin(), yhi = y.vmax(), xlo = x.vmin(), xhi = x.vmax();
-  if (ylo.is_float || xlo.is_float) return UOp();
-  // One quotient over the whole range: the division is that constant.
-  if ((ylo.i > 0 || yhi.i < 0) && !xlo.is_infinite() && !xhi.is_infinite() && !ylo.is_infinite() &&
-      !yhi.is_infinite()) {
-    const i128 q = floor_div(xlo.i, ylo.i);
-    if (q == floor_div(xlo.i, yhi.i) && q == floor_div(xhi.i, ylo.i) &&
-        q == floor_div(xhi.i, yhi.i)) {
-      return is_mod ? x - y * q : x.const_like(q);
-    }
-  }
-  if (y.op() != Op::Const) {
-    // Terms that are exact multiples of y leave the division: (k*y + r)//y = k + r//y and
-    // (k*y + r)%y = r%y, for every y != 0 (floor semantics).
-    UOp quotient, rest;
-    for (const UOp& t : split_add(x)) {
-      if (UOp q = divide_exact(t, y)) {
-        quotient = quotient ? quotient + q : q;
-      } else {
-        rest = rest ? rest + t : t;
-      }
-    }
-    if (quotient) {
-      if (is_mod) return rest ? rest.floormod(y) : x.const_like(static_cast<i128>(0));
-      return rest ? quotient + rest.floordiv(y) : quotient;
-    }
-    // A common factor of numerator and divisor cancels: (g*a)//(g*b) = a//b, (g*a)%(g*b) = g*(a%b).
-    i128 g = const_factor(y);
-    for (const UOp& t : split_add(x)) g = gcd(g, const_factor(t));
-    if (g <= 1) return UOp();
-    UOp a = divides(x, g), b = divides(y, g);
-    if (!a || !b) return UOp();
-    return is_mod ? a.floormod(b) * g : a.floordiv(b);
-  }
-  if (!y.arg().is_int() || y.arg().as_int() <= 0) return UOp();
-  const i128 c = y.arg().as_int();
-  // x = g*m + r with 0 <= r < g and g | c: x//c = m//(c/g) and x%c = g*(m%(c/g)) + r.
-  {
-    i128 g = c;
-    UOp big, small;
-    i128 small_max = 0;
-    bool small_ok = true;
-    for (const UOp& t : split_add(x)) {
-      const i128 f = const_factor(t);
-      if (f != 1 && f != -1) {
-        g = gcd(g, f);
-        big = big ? big + t : t;
-      } else {
-        small_ok = small_ok && lo(t) >= 0 && exact_add(small_max, hi(t), small_max);
-        small = small ? small + t : t;
-      }
-    }
-    if (small && big && small_ok && g > 1 && small_max < g) {
-      if (UOp m = divides(big, g)) {
-        return is_mod ? m.floormod(c / g) * g + small : m.floordiv(c / g);
-      }
-    }
-  }
+// The sum of the terms t of x with keep(t); empty when none.
+template <class Keep>
+UOp terms_where(const UOp& x, Keep keep) {
+  UOp out;
+  for (const UOp& t : split_add(x))
+    if (keep(t)) out = out ? out + t : t;
+  return out;
+}
+bool unit_factor(const UOp& t) { return const_factor(t) == 1 || const_factor(t) == -1; }
 
+// The terms of x that y divides exactly, each divided by y (multiples), or the others (rest), as
+// a sum; empty when none.
+UOp terms_by_divisor(const UOp& x, const UOp& y, bool multiples) {
+  UOp out;
+  for (const UOp& t : split_add(x)) {
+    UOp q;
+    try {
+      q = divide_exact(t, y);
+    } catch (const Inexact&) {
+    }
+    if (multiples && q) out = out ? out + q : q;
+    if (!multiples && !q) out = out ? out + t : t;
+  }
+  return out;
+}
+
+// x // c or x % c (c > 0) seen term by term: x = sum(factor_i * var_i) + constant, factor_i =
+// quotient_i * c + remainder_i. The term rules below share it.
+struct Decomposition {
   struct Term {
     i128 factor, quotient, remainder;
     UOp var;
   };
   std::vector<Term> terms;
-  i128 g = c, div = 1, constant = 0, offset = 0;
-  bool changed = false;
+  i128 c = 1, g = 1, div = 1, constant = 0, offset = 0;
+  bool is_mod = false, changed = false;
+};
+
+// Empty when a term has no bounded variable part; throws Inexact past the exact range.
+std::optional<Decomposition> decompose(const UOp& d) {
+  const UOp& x = d.src(0);
+  Decomposition D;
+  D.c = D.g = d.src(1).arg().as_int();
+  D.is_mod = d.op() == Op::FloorMod;
+  const i128 c = D.c;
   for (UOp u : split_add(x)) {
-    if (u.op() == Op::FloorMod && is_mod && u.src(1).op() == Op::Const && u.src(1).arg().is_int() &&
-        u.src(1).arg().as_int() != 0 && floor_mod(u.src(1).arg().as_int(), c) == 0) {
+    if (u.op() == Op::FloorMod && D.is_mod && u.src(1).op() == Op::Const &&
+        u.src(1).arg().is_int() && u.src(1).arg().as_int() != 0 &&
+        floor_mod(u.src(1).arg().as_int(), c) == 0) {
       u = u.src(0);  // (a % (k*c)) % c == a % c
-      changed = true;
+      D.changed = true;
     }
     const i128 f = const_factor(u);
     UOp v = divides(u, f);
-    if (!v) return UOp();
+    if (!v) return std::nullopt;
     const i128 q = floor_div(f, c), r = floor_mod(f, c);
-    if (r == 0 || ((is_mod || u.op() == Op::Const) && r != f)) changed = true;
-    if (lo(v) <= -kInfinity || hi(v) >= kInfinity) return UOp();
-    offset = add(offset, mul(r, lo(v)));
+    if (r == 0 || ((D.is_mod || u.op() == Op::Const) && r != f)) D.changed = true;
+    if (lo(v) <= -kInfinity || hi(v) >= kInfinity) return std::nullopt;
+    D.offset = add(D.offset, mul(r, lo(v)));
     if (u.op() == Op::Const) {
-      constant = add(constant, f);
+      D.constant = add(D.constant, f);
     } else {
-      if (f > 1 && c % f == 0 && (div == 1 || div > f)) div = f;
-      g = gcd(r, g);
-      terms.push_back({f, q, r, v});
+      if (f > 1 && c % f == 0 && (D.div == 1 || D.div > f)) D.div = f;
+      D.g = gcd(r, D.g);
+      D.terms.push_back({f, q, r, v});
     }
   }
-  i128 lbound = floor_mod(offset, c), ubound = lbound;
-  offset = lbound;
-  // A single term taking two values: the result is linear in it.
-  if (terms.size() == 1 && sub(hi(terms[0].var), lo(terms[0].var)) == 1) {
-    const Term& t = terms[0];
-    const i128 r = floor_mod(add(offset, t.remainder), c) - floor_mod(offset, c);
-    const i128 off = sub(offset, mul(r, lo(t.var)));
-    if (is_mod) return sum(x, off, {{r, t.var}});
-    return sum(x, floor_div(sub(constant, off), c), {{floor_div(sub(t.factor, r), c), t.var}});
-  }
-  // If x is congruent (mod c) to an expression within [0, c), the mod/div drops out.
-  bool fits = true;
-  i128 off = offset;
-  for (const Term& t : terms) {
+  D.offset = floor_mod(D.offset, c);
+  if (D.g != 1) D.changed = true;
+  return D;
+}
+
+// x is congruent (mod c) to an expression within [0, c): the modulo (or division) drops out.
+UOp fold_divmod_congruence(const UOp& d) {
+  const auto D = decompose(d);
+  if (!D) return UOp();
+  const i128 c = D->c;
+  i128 lbound = D->offset, ubound = D->offset, off = D->offset;
+  for (const Decomposition::Term& t : D->terms) {
     i128 r = t.remainder;
     if (r > c / 2) {
       r -= c;
       lbound = add(lbound, mul(r, sub(hi(t.var), lo(t.var))));
-      if (lbound < 0) {
-        fits = false;
-        break;
-      }
+      if (lbound < 0) return UOp();
     } else {
       ubound = add(ubound, mul(r, sub(hi(t.var), lo(t.var))));
-      if (ubound >= c) {
-        fits = false;
-        break;
-      }
+      if (ubound >= c) return UOp();
     }
     off = sub(off, mul(r, lo(t.var)));
   }
-  if (fits) {
-    std::vector<std::pair<i128, UOp>> out;
-    for (const Term& t : terms) {
-      const i128 r = std::abs(static_cast<long double>(t.remainder - c)) <
-                             std::abs(static_cast<long double>(t.remainder))
-                         ? t.remainder - c
-                         : t.remainder;
-      out.emplace_back(is_mod ? r : floor_div(sub(t.factor, r), c), t.var);
-    }
-    return is_mod ? sum(x, off, out) : sum(x, floor_div(sub(constant, off), c), out);
+  std::vector<std::pair<i128, UOp>> out;
+  for (const Decomposition::Term& t : D->terms) {
+    const i128 r = std::abs(static_cast<long double>(t.remainder - c)) <
+                           std::abs(static_cast<long double>(t.remainder))
+                       ? t.remainder - c
+                       : t.remainder;
+    out.emplace_back(D->is_mod ? r : floor_div(sub(t.factor, r), c), t.var);
   }
-  if (g != 1) changed = true;
-  if (!changed) {
-    if (!is_mod && div > 1 && div < c) {
-      if (UOp inner = fold_divmod(x, x.const_like(div), false))
-        return inner.floordiv(x.const_like(c / div));
-    }
-    return UOp();
-  }
-  // Split into quotient and remainder parts: x//c = quo + rem//(c/g), x%c = g*(rem % (c/g)) +
-  // const%g.
+  return D->is_mod ? sum(d, off, out) : sum(d, floor_div(sub(D->constant, off), c), out);
+}
+
+// Quotient and remainder parts: x//c = quo + rem//(c/g), x%c = g*(rem % (c/g)) + const%g, where
+// g divides every remainder; only when that changes something (a term leaves, g > 1, a nested
+// modulo drops).
+UOp fold_quotient_remainder(const UOp& d) {
+  const auto D = decompose(d);
+  if (!D || !D->changed) return UOp();
+  const i128 c = D->c, g = D->g;
   std::vector<std::pair<i128, UOp>> quo, rem;
-  for (const Term& t : terms) {
-    if (!is_mod && t.remainder != 0) {
+  for (const Decomposition::Term& t : D->terms) {
+    if (!D->is_mod && t.remainder != 0) {
       rem.emplace_back(t.factor / g, t.var);
     } else {
       rem.emplace_back(t.remainder / g, t.var);
       quo.emplace_back(t.quotient, t.var);
     }
   }
-  const UOp r = sum(x, floor_div(floor_mod(constant, c), g), rem);
-  if (is_mod) {
+  const UOp r = sum(d, floor_div(floor_mod(D->constant, c), g), rem);
+  if (D->is_mod) {
     UOp m = r.floormod(c / g);
     if (g != 1) m = m * g;
-    const i128 k = floor_mod(constant, g);
+    const i128 k = floor_mod(D->constant, g);
     return k ? m + k : m;
   }
-  const UOp d = r.floordiv(c / g);
-  const UOp q = sum(x, floor_div(constant, c), quo);
-  return q.is_const() && q.arg().as_int() == 0 ? d : d + q;
+  const UOp q = sum(d, floor_div(D->constant, c), quo);
+  const UOp div = r.floordiv(c / g);
+  return q.is_const() && q.arg().as_int() == 0 ? div : div + q;
 }
 
-// x < c (c > 0) when the terms without a unit factor share a divisor d with c and the rest stays
-// in [0, d): (sum of the others)/d < c//d.
-UOp lt_folding(const UOp& x, i128 c) {
-  std::vector<UOp> unit, scaled;
-  for (const UOp& u : split_add(x)) (const_factor(u) == 1 ? unit : scaled).push_back(u);
-  if (scaled.empty()) return UOp();
-  i128 d = c;
-  for (const UOp& u : scaled) d = gcd(d, const_factor(u));
-  if (d <= 1) return UOp();
-  i128 smin = 0, smax = 0;
-  for (const UOp& u : unit) {
-    smin = add(smin, lo(u));
-    smax = add(smax, hi(u));
-  }
-  if (smin < 0 || smax >= d) return UOp();
-  UOp acc;
-  for (const UOp& u : scaled) acc = acc ? acc + u : u;
-  UOp q = divides(acc, d);
-  if (!q) return UOp();
-  return q.lt(q.const_like(floor_div(c, d)));
+// The factor f (1 < f < c, f | c) of a term that x//c may be nested by, when the term rules above
+// change nothing; 1 otherwise.
+i128 nest_factor(const UOp& d) {
+  const auto D = decompose(d);
+  return !D || D->changed || D->is_mod || D->div >= D->c ? 1 : D->div;
 }
 
 // a0*x0 + a1*x1 + ... with ai > 0 and xi >= 0 irreducible: x > 0 exactly when x0 + x1 + ... > 0.
@@ -638,6 +584,7 @@ bool may_raise(const UOp& x) {
 
 // ---- registration
 
+// C++: exact constant folding with the dtype semantics of exec_alu (a primitive).
 const HelperRegistrar kFoldConst(
     {"fold_const", 1, 1, Type::UOp,
      [](RewriteContext&, std::span<const Value> a) {
@@ -649,29 +596,111 @@ const HelperRegistrar kFoldConst(
      },
      "fold_const(a): the constant an ALU op of constants evaluates to (none if undefined)"});
 
-const HelperRegistrar kFoldDivmod(
-    {"fold_divmod", 1, 1, Type::UOp,
+// Each helper's first comment line says why it is C++. Primitives that walk the terms of a sum
+// are C++ because a rule cannot loop over terms (and a sum may hold any number of them).
+
+// A helper of one or two UOps giving a UOp: none when f gives none or its arithmetic is inexact.
+Helper uop_helper(std::string name, UOp (*f)(const UOp&), std::string doc) {
+  return {std::move(name),
+          1,
+          1,
+          Type::UOp,
+          [f](RewriteContext&, std::span<const Value> a) {
+            return unless_inexact([&] { return Value::uop(f(a[0].as_uop())); });
+          },
+          std::move(doc)};
+}
+Helper uop_helper(std::string name, UOp (*f)(const UOp&, const UOp&), std::string doc) {
+  return {std::move(name),
+          2,
+          2,
+          Type::UOp,
+          [f](RewriteContext&, std::span<const Value> a) {
+            return unless_inexact([&] { return Value::uop(f(a[0].as_uop(), a[1].as_uop())); });
+          },
+          std::move(doc)};
+}
+
+// C++: a primitive that walks the terms of a sum (tinygrad UOp.divides).
+const HelperRegistrar kDivides(
+    {"divides", 2, 2, Type::UOp,
      [](RewriteContext&, std::span<const Value> a) {
-       const UOp& d = a[0].as_uop();
-       return unless_inexact(
-           [&] { return unless_wraps(fold_divmod(d.src(0), d.src(1), d.op() == Op::FloorMod)); });
+       return unless_inexact([&] { return Value::uop(divides(a[0].as_uop(), a[1].as_int())); });
      },
-     "fold_divmod(d): x//y or x%y (floor semantics) simplified by range and term analysis"});
+     "divides(x, v): x / v when the int v divides every term of x structurally (none if not)"});
 
-const HelperRegistrar kLtFolding({"lt_folding", 2, 2, Type::UOp,
-                                  [](RewriteContext&, std::span<const Value> a) {
-                                    return unless_inexact([&] {
-                                      return unless_wraps(lt_folding(a[0].as_uop(), a[1].as_int()));
-                                    });
-                                  },
-                                  "lt_folding(x, c): x < c with common factors divided out"});
+// C++: a primitive that walks the terms of a sum.
+const HelperRegistrar kScaledTerms(uop_helper(
+    "scaled_terms",
+    [](const UOp& x) { return terms_where(x, [](const UOp& t) { return !unit_factor(t); }); },
+    "scaled_terms(x): the sum of the terms of x with a constant factor other than 1 and -1"));
 
-const HelperRegistrar kSimplex({"canonicalize_simplex", 1, 1, Type::UOp,
-                                [](RewriteContext&, std::span<const Value> a) {
-                                  return unless_wraps(canonicalize_simplex(a[0].as_uop()));
-                                },
-                                "canonicalize_simplex(x): positive sum with unit coefficients"});
+// C++: a primitive that walks the terms of a sum.
+const HelperRegistrar kUnitTerms(uop_helper(
+    "unit_terms", [](const UOp& x) { return terms_where(x, unit_factor); },
+    "unit_terms(x): the sum of the terms of x with constant factor 1 or -1"));
 
+// C++: a primitive that walks the terms of a sum (tinygrad UOp.divide_exact per term).
+const HelperRegistrar kMultipleTerms(uop_helper(
+    "multiple_terms", [](const UOp& x, const UOp& y) { return terms_by_divisor(x, y, true); },
+    "multiple_terms(x, y): the sum of t/y over the terms t of x that y divides as a factor"));
+
+// C++: a primitive that walks the terms of a sum.
+const HelperRegistrar kOtherTerms(uop_helper(
+    "other_terms", [](const UOp& x, const UOp& y) { return terms_by_divisor(x, y, false); },
+    "other_terms(x, y): the sum of the terms of x that y does not divide as a factor"));
+
+// C++: a primitive that walks the terms of a sum (tinygrad UOp.pop_const).
+const HelperRegistrar kVariableTerms(uop_helper(
+    "variable_terms",
+    [](const UOp& x) { return terms_where(x, [](const UOp& t) { return !t.is_const(); }); },
+    "variable_terms(x): the sum of the terms of x that are not constants"));
+
+// TODO(issue 12): needs comprehensions (a loop over the terms choosing each remainder's sign).
+const HelperRegistrar kCongruence(uop_helper(
+    "fold_divmod_congruence", fold_divmod_congruence,
+    "fold_divmod_congruence(d): x//c or x%c (c > 0) without the division, when x is congruent "
+    "mod c to a sum within [0, c)"));
+
+// TODO(issue 12): needs comprehensions (a map over the terms of decompose()).
+const HelperRegistrar kQuotientRemainder(
+    uop_helper("fold_quotient_remainder", fold_quotient_remainder,
+               "fold_quotient_remainder(d): x//c or x%c (c > 0) split into the multiples of c and "
+               "the remainder by the gcd of the remainders (none when nothing changes)"));
+
+// TODO(issue 12): needs comprehensions (a search over the terms of decompose()).
+const HelperRegistrar kNestFactor(
+    {"nest_factor", 1, 1, Type::Int,
+     [](RewriteContext&, std::span<const Value> a) {
+       try {
+         return Value::integer(nest_factor(a[0].as_uop()));
+       } catch (const Inexact&) {
+         return Value::integer(1);
+       }
+     },
+     "nest_factor(d): for x//c, a factor f of c (1 < f < c) of a term of x by which x//c may be "
+     "nested as (x//f)//(c/f); 1 when none"});
+
+// The running rule set applied once to a node a rule builds (tinygrad's recursive call of
+// fold_divmod_general): C++ because a rule cannot name its own rule set.
+const HelperRegistrar kRewritten(
+    {"rewritten", 1, 1, Type::UOp,
+     [](RewriteContext& ctx, std::span<const Value> a) {
+       if (!ctx.pm) return Value();
+       const UOp& u = a[0].as_uop();
+       const RuleInfo* fired = nullptr;
+       UOp r = ctx.pm->rewrite(u, ctx, &fired);
+       return r == u ? Value() : Value::uop(r);
+     },
+     "rewritten(u): u rewritten once by the running rule set (none when no rule fires)"});
+
+// TODO(issue 12): needs comprehensions (a map over the terms dropping positive factors).
+const HelperRegistrar kSimplex(uop_helper(
+    "canonicalize_simplex", canonicalize_simplex,
+    "canonicalize_simplex(x): a sum of positive multiples of non-negative variables as the sum of "
+    "the variables"));
+
+// C++: an analysis (a total structural order on UOps), not a rewrite.
 const HelperRegistrar kOrder(
     {"sources_out_of_order", 1, 1, Type::Bool,
      [](RewriteContext&, std::span<const Value> a) {
@@ -680,22 +709,22 @@ const HelperRegistrar kOrder(
      },
      "sources_out_of_order(x): the two sources are not in canonical order"});
 
+// C++: an analysis (bounds a gate implies) plus a nested run of the rule set, not one rewrite.
 const HelperRegistrar kValid({"simplify_given_valid", 2, 2, Type::UOp,
                               [](RewriteContext& ctx, std::span<const Value> a) {
                                 return unless_inexact([&] {
-                                  return unless_wraps(
+                                  return Value::uop(
                                       simplify_given_valid(ctx, a[0].as_uop(), a[1].as_uop()));
                                 });
                               },
                               "simplify_given_valid(valid, x): x simplified where valid holds"});
 
+// TODO(issue 12): needs comprehensions; and its bounded pair search keeps long sums linear.
 const HelperRegistrar kCombine(
-    {"combine_divmod_terms", 1, 1, Type::UOp,
-     [](RewriteContext&, std::span<const Value> a) {
-       return unless_inexact([&] { return Value::uop(combine_divmod_terms(a[0].as_uop())); });
-     },
-     "combine_divmod_terms(sum): k*(x%c) + k*c*(x//c) terms become k*x"});
+    uop_helper("combine_divmod_terms", combine_divmod_terms,
+               "combine_divmod_terms(sum): k*(x%c) + k*c*(x//c) terms become k*x"));
 
+// C++: a primitive of checked arithmetic.
 const HelperRegistrar kExact(
     {"exact", 1, 1, Type::Bool,
      [](RewriteContext&, std::span<const Value> a) {
@@ -706,6 +735,7 @@ const HelperRegistrar kExact(
      "exact(v): an int v is not saturated (rule arithmetic on ints saturates; a fold must not use "
      "it); any float is"});
 
+// C++: an analysis of ranges (may_wrap is computed with the bounds).
 const HelperRegistrar kMayWrap(
     {"may_wrap", 1, 1, Type::Bool,
      [](RewriteContext&, std::span<const Value> a) {
@@ -714,6 +744,7 @@ const HelperRegistrar kMayWrap(
      "may_wrap(x): x is a tensor int (never index) value that may have wrapped (an ALU node in it "
      "has an exact range beyond its dtype's): identities of exact integers may not hold for it"});
 
+// C++: a primitive of checked arithmetic.
 const HelperRegistrar kFits(
     {"fits", 2, 2, Type::Bool,
      [](RewriteContext&, std::span<const Value> a) {
@@ -727,6 +758,7 @@ const HelperRegistrar kFits(
      "fits(x, v): a constant v of x's dtype is v itself (exact, and within a tensor int's range; "
      "a tensor int constant beyond it would wrap)"});
 
+// C++: an analysis (a walk over the whole expression).
 const HelperRegistrar kMayRaise(
     {"may_raise", 1, 1, Type::Bool,
      [](RewriteContext&, std::span<const Value> a) {
@@ -735,6 +767,7 @@ const HelperRegistrar kMayRaise(
      "may_raise(x): evaluating x may fail (a division or modulo by a range holding 0, a shift by a "
      "range holding a negative count)"});
 
+// C++: a primitive that walks the terms of a sum (tinygrad UOp.const_factor).
 const HelperRegistrar kConstFactor({"const_factor", 1, 1, Type::Int,
                                     [](RewriteContext&, std::span<const Value> a) {
                                       return Value::integer(const_factor(a[0].as_uop()));

@@ -87,6 +87,28 @@ ENGINE = [
     ({'y': (0, 3), 'x': (-9, 10)}, "((x if 0 < x%y else 2) if 0 < y else 2)"),
 ]
 
+# (expression, the output): one case for each named division, modulo and less-than rule of
+# rules/symbolic.rw (issue 12), over x=0..9 y=1..5 z=0..3 b=0..1, in both executors
+NAMED_BOX = {'x': (0, 9), 'y': (1, 5), 'z': (0, 3), 'b': (0, 1)}
+NAMED = [
+    ("x//16", "0"),                                      # const_quotient
+    ("(z+12)%8", "(z+4)"),                               # const_quotient (one period)
+    ("(z+4)//(x//9+8)", "0"),                            # const_quotient (a variable divisor)
+    ("(x*y+z)//y", "(z//y+x)"),                          # factor_remainder
+    ("(x*y+z)%y", "(z%y)"),                              # factor_remainder
+    ("(x*y+y*z)//y", "(x+z)"),                           # factor_remainder, every term
+    ("(x*4+z*2)//(y*2)", "((x*2+z)//y)"),                # divide_by_gcd
+    ("(x*4+z*2)%(y*2)", "((x*2+z)%y*2)"),                # divide_by_gcd
+    ("(x*4+z)//8", "(x//2)"),                            # gcd_with_remainder
+    ("(x*4+z)%8", "(x%2*4+z)"),                          # gcd_with_remainder
+    ("(b*3+1)%4", "(b*-1+1)"),                           # fold_binary_term
+    ("(b*3+1)//4", "b"),                                 # fold_binary_term
+    ("(x*4+z+5)%4", "((z+1)%4)"),                        # fold_quotient_remainder
+    ("(x*5+z)%4", "((x+z)%4)"),                          # fold_quotient_remainder
+    ("(x*2+z)//4", "((z//2+x)//2)"),                     # nest_by_factor
+    ("(x*4+z)<8", "(x<2)"),                              # lt_folding
+]
+
 
 def engine():
     rng = random.Random(22)
@@ -106,6 +128,13 @@ def engine():
                 if got != want:
                     check(False, f"{mode} {src} -> {out} at {env}: want {want[1]}, got {got}")
                     break
+    args = sum([['--var', f"{k}={lo}..{hi}"] for k, (lo, hi) in NAMED_BOX.items()], [])
+    for mode in ([], ['--interp']):
+        for src, want in NAMED:
+            out = run(args + mode + [src]).stdout.strip()
+            check(out == want, f"{mode} {src}: {out}, want {want}")
+            for env in points(NAMED_BOX, rng, 50):
+                check(value(out, env) == value(src, env), f"{mode} {src} -> {out} at {env}")
     # long flat sums: simplified (a pair 1000 terms apart still combines), not left hanging
     terms = ['x', 'y', 'z', 'x*y', '(x%3)', '(y//2)', 'z*5', '7', '(x//3)']
     src = '+'.join(rng.choice(terms) for _ in range(20000))

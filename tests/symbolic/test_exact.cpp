@@ -2,7 +2,9 @@
 // outward only, so no comparison of two unbounded sides proves anything.
 #include <gtest/gtest.h>
 
+#include "ir/render.h"
 #include "ir/uop.h"
+#include "symbolic/simplify.h"
 
 using namespace tinyrw;
 
@@ -55,6 +57,35 @@ TEST(ExactBounds, TensorIntArithmeticBeyondItsDtypeMayWrap) {
   const UOp i = UOp::variable("i", 2, 255) * UOp::variable("j", 2, 255);
   EXPECT_EQ(i.vmax(), Num::of(65025));
   EXPECT_FALSE(i.may_wrap());
+}
+
+// The division, modulo and less-than rules of rules/symbolic.rw fold a tensor int expression only
+// when it does not wrap: the same expression over a range whose products leave int32 stays (a
+// fold would be wrong for the wrapped values). Both executors, side by side.
+TEST(ExactBounds, DivmodAndLtRulesFoldOnlyWhatDoesNotWrap) {
+  const Simplifier s(Simplifier::Mode::Differential);
+  const UOp z = UOp::variable("z", 0, 3, dtypes::int32);
+  const UOp y = UOp::variable("y", 1, 5, dtypes::int32);
+  for (const bool wide : {false, true}) {
+    const UOp x = UOp::variable("x", 0, wide ? (static_cast<i128>(1) << 30) : 1000, dtypes::int32);
+    const std::vector<std::pair<UOp, std::string>> cases = {
+        {(x * 4 + z).floordiv(8), "(x//2)"},                  // gcd_with_remainder
+        {(x * 4 + z).floormod(8), "(x%2*4+z)"},               // gcd_with_remainder
+        {(x * 4 + z).lt(8), "(x<2)"},                         // lt_folding
+        {(x * 5 + z).floormod(4), "((x+z)%4)"},               // fold_quotient_remainder
+        {(x * y * 4 + z * 2).floordiv(y * 2), "(x*2+z//y)"},  // divide_by_gcd, factor_remainder
+        {(x * 6 + z).floormod(4), "((x*2+z)%4)"},             // fold_quotient_remainder
+    };
+    for (const auto& [e, folded] : cases) {
+      const std::string out = render(s.simplify(e));
+      if (wide) {
+        EXPECT_TRUE(e.may_wrap()) << render(e);
+        EXPECT_NE(out, folded) << render(e);
+      } else {
+        EXPECT_EQ(out, folded) << render(e);
+      }
+    }
+  }
 }
 
 }  // namespace
