@@ -62,8 +62,6 @@ class TensorError : public std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
-using Dims = std::vector<int64_t>;
-
 // The largest tensor, in bytes (int64's maximum, so that every element count and byte offset fits
 // an int64). A shape beyond it raises a TensorError naming the size and this limit; a buffer the
 // host cannot allocate raises one too.
