@@ -245,11 +245,7 @@ Tensor Tensor::eye(int64_t n, DType dtype) {
 // ---- properties
 // ------------------------------------------------------------------------------------------
 
-Dims Tensor::shape() const {
-  Dims out;
-  for (const SInt& d : uop_.shape()) out.push_back(d.value());
-  return out;
-}
+Dims Tensor::shape() const { return to_dims(uop_.shape()); }
 int64_t Tensor::numel() const { return product(shape()); }  // within the limit: checked when built
 
 int Tensor::axis(int a) const {
