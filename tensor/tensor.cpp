@@ -273,7 +273,7 @@ Tensor Tensor::scalar_like(double v) const {
 
 Tensor Tensor::cast(DType d) const {
   if (d == dtype()) return *this;
-  return with(UOp::make(Op::Cast, d, {uop_}));
+  return with(uop_.cast(d));
 }
 
 // numpy broadcasting: shapes align on the right, size-1 axes stretch.
