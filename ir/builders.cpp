@@ -285,10 +285,6 @@ UOp call_uop_builder(std::string_view name, const UOp& self, std::span<const Bui
   return b->build(self, args);
 }
 
-}  // namespace tinyrw
-
-namespace tinyrw {
-
 UOp buffer_uop(DType dtype, int64_t slot, int64_t size, std::string_view device) {
   return UOp::make(Op::Buffer, dtype, {},
                    Arg::record("ParamArg", {{"slot", Arg::integer(slot)},
@@ -300,7 +296,6 @@ UOp buffer_view(const UOp& buffer, const Shape& shape) {
   if (buffer.op() != Op::Buffer)
     throw GraphError(
         fmt::format("a buffer view needs a BUFFER, got {}", op_info(buffer.op()).py_name));
-  // unchecked: realize views an assignment's target storage in the value's shape
   return UOp::make(Op::Reshape, buffer.dtype(), {buffer, shape_to_uop(shape)});
 }
 
