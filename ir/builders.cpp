@@ -13,7 +13,7 @@ namespace {
 
 // The node's shape check (ir/properties.cpp) run now: its GraphError is the builder's.
 UOp checked(UOp u) {
-  (void)u.shape();
+  u.check_shape();
   return u;
 }
 
@@ -41,7 +41,7 @@ Dims to_dims(const Shape& s) {
 }
 
 UOp UOp::reshape(const Shape& s) const {
-  if (shape() == s) return *this;
+  if (shape_is(s)) return *this;
   return checked(make(Op::Reshape, dtype(), {*this, shape_to_uop(s)}));
 }
 
@@ -53,17 +53,17 @@ UOp UOp::permute(const std::vector<int64_t>& order) const {
 }
 
 UOp UOp::expand(const Shape& s) const {
-  if (shape() == s) return *this;
+  if (shape_is(s)) return *this;
   return checked(make(Op::Expand, dtype(), {*this, shape_to_uop(s)}));
 }
 
 UOp UOp::pad(const Shape& offsets, const Shape& s) const {
-  if (all_zero(offsets) && shape() == s) return *this;
+  if (all_zero(offsets) && shape_is(s)) return *this;
   return checked(make(Op::Pad, dtype(), {*this, shape_to_uop(offsets), shape_to_uop(s)}));
 }
 
 UOp UOp::shrink(const Shape& offsets, const Shape& sizes) const {
-  if (all_zero(offsets) && shape() == sizes) return *this;
+  if (all_zero(offsets) && shape_is(sizes)) return *this;
   return checked(make(Op::Shrink, dtype(), {*this, shape_to_uop(offsets), shape_to_uop(sizes)}));
 }
 

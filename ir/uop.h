@@ -163,7 +163,10 @@ class UOp {
   bool may_wrap() const;
   std::optional<Shape> shape_opt() const;  // nullopt: the op has no shape
   Shape shape() const;                     // throws GraphError when the op has no shape
-  Arg device() const;                      // a string, a tuple of strings, or None
+  // shape() without copying it (the builders' checks): raise as shape() would; compare to `s`.
+  void check_shape() const;
+  bool shape_is(const Shape& s) const;
+  Arg device() const;  // a string, a tuple of strings, or None
 
   // One-line summary: UOp(Ops.ADD, dtypes.int, arg=None, src=(...)) with at most `depth` levels.
   std::string repr(int depth = 3) const;

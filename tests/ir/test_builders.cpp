@@ -170,6 +170,15 @@ TEST(Builders, Shapes) {
   EXPECT_EQ(to_dims(Shape{}), Dims{});
   const UOp n = UOp::variable("n", 1, 8);
   EXPECT_THROW(to_dims(Shape{SInt(n)}), GraphError);
+  // shape() without the copy
+  const UOp t = tensor({2, 3});
+  EXPECT_TRUE(t.shape_is({2, 3}));
+  EXPECT_FALSE(t.shape_is({3, 2}));
+  EXPECT_NO_THROW(t.check_shape());
+  const UOp bad = UOp::make(Op::Reshape, dtypes::float32, {t, shape_to_uop({5})});
+  expect_error([&] { bad.check_shape(); }, "RESHAPE: bad reshape: (2, 3) -> (5,)");
+  expect_error([&] { bad.shape_is({5}); }, "bad reshape");
+  expect_error([] { UOp::make(Op::Sink).check_shape(); }, "SINK doesn't have a shape");
 }
 
 // The table reaches every builder by name with the same checks.
