@@ -65,7 +65,7 @@ struct Fixture {
   size_t nodes;
   Fixture() {
     Diagnostics d;
-    program = load_rules(TINYRW_SOURCE_DIR "/rules/examples.rw", d);
+    program = load_rules(TINYRW_SOURCE_DIR "/tests/fixtures/examples.rw", d);
     if (!program) throw std::runtime_error(d.render());
     interpreted = std::make_unique<InterpretedMatcher>(program, *program->find("examples"));
     compiled = compiled_rules("examples");

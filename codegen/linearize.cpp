@@ -109,8 +109,8 @@ class Linearizer {
 
 }  // namespace
 
-UOp linearize(const UOp& value, const std::vector<UOp>& ranges, const std::vector<int64_t>& shape,
-              const UOp& out, const UOp& dest_index) {
+UOp linearize(const UOp& value, const std::vector<UOp>& ranges, const Dims& shape, const UOp& out,
+              const UOp& dest_index) {
   Linearizer l;
   for (const UOp& r : ranges) l.open(r);
   const UOp v = l.emit(value);

@@ -21,8 +21,8 @@ namespace tinyrw {
 // `out` is the output buffer (a BUFFER UOp) of `shape`, `ranges` the output RANGEs. The value
 // goes to element `dest_index` (an index expression over the ranges) when given, else to the
 // row-major position of the ranges.
-UOp linearize(const UOp& value, const std::vector<UOp>& ranges, const std::vector<int64_t>& shape,
-              const UOp& out, const UOp& dest_index = UOp());
+UOp linearize(const UOp& value, const std::vector<UOp>& ranges, const Dims& shape, const UOp& out,
+              const UOp& dest_index = UOp());
 
 // A custom kernel: SINK of effects, each a STORE, END(effect, ranges...) (the effect inside those
 // loops) or GROUP(effects...), over PARAMs; `buffers[k]` is the BUFFER that PARAM slot k stands

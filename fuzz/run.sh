@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the fuzzer with clang (ASan + UBSan) in build-fuzz/ and runs it for $1 seconds
-# (default 300) on the corpus; findings land in fuzz/findings/.
+# (default 300) on the seeds below; findings land in fuzz/findings/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-300}
@@ -10,7 +10,13 @@ if [ ! -f build-fuzz/build.ninja ]; then
     -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer"
 fi
 cmake --build build-fuzz --target fuzz_rw
+# Seeds: the project's own .rw files, linked where they live (so they are never stale copies),
+# and fuzz/corpus/, which keeps only inputs found nowhere else (crash regressions, tiny files).
+# New inputs go to build-fuzz/corpus, the first directory.
 mkdir -p fuzz/findings build-fuzz/corpus
-cp -n fuzz/corpus/* build-fuzz/corpus/ 2>/dev/null || true
+rm -rf build-fuzz/seeds && mkdir -p build-fuzz/seeds
+for f in rules/*.rw tests/dsl/*.rw tests/fixtures/*.rw fuzz/corpus/*; do
+  ln -s "$PWD/$f" "build-fuzz/seeds/${f//\//_}"
+done
 ./build-fuzz/bin/fuzz_rw -max_total_time="$secs" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
-  -artifact_prefix=fuzz/findings/ build-fuzz/corpus
+  -artifact_prefix=fuzz/findings/ build-fuzz/corpus build-fuzz/seeds

@@ -641,11 +641,18 @@ std::optional<Shape> UOp::shape_opt() const {
   return cached_shape(*this);
 }
 Shape UOp::shape() const {
-  std::optional<Shape> s = shape_opt();
-  if (!s)
+  check_shape();
+  return *cached_shape(*this);
+}
+void UOp::check_shape() const {
+  ensure_shape(*this);
+  if (!cached_shape(*this))
     throw GraphError(
         fmt::format("shape requested, but {} doesn't have a shape", op_info(op()).py_name));
-  return *s;
+}
+bool UOp::shape_is(const Shape& s) const {
+  check_shape();
+  return *cached_shape(*this) == s;
 }
 Arg UOp::device() const {
   compute_bottom_up(

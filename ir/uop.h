@@ -24,7 +24,10 @@ namespace tinyrw {
 
 class UOpNode;
 class SInt;
+// The one shape type of the IR: sizes that may be symbolic. Dims is the same shape once every
+// size is known (what tensors and devices use); to_dims/to_shape convert.
 using Shape = std::vector<SInt>;
+using Dims = std::vector<int64_t>;
 
 // A bound of vmin/vmax: exact integers for int/bool/index dtypes, doubles for floats.
 struct Num {
@@ -124,6 +127,34 @@ class UOp {
   UOp cast(DType dtype) const;
   UOp bitcast(DType dtype) const;
 
+  // ---- graph builders (ir/builders.cpp), the one place C++ builds these nodes. Each checks its
+  // arguments: a movement op or tensor REDUCE goes through the node's own shape check, so a bad
+  // argument raises that check's GraphError here, where the node is made.
+  UOp reshape(const Shape& shape) const;                 // this when the shape is already `shape`
+  UOp permute(const std::vector<int64_t>& order) const;  // out axis k is axis order[k]
+  UOp expand(const Shape& shape) const;                  // this when the shape is already `shape`
+  // Pad to `shape`, this at `offsets`; shrink to `sizes` from `offsets` (the nodes' own layout).
+  // Each is this when it would keep every element in place.
+  UOp pad(const Shape& offsets, const Shape& shape) const;
+  UOp shrink(const Shape& offsets, const Shape& sizes) const;
+  UOp flip(const std::vector<bool>& axes) const;  // one flag per axis
+  // The tensor REDUCE over the first n axes (the node the IR stores), with op ADD, MUL or MAX.
+  UOp reduce_first(Op op, int64_t n) const;
+  // A reduction over `axes` (distinct, in [0, ndim)): the reduced axes are permuted first (the
+  // permutation is always built), reduced, and with keepdim kept as size 1.
+  UOp reduce(Op op, const std::vector<int64_t>& axes, bool keepdim = false) const;
+  UOp r(Op op, const std::vector<int64_t>& axes) const { return reduce(op, axes, true); }
+  // The kernel REDUCE: this accumulated with op over the loop `ranges` (RANGE nodes).
+  UOp reduce_over(Op op, std::span<const UOp> ranges) const;
+  UOp index(std::span<const UOp> idx) const;  // INDEX(this, idx...); integer indices
+  UOp index(std::initializer_list<UOp> idx) const {
+    return index(std::span<const UOp>(idx.begin(), idx.size()));
+  }
+  UOp after(std::span<const UOp> deps) const;  // this once `deps` ran
+  UOp after(std::initializer_list<UOp> deps) const {
+    return after(std::span<const UOp>(deps.begin(), deps.size()));
+  }
+
   // ---- derived properties (computed once per node, iteratively, and cached)
   Num vmin() const;
   Num vmax() const;
@@ -132,7 +163,10 @@ class UOp {
   bool may_wrap() const;
   std::optional<Shape> shape_opt() const;  // nullopt: the op has no shape
   Shape shape() const;                     // throws GraphError when the op has no shape
-  Arg device() const;                      // a string, a tuple of strings, or None
+  // shape() without copying it (the builders' checks): raise as shape() would; compare to `s`.
+  void check_shape() const;
+  bool shape_is(const Shape& s) const;
+  Arg device() const;  // a string, a tuple of strings, or None
 
   // One-line summary: UOp(Ops.ADD, dtypes.int, arg=None, src=(...)) with at most `depth` levels.
   std::string repr(int depth = 3) const;
@@ -186,6 +220,8 @@ class SInt {
 DType alu_result_dtype(Op op, std::span<const UOp> src);
 
 std::string shape_repr(const Shape& s);
+Shape to_shape(const Dims& d);
+Dims to_dims(const Shape& s);  // throws GraphError for a symbolic size
 // A shape as the UOp that movement ops take: a STACK of index CONSTs (or symbolic sizes).
 UOp shape_to_uop(const Shape& s);
 // Decodes a shape UOp (a STACK of sizes, or a single CONST for a 1-d shape).

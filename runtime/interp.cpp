@@ -7,7 +7,7 @@
 
 #include "ir/alu.h"
 #include "runtime/kernel_error.h"
-#include "tensor/storage.h"
+#include "runtime/storage.h"
 
 namespace tinyrw {
 

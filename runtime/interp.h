@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "ir/uop.h"
-#include "tensor/tensor.h"
+#include "runtime/storage.h"
 
 namespace tinyrw {
 

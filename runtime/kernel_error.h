@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "ir/ops.h"
-#include "tensor/tensor.h"
+#include "runtime/storage.h"
 
 namespace tinyrw {
 

@@ -570,7 +570,7 @@ std::optional<Op> kernel_error_op(int32_t code) {
 }
 
 RenderedKernel render_llvm(const UOp& value, const std::vector<UOp>& ranges, DType out_dtype,
-                           const std::vector<int64_t>& out_shape,
+                           const Dims& out_shape,
                            const std::vector<std::pair<int64_t, int64_t>>& buffer_sizes,
                            const UOp& dest_index) {
   RenderedKernel out;

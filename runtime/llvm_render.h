@@ -24,7 +24,7 @@ struct RenderedKernel {
 // `dest_index` (optional): the output element each value goes to, an index expression over the
 // ranges (a store through a view); by default the row-major position of the ranges.
 RenderedKernel render_llvm(const UOp& value, const std::vector<UOp>& ranges, DType out_dtype,
-                           const std::vector<int64_t>& out_shape,
+                           const Dims& out_shape,
                            const std::vector<std::pair<int64_t, int64_t>>& buffer_sizes,
                            const UOp& dest_index = UOp());
 

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "ir/builders.h"
 #include "ir/call.h"
 #include "ir/graph.h"
 #include "ir/rewrite.h"
@@ -35,8 +36,6 @@ const CallGradFn& registered_grad_fn(int64_t id) {
 }  // namespace detail
 
 namespace {
-
-bool is_buffer_view(const UOp& u) { return u.op() == Op::Reshape && u.src(0).op() == Op::Buffer; }
 
 // Whether kernel CALL `call` writes its argument k without reading it.
 bool only_writes(const UOp& call, size_t k) {
@@ -180,19 +179,22 @@ std::vector<Tensor> custom_kernel(const std::vector<Tensor>& tensors,
   src.insert(src.end(), args.begin(), args.end());
   const UOp call = UOp::make(Op::Call, dtypes::void_, src, info.to_arg());
   std::vector<Tensor> out;
-  for (const UOp& a : args)
-    out.push_back(Tensor::over_storages(UOp::make(Op::After, a.dtype(), {a, call}), deps));
+  for (const UOp& a : args) out.push_back(Tensor::over_storages(a.after({call}), deps));
   return out;
 }
 
 UOp kernel_index(const UOp& param, std::initializer_list<UOp> idx) {
   if (!param) throw TensorError("kernel_index: the parameter is an empty UOp");
-  std::vector<UOp> src{param};
+  std::vector<UOp> src;
   for (const UOp& i : idx) {
     if (!i) throw TensorError("kernel_index: an index is an empty UOp");
-    src.push_back(i.dtype() == dtypes::index ? i : i.cast(dtypes::index));
+    src.push_back(i.cast(dtypes::index));
   }
-  return UOp::make(Op::Index, param.dtype(), src);
+  try {
+    return param.index(src);
+  } catch (const GraphError& e) {
+    throw TensorError(fmt::format("kernel_index: {}", e.what()));
+  }
 }
 UOp kernel_store(const UOp& dst, const UOp& value) {
   if (!dst || !value) throw TensorError("kernel_store: the target or the value is an empty UOp");

@@ -19,6 +19,7 @@
 #include "codegen/linearize.h"
 #include "dsl/verify.h"
 #include "ir/alu.h"
+#include "ir/builders.h"
 #include "ir/call.h"
 #include "ir/graph.h"
 #include "ir/viz.h"
@@ -55,15 +56,8 @@ struct Realizer {
     return it->second;
   }
 
-  static bool is_buffer_view(const UOp& u) {
-    return u.op() == Op::Buffer || (u.op() == Op::Reshape && u.src(0).op() == Op::Buffer);
-  }
-
   static UOp buffer_uop(const Storage& s) {
-    return UOp::make(Op::Buffer, s.dtype, {},
-                     Arg::record("ParamArg", {{"slot", Arg::integer(s.id)},
-                                              {"size", Arg::integer(s.size)},
-                                              {"device", Arg::string(default_device())}}));
+    return tinyrw::buffer_uop(s.dtype, s.id, s.size, default_device());
   }
 
   // One instruction a line, indented by loop depth (DEBUG=2 on INTERP).
@@ -95,8 +89,7 @@ struct Realizer {
   // (`out` given: the kernel writes into that storage instead, as an assignment does; `dest` a
   // view of it: element i of the node goes where element i of that view is.)
   UOp run_kernel(const UOp& node, std::shared_ptr<Storage>& out, const UOp& dest = UOp()) {
-    Dims shape;
-    for (const SInt& d : node.shape()) shape.push_back(d.value());
+    const Dims shape = to_dims(node.shape());
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
     if (!out) out = allocate_storage(node.dtype(), n);
@@ -105,14 +98,8 @@ struct Realizer {
     rw::RangeifyContext ctx;
     std::vector<UOp> ranges;
     for (int64_t d : shape) ranges.push_back(UOp::range(UOp::cint(d), ctx.next_axis++));
-    std::vector<UOp> src{node};
-    src.insert(src.end(), ranges.begin(), ranges.end());
-    if (ranges.empty()) src.push_back(UOp::cint(0));  // a scalar: index 0 of a 1-element view
-    const UOp root =
-        ranges.empty() ? UOp::make(Op::Index, node.dtype(),
-                                   {UOp::make(Op::Reshape, node.dtype(), {node, shape_to_uop({1})}),
-                                    UOp::cint(0)})
-                       : UOp::make(Op::Index, node.dtype(), src);
+    // a scalar: index 0 of a 1-element view
+    const UOp root = ranges.empty() ? node.reshape({1}).index({UOp::cint(0)}) : node.index(ranges);
     viz::Group kernel_group("kernel " + std::to_string(g_kernel_count + 1));
     const UOp value = graph_rewrite(root, &rules::lower(), {.ctx = &ctx, .name = "rangeify"});
     if (spec_enabled()) verify(value, rules::spec_kernel());
@@ -136,10 +123,7 @@ struct Realizer {
       std::fprintf(stderr, "kernel %d on %s: %lld elements, %.1f us\n", g_kernel_count,
                    device.c_str(), static_cast<long long>(n), us);
     }
-    const UOp buf = buffer_uop(*out);
-    Shape s;
-    for (int64_t d : shape) s.emplace_back(d);
-    return UOp::make(Op::Reshape, out->dtype, {buf, shape_to_uop(s)});
+    return buffer_view(buffer_uop(*out), to_shape(shape));
   }
 
   // A kernel CALL's body bound to buffers of its arguments' sizes, linearized and (on CPU)
@@ -172,7 +156,7 @@ struct Realizer {
       const UOp view = base_view(substitute(call.src(a), done, /*walk=*/true));
       if (!is_buffer_view(view))
         throw std::logic_error("realize: a kernel CALL argument was not computed into a buffer");
-      bufs.push_back(view.op() == Op::Buffer ? view : view.src(0));
+      bufs.push_back(view.src(0));
     }
     viz::Group kernel_group("kernel " + std::to_string(g_kernel_count + 1));
     // a PROGRAM body runs from the SINK it was compiled from
@@ -212,13 +196,9 @@ struct Realizer {
   // like the value and lowered by the same rules, which must address one element of `out`.
   UOp store_index(const UOp& dest, const std::vector<UOp>& ranges, const Storage& out,
                   rw::RangeifyContext& ctx) {
-    std::vector<UOp> src{dest};
-    src.insert(src.end(), ranges.begin(), ranges.end());
-    if (ranges.empty()) {  // a scalar: index 0 of a 1-element view
-      src = {UOp::make(Op::Reshape, dest.dtype(), {dest, shape_to_uop({1})}), UOp::cint(0)};
-    }
-    const UOp idx = graph_rewrite(UOp::make(Op::Index, dest.dtype(), src), &rules::lower(),
-                                  {.ctx = &ctx, .name = "rangeify store"});
+    // a scalar: index 0 of a 1-element view
+    const UOp at = ranges.empty() ? dest.reshape({1}).index({UOp::cint(0)}) : dest.index(ranges);
+    const UOp idx = graph_rewrite(at, &rules::lower(), {.ctx = &ctx, .name = "rangeify store"});
     if (idx.op() != Op::Index || idx.nsrc() != 2 || idx.src(0).op() != Op::Buffer ||
         idx.src(0).arg().field("slot").as_int() != out.id)
       throw TensorError(fmt::format(
@@ -332,12 +312,12 @@ struct Realizer {
       u = it->with_src(src);
     }
     rw::RangeifyContext ctx;
-    std::vector<UOp> idx{u};
+    std::vector<UOp> idx;
     for (const SInt& d : u.shape())
       idx.push_back(UOp::range(UOp::cint(d.value()), ctx.next_axis++));
-    if (idx.size() == 1) return Region{};
-    const UOp lowered = graph_rewrite(UOp::make(Op::Index, u.dtype(), idx), &rules::lower(),
-                                      {.ctx = &ctx, .name = "region"});
+    if (idx.empty()) return Region{};
+    const UOp lowered =
+        graph_rewrite(u.index(idx), &rules::lower(), {.ctx = &ctx, .name = "region"});
     if (lowered.op() != Op::Index || lowered.nsrc() != 2 || lowered.src(0).op() != Op::Buffer)
       return std::nullopt;
     const UOp& e = lowered.src(1);
@@ -622,8 +602,7 @@ struct Realizer {
       } else if (u.op() == Op::After) {  // a root chain over a view: copied out of the buffer
         is_kernel = root_set.contains(u) && !is_buffer_view(base_view(u));
       } else if (u.op() != Op::Buffer) {
-        const bool is_view = u.op() == Op::Reshape && u.src(0).op() == Op::Buffer;
-        is_kernel = (root_set.contains(u) && !is_view) || needs_buffer.contains(u) ||
+        is_kernel = (root_set.contains(u) && !is_buffer_view(u)) || needs_buffer.contains(u) ||
                     boundary.apply(u, rctx, nullptr).has_value();
         if (!is_kernel &&
             (groups::elementwise().contains(u.op()) || groups::movement().contains(u.op()))) {
@@ -724,7 +703,7 @@ struct Realizer {
     const UOp marker =
         UOp::make(Op::Store, dtypes::void_, {view, UOp::constant(view.dtype(), Arg::integer(0))},
                   Arg::integer(id));
-    return UOp::make(Op::After, view.dtype(), {view, marker});
+    return view.after({marker});
   }
 
   // A stage that is not a graph_rewrite (scheduling, linearization) in the VIZ trace: one call
@@ -774,8 +753,7 @@ std::string default_device() {
 
 Tensor& Tensor::realize() {
   // already a buffer that no assignment has touched: nothing to run or check
-  if (uop_.op() == Op::Reshape && uop_.src(0).op() == Op::Buffer && deps_.size() == 1 &&
-      deps_[0]->executed_assignments.empty())
+  if (is_buffer_view(uop_) && deps_.size() == 1 && deps_[0]->executed_assignments.empty())
     return *this;
   realize_all({this});
   return *this;

@@ -1,5 +1,5 @@
-// Element access to host buffers in their own representation (bools are bytes, halves are
-// IEEE binary16 bits, ...), shared by tensor creation, the INTERP device and data readback.
+// The front end's bookkeeping over host buffers (runtime/storage.h): effect numbers, value checks
+// for tensor creation, and merging the lists of buffers a graph reads.
 #pragma once
 
 #include <cstdint>
@@ -11,10 +11,6 @@
 #include "tensor/tensor.h"
 
 namespace tinyrw {
-
-Arg load_element(const Storage& s, int64_t i);
-// Converts v to the buffer's dtype as a CAST does, then stores it.
-void store_element(Storage& s, int64_t i, const Arg& v);
 
 // A fresh number for an event that writes buffers (an assignment's STORE, a kernel CALL): the
 // schedule and the buffers' logs tell events apart by it, even when their graphs are equal.

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "dsl/compiled.h"
+#include "ir/builders.h"
 #include "ir/graph.h"
 #include "ir/rewrite.h"
 #include "tensor/gradient.h"
@@ -79,12 +80,6 @@ std::vector<T> host_values(int64_t n, std::string_view what) {
   } catch (const std::length_error&) {
     throw TensorError(fmt::format("{}: cannot allocate {} values on the host", what, n));
   }
-}
-
-UOp dims_uop(const Dims& d) {
-  Shape s;
-  for (int64_t x : d) s.emplace_back(x);
-  return shape_to_uop(s);
 }
 
 }  // namespace
@@ -172,12 +167,8 @@ Tensor Tensor::from_uop(UOp u, const std::vector<Tensor>& reads) {
 }
 
 Tensor Tensor::from_storage(std::shared_ptr<Storage> s, const Dims& shape) {
-  const UOp buf = UOp::make(Op::Buffer, s->dtype, {},
-                            Arg::record("ParamArg", {{"slot", Arg::integer(s->id)},
-                                                     {"size", Arg::integer(s->size)},
-                                                     {"device", Arg::string(default_device())}}));
-  const UOp view = UOp::make(Op::Reshape, s->dtype, {buf, dims_uop(shape)});
-  return Tensor(view, {std::move(s)});
+  const UOp buf = buffer_uop(s->dtype, s->id, s->size, default_device());
+  return Tensor(buffer_view(buf, to_shape(shape)), {std::move(s)});
 }
 
 template <class T>
@@ -217,8 +208,7 @@ Tensor Tensor::full(Dims shape, double value, DType dtype) {
 Tensor Tensor::constant(Dims shape, double value, DType dtype) {
   const UOp c =
       dtype.is_float() ? UOp::cfloat(value, dtype) : UOp::constant(dtype, Arg::real(value));
-  const UOp one = UOp::make(Op::Reshape, dtype, {c, dims_uop(Dims(shape.size(), 1))});
-  return Tensor(UOp::make(Op::Expand, dtype, {one, dims_uop(shape)}), {});
+  return Tensor(c.reshape(Shape(shape.size(), SInt(1))).expand(to_shape(shape)), {});
 }
 
 Tensor Tensor::empty(Dims shape, DType dtype) {
@@ -255,11 +245,7 @@ Tensor Tensor::eye(int64_t n, DType dtype) {
 // ---- properties
 // ------------------------------------------------------------------------------------------
 
-Dims Tensor::shape() const {
-  Dims out;
-  for (const SInt& d : uop_.shape()) out.push_back(d.value());
-  return out;
-}
+Dims Tensor::shape() const { return to_dims(uop_.shape()); }
 int64_t Tensor::numel() const { return product(shape()); }  // within the limit: checked when built
 
 int Tensor::axis(int a) const {
@@ -287,7 +273,7 @@ Tensor Tensor::scalar_like(double v) const {
 
 Tensor Tensor::cast(DType d) const {
   if (d == dtype()) return *this;
-  return with(UOp::make(Op::Cast, d, {uop_}));
+  return with(uop_.cast(d));
 }
 
 // numpy broadcasting: shapes align on the right, size-1 axes stretch.
@@ -354,8 +340,7 @@ Tensor Tensor::order_reversed() const {
   if (dtype().is_bool()) return logical_not();
   const UOp ones =
       UOp::constant(dtype(), Arg::integer(dtype().is_unsigned() ? dtype().int_max() : -1));
-  const UOp one = UOp::make(Op::Reshape, dtype(), {ones, dims_uop(Dims(ndim(), 1))});
-  return bitwise_xor(Tensor(UOp::make(Op::Expand, dtype(), {one, dims_uop(shape())}), {}));
+  return bitwise_xor(Tensor(ones.reshape(Shape(ndim(), SInt(1))).expand(to_shape(shape())), {}));
 }
 Tensor Tensor::logical_not() const { return ne(full(shape(), 1, dtypes::bool_)); }
 Tensor Tensor::where(const Tensor& a, const Tensor& b) const {
@@ -399,8 +384,7 @@ Tensor Tensor::reshape(Dims s) const {
     throw TensorError(fmt::format("cannot reshape {} ({} elements) to {}", dims_repr(shape()),
                                   total, dims_repr(s)));
   }
-  if (s == shape()) return *this;
-  return with(UOp::make(Op::Reshape, dtype(), {uop_, dims_uop(s)}));
+  return with(uop_.reshape(to_shape(s)));
 }
 
 Tensor Tensor::permute(std::vector<int> order) const {
@@ -408,14 +392,14 @@ Tensor Tensor::permute(std::vector<int> order) const {
   if (order.size() != n)
     throw TensorError(fmt::format("permute needs {} axes, got {}", n, order.size()));
   std::vector<bool> seen(n, false);
-  std::vector<Arg> perm;
+  std::vector<int64_t> perm;
   for (int& a : order) {
     a = axis(a);
     if (seen[static_cast<size_t>(a)]) throw TensorError("permute repeats an axis");
     seen[static_cast<size_t>(a)] = true;
-    perm.push_back(Arg::integer(a));
+    perm.push_back(a);
   }
-  return with(UOp::make(Op::Permute, dtype(), {uop_}, Arg::tuple(std::move(perm))));
+  return with(uop_.permute(perm));
 }
 
 Tensor Tensor::transpose(int a, int b) const {
@@ -442,8 +426,7 @@ Tensor Tensor::expand(Dims s) const {
       throw TensorError(fmt::format("cannot expand {} to {}", dims_repr(shape()), dims_repr(s)));
     }
   }
-  if (s == cur) return t;
-  return t.with(UOp::make(Op::Expand, dtype(), {t.uop_, dims_uop(s)}));
+  return t.with(t.uop_.expand(to_shape(s)));
 }
 
 Tensor Tensor::pad(std::vector<std::pair<int64_t, int64_t>> padding) const {
@@ -457,8 +440,7 @@ Tensor Tensor::pad(std::vector<std::pair<int64_t, int64_t>> padding) const {
     off.push_back(padding[i].first);
     out.push_back(add_sizes(add_sizes(s[i], padding[i].first, "pad"), padding[i].second, "pad"));
   }
-  if (out == s) return *this;
-  return with(UOp::make(Op::Pad, dtype(), {uop_, dims_uop(off), dims_uop(out)}));
+  return with(uop_.pad(to_shape(off), to_shape(out)));
 }
 
 Tensor Tensor::shrink(std::vector<std::pair<int64_t, int64_t>> ranges) const {
@@ -475,19 +457,18 @@ Tensor Tensor::shrink(std::vector<std::pair<int64_t, int64_t>> ranges) const {
     off.push_back(b);
     out.push_back(e - b);
   }
-  if (out == s) return *this;
-  return with(UOp::make(Op::Shrink, dtype(), {uop_, dims_uop(off), dims_uop(out)}));
+  return with(uop_.shrink(to_shape(off), to_shape(out)));
 }
 
 Tensor Tensor::flip(std::vector<int> axes) const {
-  std::vector<Arg> f(ndim(), Arg::boolean(false));
+  std::vector<bool> f(ndim(), false);
   for (int a : axes) {
-    Arg& slot = f[static_cast<size_t>(axis(a))];
-    if (slot.as_bool())  // flipping twice would silently undo it
+    const auto k = static_cast<size_t>(axis(a));
+    if (f[k])  // flipping twice would silently undo it
       throw TensorError(fmt::format("flip: axis {} appears more than once", a));
-    slot = Arg::boolean(true);
+    f[k] = true;
   }
-  return with(UOp::make(Op::Flip, dtype(), {uop_}, Arg::tuple(std::move(f))));
+  return with(uop_.flip(f));
 }
 
 // ---- reduce
@@ -511,24 +492,12 @@ Tensor Tensor::reduce(Op op, std::vector<int> axes, bool keepdim, std::string_vi
           fmt::format("{} over axis {} of size 0 (shape {}): the reduction has no identity", what,
                       a, dims_repr(s)));
   }
-  // Reduced axes go first (REDUCE reduces the first n axes), the kept ones keep their order.
-  std::vector<int> order;
-  Dims kept, keep_shape;
+  std::vector<int64_t> reduced_axes;
   for (size_t i = 0; i < s.size(); ++i)
-    if (reduced[i]) order.push_back(static_cast<int>(i));
-  const int n = static_cast<int>(order.size());
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (!reduced[i]) {
-      order.push_back(static_cast<int>(i));
-      kept.push_back(s[i]);
-    }
-    keep_shape.push_back(reduced[i] ? 1 : s[i]);
-  }
+    if (reduced[i]) reduced_axes.push_back(static_cast<int64_t>(i));
   const DType acc = op == Op::Add ? sum_acc_dtype(dtype()) : dtype();
-  const Tensor src = cast(acc).permute(order);
-  const Tensor r =
-      src.with(UOp::make(Op::Reduce, acc, {src.uop_}, Arg::tuple({Arg::op(op), Arg::integer(n)})));
-  return keepdim ? r.reshape(keep_shape) : r;
+  const Tensor src = cast(acc);
+  return src.with(src.uop_.reduce(op, reduced_axes, keepdim));
 }
 
 // How many elements a reduction over `axes` (all when empty) combines into each output.
@@ -801,7 +770,7 @@ bool Tensor::writable_view(UOp u, std::string_view what) {
   for (;;) {
     if (u.op() == Op::After) {
       u = u.src(0);
-    } else if (u.op() == Op::Reshape && u.src(0).op() == Op::Buffer) {
+    } else if (is_buffer_view(u)) {
       if (blocked != Op::Noop)
         throw TensorError(fmt::format(
             "{}: the target is a view of a buffer through {}, whose elements are not distinct "
@@ -835,7 +804,7 @@ Tensor& Tensor::setitem(std::vector<std::tuple<int64_t, int64_t, int64_t>> slice
   }
   const UOp store =
       UOp::make(Op::Store, dtypes::void_, {view.uop_, v.uop_}, Arg::integer(next_effect_id()));
-  uop_ = UOp::make(Op::After, dtype(), {uop_, store});
+  uop_ = uop_.after({store});
   deps_ = StorageList::merge(deps_, v.deps_);
   return *this;
 }
@@ -856,7 +825,7 @@ Tensor& Tensor::assign(const Tensor& value) {
   // step repeated) from hash-consing into one node that would count as already executed
   const UOp store =
       UOp::make(Op::Store, dtypes::void_, {uop_, value.uop_}, Arg::integer(next_effect_id()));
-  uop_ = UOp::make(Op::After, dtype(), {uop_, store});
+  uop_ = uop_.after({store});
   deps_ = StorageList::merge(deps_, value.deps_);
   return *this;
 }

@@ -11,22 +11,9 @@
 #include <vector>
 
 #include "ir/uop.h"
+#include "runtime/storage.h"
 
 namespace tinyrw {
-
-// Host memory of one buffer (the INTERP device computes in it directly).
-struct Storage {
-  int64_t id;
-  DType dtype;
-  int64_t size;  // elements
-  std::vector<uint8_t> bytes;
-  std::vector<int64_t> executed_assignments;  // ids of the assignments written, oldest first
-  bool uninitialized = false;                 // Tensor::empty()'s, until something writes it
-  ~Storage();  // large buffers go back to a pool for reuse (no fresh page faults per kernel)
-};
-// Host storage for `size` elements, from the pool when a freed buffer of that size is there
-// (its old contents remain: every kernel writes its whole output).
-std::shared_ptr<Storage> allocate_storage(DType dtype, int64_t size);
 
 // The buffers a graph reads, each once, kept alive with it. Merging two lists is O(1) (a node
 // over both, or one of them when the other adds nothing) and listing them walks the merges
@@ -55,19 +42,6 @@ class StorageList {
  private:
   std::shared_ptr<Node> node_;
 };
-
-// A shape or dtype mistake made through the Tensor API, raised where the user made it.
-class TensorError : public std::invalid_argument {
- public:
-  using std::invalid_argument::invalid_argument;
-};
-
-using Dims = std::vector<int64_t>;
-
-// The largest tensor, in bytes (int64's maximum, so that every element count and byte offset fits
-// an int64). A shape beyond it raises a TensorError naming the size and this limit; a buffer the
-// host cannot allocate raises one too.
-inline constexpr int64_t kMaxTensorBytes = INT64_MAX;
 
 // The deepest chain of elementwise and movement ops fused into one kernel. A deeper chain is cut:
 // the op at this depth is realized into a buffer of its own, and the rest reads it. LLVM's time on

@@ -1,6 +1,7 @@
 // inline_call for rules/call.rw: output i of a function CALL as its body over the arguments.
 #include "ir/call.h"
 #include "dsl/value.h"
+#include "ir/builders.h"
 
 namespace tinyrw::rw {
 namespace {
@@ -9,8 +10,7 @@ namespace {
 bool in_buffer(const UOp& u) {
   UOp base = u;  // an assignment chain reads its buffer
   while (base.op() == Op::After) base = base.src(0);
-  return base.op() == Op::Contiguous ||
-         (base.op() == Op::Reshape && base.src(0).op() == Op::Buffer);
+  return base.op() == Op::Contiguous || is_buffer_view(base);
 }
 UOp to_buffer(const UOp& u) { return in_buffer(u) ? u : UOp::make(Op::Contiguous, u.dtype(), {u}); }
 

@@ -1,6 +1,5 @@
 // Adjoints of movement ops and reductions for rules/gradient.rw: each returns one gradient per
 // source of the node (none for the shape sources), built as tensor-level UOps.
-#include <numeric>
 #include <optional>
 
 #include <fmt/format.h>
@@ -11,94 +10,66 @@
 namespace tinyrw::rw {
 namespace {
 
-std::vector<int64_t> dims(const UOp& x) {
-  std::vector<int64_t> out;
-  for (const SInt& d : x.shape()) out.push_back(d.value());
-  return out;
-}
-UOp shape_uop(const std::vector<int64_t>& d) {
-  Shape s;
-  for (int64_t x : d) s.emplace_back(x);
-  return shape_to_uop(s);
-}
-UOp reshape(const UOp& x, const std::vector<int64_t>& d) {
-  return dims(x) == d ? x : UOp::make(Op::Reshape, x.dtype(), {x, shape_uop(d)});
-}
-UOp expand(const UOp& x, const std::vector<int64_t>& d) {
-  return dims(x) == d ? x : UOp::make(Op::Expand, x.dtype(), {x, shape_uop(d)});
-}
-UOp permute(const UOp& x, const std::vector<int64_t>& order) {
-  std::vector<Arg> p;
-  for (int64_t o : order) p.push_back(Arg::integer(o));
-  return UOp::make(Op::Permute, x.dtype(), {x}, Arg::tuple(std::move(p)));
-}
 // Sums g over `axes` (keeping them as size 1).
 UOp sum_axes(const UOp& g, const std::vector<bool>& axes) {
-  const std::vector<int64_t> s = dims(g);
-  std::vector<int64_t> order, keep_shape;
-  for (size_t k = 0; k < s.size(); ++k)
-    if (axes[k]) order.push_back(static_cast<int64_t>(k));
-  const int64_t n = static_cast<int64_t>(order.size());
-  if (n == 0) return g;
-  for (size_t k = 0; k < s.size(); ++k) {
-    if (!axes[k]) order.push_back(static_cast<int64_t>(k));
-    keep_shape.push_back(axes[k] ? 1 : s[k]);
-  }
-  const UOp r = UOp::make(Op::Reduce, g.dtype(), {permute(g, order)},
-                          Arg::tuple({Arg::op(Op::Add), Arg::integer(n)}));
-  return reshape(r, keep_shape);
+  std::vector<int64_t> reduced;
+  for (size_t k = 0; k < axes.size(); ++k)
+    if (axes[k]) reduced.push_back(static_cast<int64_t>(k));
+  return reduced.empty() ? g : g.r(Op::Add, reduced);
 }
 
 Value movement_grad(const UOp& x, const UOp& g) {
   const UOp& a = x.src(0);
-  const std::vector<int64_t> in = dims(a);
+  const Shape in = a.shape();
   UOp ga;
   switch (x.op()) {
     case Op::Reshape:
-      ga = reshape(g, in);
+      ga = g.reshape(in);
       break;
     case Op::Permute: {
       auto p = x.arg().items();
       std::vector<int64_t> inv(p.size());
       for (size_t k = 0; k < p.size(); ++k)
         inv[static_cast<size_t>(p[k].as_int())] = static_cast<int64_t>(k);
-      ga = permute(g, inv);
+      ga = g.permute(inv);
       break;
     }
     case Op::Expand: {
-      const std::vector<int64_t> out = dims(x);
+      const Shape out = x.shape();
       std::vector<bool> axes(out.size());
-      for (size_t k = 0; k < out.size(); ++k) axes[k] = in[k] == 1 && out[k] != 1;
-      ga = reshape(sum_axes(g, axes), in);
+      for (size_t k = 0; k < out.size(); ++k) axes[k] = in[k] == SInt(1) && out[k] != SInt(1);
+      ga = sum_axes(g, axes).reshape(in);
       break;
     }
     case Op::Pad:
-      ga = UOp::make(Op::Shrink, g.dtype(), {g, x.src(1), shape_uop(in)});
+      ga = g.shrink(uop_to_shape(x.src(1)), in);
       break;
     case Op::Shrink:
-      ga = UOp::make(Op::Pad, g.dtype(), {g, x.src(1), shape_uop(in)});
+      ga = g.pad(uop_to_shape(x.src(1)), in);
       break;
-    case Op::Flip:
-      ga = UOp::make(Op::Flip, g.dtype(), {g}, x.arg());
+    case Op::Flip: {
+      std::vector<bool> flags;
+      for (const Arg& f : x.arg().items()) flags.push_back(f.as_bool());
+      ga = g.flip(flags);
       break;
+    }
     case Op::Reduce: {
       const Op op = x.arg().items()[0].as_op();
       const size_t n = static_cast<size_t>(x.arg().items()[1].as_int());
-      std::vector<int64_t> kept(n, 1);
+      Shape kept(n, SInt(1));
       kept.insert(kept.end(), in.begin() + static_cast<long>(n), in.end());
-      const UOp gb =
-          expand(reshape(g, kept), in);  // the gradient broadcast back over the reduced axes
+      const UOp gb = g.reshape(kept).expand(in);  // broadcast back over the reduced axes
       if (op == Op::Add) {
         ga = gb;
       } else if (op == Op::Max) {  // shared among the maxima
-        const UOp xb = expand(reshape(x, kept), in);
+        const UOp xb = x.reshape(kept).expand(in);
         const UOp is_max = a.ne(xb).logical_not().cast(g.dtype());
         std::vector<bool> axes(in.size(), false);
         for (size_t k = 0; k < n; ++k) axes[k] = true;
-        const UOp count = expand(sum_axes(is_max, axes), in);
+        const UOp count = sum_axes(is_max, axes).expand(in);
         ga = is_max * gb * UOp::make(Op::Reciprocal, g.dtype(), {count});
       } else if (op == Op::Mul) {
-        ga = gb * expand(reshape(x, kept), in) * UOp::make(Op::Reciprocal, a.dtype(), {a});
+        ga = gb * x.reshape(kept).expand(in) * UOp::make(Op::Reciprocal, a.dtype(), {a});
       } else {
         throw EvalError("no gradient for a reduction with " + std::string(op_name(op)));
       }

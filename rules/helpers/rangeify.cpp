@@ -12,22 +12,10 @@ std::vector<UOp> idx_of(const UOp& i) {
   return std::vector<UOp>(i.src().begin() + 1, i.src().end());
 }
 
-UOp make_index(const UOp& x, const std::vector<UOp>& idx) {
-  std::vector<UOp> src{x};
-  src.insert(src.end(), idx.begin(), idx.end());
-  return UOp::make(Op::Index, x.dtype(), src);
-}
+UOp make_index(const UOp& x, const std::vector<UOp>& idx) { return x.index(idx); }
 
-std::vector<int64_t> dims_of(const UOp& shape_uop) {
-  std::vector<int64_t> out;
-  for (const SInt& d : uop_to_shape(shape_uop)) out.push_back(d.value());
-  return out;
-}
-std::vector<int64_t> shape_of(const UOp& x) {
-  std::vector<int64_t> out;
-  for (const SInt& d : x.shape()) out.push_back(d.value());
-  return out;
-}
+Dims dims_of(const UOp& shape_uop) { return to_dims(uop_to_shape(shape_uop)); }
+Dims shape_of(const UOp& x) { return to_dims(x.shape()); }
 UOp ci(int64_t v) { return UOp::cint(v); }
 // A view of a constant (the symbolic rules may fold a view's source into a shapeless CONST): every
 // element is that constant.
@@ -48,7 +36,7 @@ UOp index_reshape(const UOp& i) {
   if (of_const(i)) return i.src(0).src(0);
   const UOp& r = i.src(0);
   const UOp& x = r.src(0);
-  const std::vector<int64_t> out = dims_of(r.src(1)), in = shape_of(x);
+  const Dims out = dims_of(r.src(1)), in = shape_of(x);
   const std::vector<UOp> idx = idx_of(i);
   UOp flat = ci(0);
   int64_t stride = 1;
@@ -79,7 +67,7 @@ UOp index_permute(const UOp& i) {
 UOp index_expand(const UOp& i) {
   if (of_const(i)) return i.src(0).src(0);
   const UOp& e = i.src(0);
-  const std::vector<int64_t> in = shape_of(e.src(0));
+  const Dims in = shape_of(e.src(0));
   std::vector<UOp> idx = idx_of(i);
   for (size_t k = 0; k < idx.size(); ++k)
     if (in[k] == 1) idx[k] = ci(0);
@@ -90,7 +78,7 @@ UOp index_pad(const UOp& i) {
   if (of_const(i)) return i.src(0).src(0);
   const UOp& p = i.src(0);
   const UOp& x = p.src(0);
-  const std::vector<int64_t> off = dims_of(p.src(1)), in = shape_of(x);
+  const Dims off = dims_of(p.src(1)), in = shape_of(x);
   std::vector<UOp> idx = idx_of(i);
   UOp valid;
   for (size_t k = 0; k < idx.size(); ++k) {
@@ -106,7 +94,7 @@ UOp index_pad(const UOp& i) {
 
 UOp index_shrink(const UOp& i) {
   const UOp& s = i.src(0);
-  const std::vector<int64_t> off = dims_of(s.src(1));
+  const Dims off = dims_of(s.src(1));
   std::vector<UOp> idx = idx_of(i);
   for (size_t k = 0; k < idx.size(); ++k)
     if (off[k]) idx[k] = idx[k] + ci(off[k]);
@@ -116,7 +104,7 @@ UOp index_shrink(const UOp& i) {
 UOp index_flip(const UOp& i) {
   if (of_const(i)) return i.src(0).src(0);
   const UOp& f = i.src(0);
-  const std::vector<int64_t> in = shape_of(f.src(0));
+  const Dims in = shape_of(f.src(0));
   auto flags = f.arg().items();
   std::vector<UOp> idx = idx_of(i);
   if (flags.size() != idx.size() || in.size() != idx.size())
@@ -135,14 +123,12 @@ UOp index_reduce(RewriteContext& ctx, const UOp& i) {
   const UOp& x = r.src(0);
   const Op op = r.arg().items()[0].as_op();
   const auto n = static_cast<size_t>(r.arg().items()[1].as_int());
-  const std::vector<int64_t> in = shape_of(x);
+  const Dims in = shape_of(x);
   std::vector<UOp> ranges, idx;
   for (size_t k = 0; k < n; ++k) ranges.push_back(UOp::range(ci(in[k]), rc.next_axis++));
   idx = ranges;
   for (const UOp& u : idx_of(i)) idx.push_back(u);
-  std::vector<UOp> src{make_index(x, idx)};
-  src.insert(src.end(), ranges.begin(), ranges.end());
-  return UOp::make(Op::Reduce, r.dtype(), src, Arg::op(op));
+  return make_index(x, idx).reduce_over(op, ranges);
 }
 
 #define TINYRW_INDEX_HELPER(name, doc)                                                            \

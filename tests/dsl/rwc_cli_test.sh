@@ -44,19 +44,19 @@ out=$("$rwc" check "$work/warn.rw" 2>&1) || fail "warnings must not fail: $out"
 echo "$out" | grep -q "warning: capture 'y' is never used" || fail "missing warning: $out"
 
 # compile: deterministic, and an unchanged result keeps the file's timestamp.
-"$rwc" compile "$src/rules/examples.rw" -o "$work/a.cpp" --depfile "$work/a.d" || fail "compile failed"
-"$rwc" compile "$src/rules/examples.rw" -o "$work/b.cpp" || fail "compile failed"
+"$rwc" compile "$src/tests/fixtures/examples.rw" -o "$work/a.cpp" --depfile "$work/a.d" || fail "compile failed"
+"$rwc" compile "$src/tests/fixtures/examples.rw" -o "$work/b.cpp" || fail "compile failed"
 cmp -s "$work/a.cpp" "$work/b.cpp" || fail "output is not deterministic"
-grep -q "// rules/examples.rw:\|examples.rw:[0-9]" "$work/a.cpp" || fail "no .rw:line comments"
+grep -q "// tests/fixtures/examples.rw:\|examples.rw:[0-9]" "$work/a.cpp" || fail "no .rw:line comments"
 touch -d "2001-01-01" "$work/a.cpp"
-"$rwc" compile "$src/rules/examples.rw" -o "$work/a.cpp" || fail "compile failed"
+"$rwc" compile "$src/tests/fixtures/examples.rw" -o "$work/a.cpp" || fail "compile failed"
 [ "$(stat -c %Y "$work/a.cpp")" = "$(date -d 2001-01-01 +%s)" ] || fail "unchanged output was rewritten"
 grep -q "examples.rw" "$work/a.d" || fail "depfile lacks the source"
 
 # --header: one typed accessor per rule set of the file, so C++ naming a rule set that does not
 # exist fails to compile (the accessors are defined in the generated source).
 mkdir -p "$work/rules_gen"
-"$rwc" compile "$src/rules/examples.rw" -o "$work/ex.cpp" --header "$work/rules_gen/examples.h" || fail "compile --header failed"
+"$rwc" compile "$src/tests/fixtures/examples.rw" -o "$work/ex.cpp" --header "$work/rules_gen/examples.h" || fail "compile --header failed"
 grep -q 'const rw::RuleSetMatcher& fold_identities();' "$work/rules_gen/examples.h" || fail "no accessor in the header"
 grep -q 'const rw::RuleSetMatcher& fold_identities() {' "$work/ex.cpp" || fail "no accessor definition"
 if command -v c++ >/dev/null; then
@@ -71,10 +71,10 @@ fi
 [ ! -e "$work/bad.cpp" ] || fail "bad compile wrote output"
 
 # dump prints the decision tree per root op.
-"$rwc" dump "$src/rules/examples.rw" | grep -q "root Add" || fail "dump has no root Add"
+"$rwc" dump "$src/tests/fixtures/examples.rw" | grep -q "root Add" || fail "dump has no root Add"
 
 # Output lost to a full disk is an error, on every output path.
-ex="$src/rules/examples.rw"
+ex="$src/tests/fixtures/examples.rw"
 out=$("$rwc" dump "$ex" 2>&1 >/dev/full); rc=$?
 [ $rc -eq 1 ] || fail "dump to /dev/full exited $rc"
 echo "$out" | grep -q "rwc: error: cannot write the output: No space left on device" || fail "dump to /dev/full: $out"

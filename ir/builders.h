@@ -1,0 +1,40 @@
+// The UOp graph builders (UOp::reshape, ::permute, ... in ir/uop.h) by name, from one table, so
+// that a front end can expose all of them at once; and how tensors hold buffers (buffer views).
+#pragma once
+
+#include <span>
+#include <string_view>
+#include <variant>
+
+#include "ir/uop.h"
+
+namespace tinyrw {
+
+// Arguments after the receiver are UOps or Args: a shape is a tuple of ints (or a shape UOp), axes
+// a tuple of ints, flip flags a tuple of bools, an op an Arg::op, a dtype an Arg::dtype; a
+// variadic builder takes the rest as UOps.
+using BuilderArg = std::variant<UOp, Arg>;
+
+struct UOpBuilder {
+  std::string_view name;
+  size_t min_args, max_args;   // after the receiver; SIZE_MAX: any number
+  std::string_view signature;  // e.g. "x.pad(offsets, shape)"
+  UOp (*build)(const UOp& self, std::span<const BuilderArg> args);
+};
+
+std::span<const UOpBuilder> uop_builders();
+const UOpBuilder* find_uop_builder(std::string_view name);  // nullptr when there is none
+// Calls builder `name`; a wrong count or kind of argument raises a GraphError naming it.
+UOp call_uop_builder(std::string_view name, const UOp& self, std::span<const BuilderArg> args);
+
+// A BUFFER of `size` elements held in storage `slot` on `device`.
+UOp buffer_uop(DType dtype, int64_t slot, int64_t size, std::string_view device);
+// How a tensor holds a whole buffer: RESHAPE(BUFFER, shape), built even when `shape` is the
+// buffer's own 1-d shape. is_buffer_view recognizes exactly these: a bare BUFFER is the flat
+// source under such a view, never a tensor of its own (a walk over a graph meets both, and
+// counting the BUFFER too would see each storage twice). The shape is not checked against the
+// buffer's size: realize views an assignment's target storage in the assigned value's shape.
+UOp buffer_view(const UOp& buffer, const Shape& shape);
+bool is_buffer_view(const UOp& u);
+
+}  // namespace tinyrw

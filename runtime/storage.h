@@ -1,0 +1,46 @@
+// Host memory of buffers, shared by the Tensor front end (tensor/) and the devices (runtime/),
+// which must not include the front end.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <vector>
+
+#include "ir/arg.h"
+#include "ir/dtype.h"
+
+namespace tinyrw {
+
+// A shape or dtype mistake made through the Tensor API, raised where the user made it; devices
+// raise it too (a buffer too large, a kernel error), so it lives with the storage they share.
+class TensorError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+// The largest tensor, in bytes (int64's maximum, so that every element count and byte offset fits
+// an int64). A shape beyond it raises a TensorError naming the size and this limit; a buffer the
+// host cannot allocate raises one too.
+inline constexpr int64_t kMaxTensorBytes = INT64_MAX;
+
+// Host memory of one buffer (the INTERP device computes in it directly).
+struct Storage {
+  int64_t id;
+  DType dtype;
+  int64_t size;  // elements
+  std::vector<uint8_t> bytes;
+  std::vector<int64_t> executed_assignments;  // ids of the assignments written, oldest first
+  bool uninitialized = false;                 // Tensor::empty()'s, until something writes it
+  ~Storage();  // large buffers go back to a pool for reuse (no fresh page faults per kernel)
+};
+// Host storage for `size` elements, from the pool when a freed buffer of that size is there
+// (its old contents remain: every kernel writes its whole output).
+std::shared_ptr<Storage> allocate_storage(DType dtype, int64_t size);
+
+// Element i in the buffer's own representation (bools are bytes, halves IEEE binary16 bits...).
+Arg load_element(const Storage& s, int64_t i);
+// Converts v to the buffer's dtype as a CAST does, then stores it.
+void store_element(Storage& s, int64_t i, const Arg& v);
+
+}  // namespace tinyrw
