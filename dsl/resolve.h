@@ -71,6 +71,22 @@ struct MatchNode {
 enum class DClass : uint8_t { Unknown, Bool, Int, Float };
 std::string_view dclass_name(DClass c);
 
+// A comprehension's `for` target: a slot (-1 for `_`), or a tuple of targets to unpack.
+struct RTarget {
+  int slot = -1;
+  bool is_tuple = false;
+  std::vector<RTarget> items;
+};
+struct RCompClause {
+  bool is_if = false;  // a filter; otherwise `for target in iterable`
+  RTarget target;
+};
+
+// `def` functions: each call depth is bounded (a def calling a def ... at most kMaxDefDepth
+// deep), so evaluation recursion stays shallow; recursion itself is refused.
+inline constexpr int kMaxDefDepth = 64;
+struct ResolvedDef;
+
 // A resolved expression: names are slots or constants, calls are bound to their targets.
 struct RExpr {
   enum class K : uint8_t {
@@ -88,7 +104,10 @@ struct RExpr {
     Builtin,
     Construct,
     Helper,
-    Tuple
+    Tuple,
+    Slice,    // kids: receiver, lo, hi, step
+    Comp,     // kids[0] the element, kids[1 + i] the iterable or filter of comp[i]
+    DefCall,  // def_(kids...)
   };
   K k = K::Const;
   Loc loc;
@@ -100,8 +119,20 @@ struct RExpr {
   std::string name;  // Member, Method, Builtin, Helper
   Op op = Op::Noop;  // Construct
   const Helper* helper = nullptr;
-  std::vector<RExpr> kids;  // Method: receiver first
+  const ResolvedDef* def = nullptr;  // DefCall
+  std::vector<RExpr> kids;           // Method: receiver first
   std::vector<std::string> arg_names;
+  std::vector<RCompClause> comp;  // Comp
+};
+
+// A `def name(params) = body`: params are slots 0..nparams-1, the body's comprehension
+// variables follow.
+struct ResolvedDef {
+  std::string name;
+  Loc loc;
+  int nparams = 0;
+  std::vector<std::string> slot_names;
+  RExpr body;
 };
 
 struct Step {
@@ -133,6 +164,7 @@ struct ResolvedSet {
 struct ResolvedProgram {
   Program program;  // owns the sources and trees the rules point into
   std::map<std::string, ResolvedSet> sets;
+  std::vector<std::unique_ptr<ResolvedDef>> defs;  // callees before their callers
   const ResolvedSet* find(std::string_view name) const;
 };
 

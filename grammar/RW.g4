@@ -12,7 +12,11 @@ decl
   | 'ruleset' ID '=' ID ('+' ID)*                      # rulesetCompose
   | 'gradient' ID '{' member* '}'                      # gradientBlock
   | 'verifier' ID '{' member* '}'                      # verifierBlock
+  | defDecl                                            # defDeclaration
   ;
+
+// `def name(params) = expr`: a pure function over values, callable from every expression.
+defDecl: 'def' ID '(' (ID (',' ID)*)? ')' '=' expr;
 
 member
   : pattern clause* '=>' expr                          # ruleMember
@@ -58,7 +62,7 @@ orExpr: andExpr ('||' andExpr)*;
 andExpr: notExpr ('&&' notExpr)*;
 notExpr: bang+='!'* compareExpr;
 compareExpr: bitOrExpr (compareOp bitOrExpr)?;
-compareOp: '==' | '!=' | '<' | '<=' | '>' | '>=';
+compareOp: '==' | '!=' | '<' | '<=' | '>' | '>=' | 'in';
 bitOrExpr: bitXorExpr ('|' bitXorExpr)*;
 bitXorExpr: bitAndExpr ('^' bitAndExpr)*;
 bitAndExpr: shiftExpr ('&' shiftExpr)*;
@@ -74,6 +78,7 @@ postfixExpr: primaryExpr postfixOp*;
 postfixOp
   : '.' ID callArgs?                                   # memberOp
   | '[' expr ']'                                       # indexOp
+  | '[' lo=expr? ':' hi=expr? (':' step=expr?)? ']'    # sliceOp
   ;
 primaryExpr
   : literal                                            # literalExpr
@@ -81,8 +86,26 @@ primaryExpr
   | '(' ')'                                            # emptyTupleExpr
   | '(' expr ')'                                       # parenExpr
   | '(' expr ',' (expr (',' expr)*)? ','? ')'          # tupleExpr
+  | '[' (expr (',' expr)* ','?)? ']'                   # listExpr
+  | '[' expr compClause+ ']'                           # listCompExpr
+  | '(' expr compClause+ ')'                           # genExpr
   ;
-callArgs: '(' (callArg (',' callArg)*)? ','? ')';
+callArgs
+  : '(' (callArg (',' callArg)*)? ','? ')'
+  | '(' expr compClause+ ')'  // f(x for x in t): one generator argument
+  ;
+
+// Comprehensions: `[e for a, (b, _) in zip(s, t) if c]`; the value is a tuple.
+compClause
+  : 'for' target 'in' orExpr                           # compFor
+  | 'if' orExpr                                        # compIf
+  ;
+target: targetItem (',' targetItem)*;
+targetItem
+  : ID                                                 # nameTarget
+  | '_'                                                # discardTarget
+  | '(' target trailing=','? ')'                       # tupleTarget
+  ;
 callArg: (ID ':')? expr;
 
 literal: INT | FLOAT | STRING | 'True' | 'False' | 'none' | 'inf' | 'nan';
