@@ -152,3 +152,41 @@ TEST(RwExprFeatures, SlicesFollowPython) {
   EXPECT_TRUE(slice(abc, i(3), i(1), n) == t({}));
   EXPECT_TRUE(slice(abc, i(100), n, i(-2)) == t({4, 2, 0}));
 }
+
+// The acceptance test of the design: tinygrad's one-line shrink gradient is one line here, over
+// tuples of ints (the shape) and of UOps.
+TEST(RwExprFeatures, ShrinkGradientInOneLine) {
+  const ResolvedSet* s = program()->find("e_grad");
+  ASSERT_NE(s, nullptr);
+  const RuleSetMatcher* compiled = compiled_rules("e_grad");
+  ASSERT_NE(compiled, nullptr);
+  InterpretedMatcher interpreted(program(), *s);
+  const UOp buf = UOp::make(Op::Buffer, dtypes::float32, {},
+                            Arg::record("ParamArg", {{"slot", Arg::integer(0)},
+                                                     {"size", Arg::integer(24)},
+                                                     {"device", Arg::string("CPU")}}));
+  const UOp x = UOp::make(Op::Reshape, dtypes::float32, {buf, shape_to_uop({4, 6})});
+  const UOp shrink = UOp::make(Op::Shrink, dtypes::float32,
+                               {x, shape_to_uop({1, 2}), shape_to_uop({2, 3})});
+  const UOp g = UOp::variable("g", 0, 1, dtypes::float32);
+  auto pair = [](Value a, Value b) { return Value::tuple({std::move(a), std::move(b)}); };
+  RewriteContext ctx;
+  // begin/end (1, 3) and (2, 5) of shape (4, 6): pad (1, 1) and (2, 1)
+  const Value want = Value::tuple({Value::tuple(
+      {pair(Value::integer(1), Value::integer(1)), pair(Value::integer(2), Value::integer(1))})});
+  const UOp off = UOp::make(Op::Stack, dtypes::index, {c(1), var("v", 0, 3)});
+  const UOp sz = shape_to_uop({5, 7});
+  const UOp pad = UOp::make(Op::Pad, dtypes::float32, {x, off, sz});
+  const Value want_pad = Value::tuple({Value::tuple(
+      {pair(Value::uop(c(1)), Value::uop(c(5) - c(1))),
+       pair(Value::uop(off.src(1)), Value::uop(c(7) - off.src(1)))})});
+  for (const RuleSetMatcher* m : {static_cast<const RuleSetMatcher*>(compiled),
+                                  static_cast<const RuleSetMatcher*>(&interpreted)}) {
+    std::optional<Value> got = m->apply(shrink, ctx, nullptr, &g);
+    ASSERT_TRUE(got.has_value());
+    EXPECT_TRUE(*got == want) << got->repr();
+    got = m->apply(pad, ctx, nullptr, &g);
+    ASSERT_TRUE(got.has_value());
+    EXPECT_TRUE(*got == want_pad) << got->repr();
+  }
+}
