@@ -1473,23 +1473,28 @@ class Resolver {
     def_decls_.emplace(d.name, &d);
   }
 
-  static void calls_in(const Expr& e, std::vector<std::pair<std::string, Loc>>& out) {
-    if (e.kind == ExprKind::Call) out.emplace_back(e.name, e.loc);
-    for (const auto& k : e.kids) calls_in(*k, out);  // as deep as the tree depth limit
+  struct CallSite {
+    std::string callee;
+    Loc loc;
+    int level;  // of the call node, the body's root being 1
+  };
+  static void calls_in(const Expr& e, int level, std::vector<CallSite>& out) {
+    if (e.kind == ExprKind::Call) out.push_back({e.name, e.loc, level});
+    for (const auto& k : e.kids) calls_in(*k, level + 1, out);  // as deep as the tree depth limit
   }
 
   void resolve_defs() {
-    std::map<std::string, std::vector<std::pair<std::string, Loc>>> callees;
+    std::map<std::string, std::vector<CallSite>> callees;
     std::map<std::string, std::vector<std::string>> callers;
     std::map<std::string, size_t> pending;  // distinct callees not resolved yet
     for (const auto& [name, d] : def_decls_) {
-      std::vector<std::pair<std::string, Loc>> calls;
-      calls_in(*d->body, calls);
+      std::vector<CallSite> calls;
+      calls_in(*d->body, 1, calls);
       std::set<std::string> distinct;
-      for (const auto& [callee, loc] : calls) {
-        if (!def_decls_.count(callee)) continue;
-        callees[name].emplace_back(callee, loc);
-        if (distinct.insert(callee).second) callers[callee].push_back(name);
+      for (CallSite& c : calls) {
+        if (!def_decls_.count(c.callee)) continue;
+        if (distinct.insert(c.callee).second) callers[c.callee].push_back(name);
+        callees[name].push_back(std::move(c));
       }
       pending[name] = distinct.size();
     }
@@ -1499,13 +1504,17 @@ class Resolver {
     std::map<std::string, int> depth;
     for (size_t i = 0; i < ready.size(); ++i) {
       const std::string name = ready[i];
-      int d = 1;
-      for (const auto& [callee, loc] : callees[name]) d = std::max(d, depth[callee] + 1);
-      depth[name] = d;
-      if (d == kMaxDefDepth + 1) {
+      int d = def_decls_[name]->body->depth;
+      bool callee_over = false;
+      for (const CallSite& c : callees[name]) {
+        d = std::max(d, c.level + depth[c.callee]);
+        callee_over |= depth[c.callee] > kMaxDefDepth;
+      }
+      depth[name] = std::min(d, 2 * kMaxDefDepth);  // past the limit, how far does not matter
+      if (d > kMaxDefDepth && !callee_over) {  // reported once, where the limit is first passed
         diags_.error(def_decls_[name]->loc,
-                     fmt::format("def '{}' calls defs {} deep (more than {}: the def call depth "
-                                 "limit)",
+                     fmt::format("def '{}' nests {} levels deep through the defs it calls (more "
+                                 "than {}: the def depth limit)",
                                  name, d, kMaxDefDepth));
       }
       resolve_def(*def_decls_[name]);
@@ -1520,23 +1529,27 @@ class Resolver {
       std::vector<std::string> path{start};
       std::map<std::string, size_t> at{{start, 0}};
       for (;;) {
-        const std::pair<std::string, Loc>* next = nullptr;
-        for (const auto& c : callees[path.back()])
-          if (pending[c.first] > 0) next = next ? next : &c;
+        const CallSite* next = nullptr;
+        for (const CallSite& c : callees[path.back()])
+          if (pending[c.callee] > 0) next = next ? next : &c;
         if (!next) break;  // unreachable: a pending def has a pending callee
-        if (auto it = at.find(next->first); it != at.end()) {
-          if (!reported.count(next->first)) {
-            std::string cycle;
-            for (size_t k = it->second; k < path.size(); ++k) cycle += path[k] + " -> ";
-            diags_.error(next->second,
-                         fmt::format("def '{}' is recursive: {}{} (defs cannot recurse)",
-                                     next->first, cycle, next->first));
+        if (auto it = at.find(next->callee); it != at.end()) {
+          if (!reported.count(next->callee)) {
+            std::string cycle;  // a long cycle shows its first and last defs
+            const size_t len = path.size() - it->second;
+            for (size_t k = it->second; k < path.size(); ++k) {
+              const size_t pos = k - it->second;
+              if (len > 8 && pos == 4) cycle += fmt::format("... ({} more) -> ", len - 6);
+              if (len <= 8 || pos < 4 || pos >= len - 2) cycle += path[k] + " -> ";
+            }
+            diags_.error(next->loc, fmt::format("def '{}' is recursive: {}{} (defs cannot recurse)",
+                                                next->callee, cycle, next->callee));
           }
           break;
         }
-        if (reported.count(next->first)) break;  // leads into a cycle reported already
-        at.emplace(next->first, path.size());
-        path.push_back(next->first);
+        if (reported.count(next->callee)) break;  // leads into a cycle reported already
+        at.emplace(next->callee, path.size());
+        path.push_back(next->callee);
       }
       reported.insert(path.begin(), path.end());
     }

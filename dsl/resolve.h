@@ -82,9 +82,10 @@ struct RCompClause {
   RTarget target;
 };
 
-// `def` functions: each call depth is bounded (a def calling a def ... at most kMaxDefDepth
-// deep), so evaluation recursion stays shallow; recursion itself is refused.
-inline constexpr int kMaxDefDepth = 64;
+// `def` functions: recursion is refused, and the expression levels one def's evaluation nests
+// through the defs it calls (its body's depth, each call adding its callee's) are at most
+// kMaxDefDepth, so evaluating a call stays shallow on the C++ stack (the def depth limit).
+inline constexpr int kMaxDefDepth = 1024;
 struct ResolvedDef;
 
 // A resolved expression: names are slots or constants, calls are bound to their targets.

@@ -469,13 +469,17 @@ TEST(RwDiagnostics, DefErrors) {
       "def ok_if(c, why) = select(c, ok, fail(why))\nverifier v {\n  Add(x, y) => "
       "ok_if(x.dtype == y.dtype, \"dtypes differ\")\n}\n");
   EXPECT_TRUE(verifier.ok) << verifier.text;
-  // A chain of defs is bounded (kMaxDefDepth): the first def past it is reported.
+  // The levels a def's evaluation nests through its calls are bounded (kMaxDefDepth): in this
+  // chain def fi nests 2i + 1 levels, and the first def past the limit is reported.
   std::string chain = "def f0(n) = n\n";
-  for (int i = 1; i <= kMaxDefDepth + 5; ++i)
+  for (int i = 1; i <= kMaxDefDepth / 2 + 5; ++i)
     chain += fmt::format("def f{}(n) = f{}(n) + 1\n", i, i - 1);
   chain += "ruleset r {\n  Add(x, y) => f1(x)\n}\n";
-  expect_error(chain,
-               fmt::format("def 'f{}' calls defs {} deep (more than {}: the def call depth limit)",
-                           kMaxDefDepth, kMaxDefDepth + 1, kMaxDefDepth),
-               kMaxDefDepth + 1, 5);
+  const int first = kMaxDefDepth / 2;
+  expect_error(
+      chain,
+      fmt::format("def 'f{}' nests {} levels deep through the defs it calls (more than {}: "
+                  "the def depth limit)",
+                  first, 2 * first + 1, kMaxDefDepth),
+      first + 1, 5);
 }

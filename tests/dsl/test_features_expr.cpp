@@ -2,6 +2,7 @@
 // operators, comparison operators on UOps, `def` functions) in both executors: the rwc-generated
 // matchers of tests/dsl/features_expr.rw compiled into this binary, and the interpreter on the
 // same file. Run-time errors come from the one value library both executors call.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "compiler/runtime.h"
@@ -166,8 +167,8 @@ TEST(RwExprFeatures, ShrinkGradientInOneLine) {
                                                      {"size", Arg::integer(24)},
                                                      {"device", Arg::string("CPU")}}));
   const UOp x = UOp::make(Op::Reshape, dtypes::float32, {buf, shape_to_uop({4, 6})});
-  const UOp shrink = UOp::make(Op::Shrink, dtypes::float32,
-                               {x, shape_to_uop({1, 2}), shape_to_uop({2, 3})});
+  const UOp shrink =
+      UOp::make(Op::Shrink, dtypes::float32, {x, shape_to_uop({1, 2}), shape_to_uop({2, 3})});
   const UOp g = UOp::variable("g", 0, 1, dtypes::float32);
   auto pair = [](Value a, Value b) { return Value::tuple({std::move(a), std::move(b)}); };
   RewriteContext ctx;
@@ -177,9 +178,9 @@ TEST(RwExprFeatures, ShrinkGradientInOneLine) {
   const UOp off = UOp::make(Op::Stack, dtypes::index, {c(1), var("v", 0, 3)});
   const UOp sz = shape_to_uop({5, 7});
   const UOp pad = UOp::make(Op::Pad, dtypes::float32, {x, off, sz});
-  const Value want_pad = Value::tuple({Value::tuple(
-      {pair(Value::uop(c(1)), Value::uop(c(5) - c(1))),
-       pair(Value::uop(off.src(1)), Value::uop(c(7) - off.src(1)))})});
+  const Value want_pad =
+      Value::tuple({Value::tuple({pair(Value::uop(c(1)), Value::uop(c(5) - c(1))),
+                                  pair(Value::uop(off.src(1)), Value::uop(c(7) - off.src(1)))})});
   for (const RuleSetMatcher* m : {static_cast<const RuleSetMatcher*>(compiled),
                                   static_cast<const RuleSetMatcher*>(&interpreted)}) {
     std::optional<Value> got = m->apply(shrink, ctx, nullptr, &g);
@@ -189,4 +190,28 @@ TEST(RwExprFeatures, ShrinkGradientInOneLine) {
     ASSERT_TRUE(got.has_value());
     EXPECT_TRUE(*got == want_pad) << got->repr();
   }
+}
+
+// The deepest program the limits allow evaluates without exhausting the stack: a chain of defs
+// each as deep as the tree depth limit lets its body be (the call at the bottom), up to the def
+// depth limit, called from a rule at the bottom of its own deepest expression.
+TEST(RwExprFeatures, DeepestDefChainEvaluates) {
+  const int terms = kMaxTreeDepth - 8;  // f(i-1)(n) + 1 + 1 ...: the call sits `terms` levels down
+  std::string deep;
+  for (int i = 0; i < terms; ++i) deep += " + 1";
+  std::string text = "def f0(n) = n\n";
+  int defs = 1, depth = 1;
+  for (; depth + terms + 1 <= kMaxDefDepth; ++defs, depth += terms + 1)
+    text += fmt::format("def f{}(n) = f{}(n){}\n", defs, defs - 1, deep);
+  text += fmt::format("ruleset r {{\n  Add(x, 0) => const_like(x, f{}(1){})\n}}\n", defs - 1, deep);
+  Diagnostics d;
+  std::shared_ptr<const ResolvedProgram> p = load_rules_text("deep.rw", text, d);
+  ASSERT_NE(p, nullptr) << d.render().substr(0, 1000);
+  InterpretedMatcher m(p, *p->find("r"));
+  const i128 want = 1 + static_cast<i128>(defs) * terms;
+  EXPECT_TRUE(graph_rewrite(var("x") + 0, &m) == c(want));
+  // one def more is past the limit
+  text = fmt::format("def f{}(n) = f{}(n){}\n", defs, defs - 1, deep) + text;
+  EXPECT_EQ(load_rules_text("deep.rw", text, d), nullptr);
+  EXPECT_NE(d.render().find("the def depth limit"), std::string::npos);
 }
