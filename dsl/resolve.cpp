@@ -1340,6 +1340,7 @@ class Resolver {
       if (!ok) diags_.error(e.loc, fmt::format("'*' repeats a tuple by an int, got {}", types));
     } else {
       diags_.error(e.loc, fmt::format("'{}' does not apply to tuples, got {}", e.op, types));
+      if (r.bop >= BinOp::Lt && r.bop <= BinOp::Ge) r.type = Type::Bool;  // one error, not two
     }
     return r;
   }

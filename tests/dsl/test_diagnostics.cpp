@@ -464,6 +464,11 @@ TEST(RwDiagnostics, DefErrors) {
   expect_error("def f(a) = a\nruleset r {\n  Add(x, y) => f(a: x)\n}\n",
                "def 'f' takes positional arguments only", 3, 21);
   expect_error(with_rule("def f(n) = n.frob\n"), "any has no property 'frob'", 1, 14);
+  // a call has the type of the def's body, as far as the checker can tell
+  expect_error("def pair(a) = (a, a)\nruleset r {\n  Add(x, y) if pair(1) > y.vmax => x\n}\n",
+               "'>' does not apply to tuples, got tuple and any", 3, 24);
+  expect_error("def three(a) = 3\nruleset r {\n  Add(x, y) => three(x)\n}\n",
+               "a rule must produce a UOp, got int", 3, 16);
   // 'ok' and 'fail' may be what a def gives; the rule that calls it decides
   const Result verifier = check(
       "def ok_if(c, why) = select(c, ok, fail(why))\nverifier v {\n  Add(x, y) => "
