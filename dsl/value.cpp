@@ -330,9 +330,9 @@ std::optional<Value> compare(BinOp op, T x, T y) {
 
 namespace {
 
-[[noreturn]] void too_large(std::string_view what, size_t n) {
-  throw EvalError(
-      fmt::format("{} of {} items (more than {}: the tuple size limit)", what, n, kMaxTupleSize));
+[[noreturn]] void too_large(std::string_view what, i128 n) {
+  throw EvalError(fmt::format("{} of {} items (more than {}: the tuple size limit)", what,
+                              to_string(n), kMaxTupleSize));
 }
 
 // `t + u` joins two tuples, `t * n` and `n * t` repeat one; nullopt for other operands.
@@ -340,7 +340,7 @@ std::optional<Value> tuple_binary(BinOp op, const Value& a, const Value& b) {
   const bool ta = a.kind() == Value::Kind::Tuple, tb = b.kind() == Value::Kind::Tuple;
   if (op == BinOp::Add && ta && tb) {
     const size_t n = a.items().size() + b.items().size();
-    if (n > kMaxTupleSize) too_large("a tuple", n);
+    if (n > kMaxTupleSize) too_large("a tuple", static_cast<i128>(n));
     std::vector<Value> out(a.items());
     out.insert(out.end(), b.items().begin(), b.items().end());
     return Value::tuple(std::move(out));
@@ -350,12 +350,12 @@ std::optional<Value> tuple_binary(BinOp op, const Value& a, const Value& b) {
     const Value& count = ta ? b : a;
     if (count.kind() != Value::Kind::Int && count.kind() != Value::Kind::Bool) return std::nullopt;
     const i128 k = std::max<i128>(count.as_int(), 0);
-    const i128 n = k * static_cast<i128>(t.items().size());
-    if (k > static_cast<i128>(kMaxTupleSize) || n > static_cast<i128>(kMaxTupleSize))
-      too_large("a tuple", static_cast<size_t>(std::min<i128>(n, static_cast<i128>(SIZE_MAX))));
+    const i128 n = sat_mul(k, static_cast<i128>(t.items().size()));  // () * 10**30 is ()
+    if (n > static_cast<i128>(kMaxTupleSize)) too_large("a tuple", n);
     std::vector<Value> out;
     out.reserve(static_cast<size_t>(n));
-    for (i128 i = 0; i < k; ++i) out.insert(out.end(), t.items().begin(), t.items().end());
+    for (i128 i = 0; i < k && !t.items().empty(); ++i)
+      out.insert(out.end(), t.items().begin(), t.items().end());
     return Value::tuple(std::move(out));
   }
   return std::nullopt;
@@ -608,8 +608,9 @@ Value index(const Value& recv, const Value& idx) {
 Value slice(const Value& recv, const Value& lo, const Value& hi, const Value& step) {
   const auto& items = recv.items();
   const i128 n = static_cast<i128>(items.size());
-  const i128 st = step.is_none() ? 1 : step.as_int();
+  i128 st = step.is_none() ? 1 : step.as_int();
   if (st == 0) throw EvalError("slice step cannot be zero");
+  st = std::clamp<i128>(st, -(n + 1), n + 1);  // a longer step takes one item too, no overflow
   // Python's clamping: a negative bound counts from the end, then bounds are clipped to the
   // valid range for the direction of the step.
   auto bound = [&](const Value& v, i128 dflt) {
@@ -700,9 +701,7 @@ std::optional<Value> tuple_builtin(std::string_view name, std::span<const Value>
     const i128 span = st > 0 ? sat_sub(hi, lo) : sat_sub(lo, hi);
     const i128 step = st > 0 ? st : -st;
     const i128 n = span <= 0 ? 0 : (span - 1) / step + 1;
-    if (n > static_cast<i128>(kMaxTupleSize))
-      throw EvalError(fmt::format("range of {} items (more than {}: the tuple size limit)",
-                                  to_string(n), kMaxTupleSize));
+    if (n > static_cast<i128>(kMaxTupleSize)) too_large("range", n);
     std::vector<Value> out;
     for (i128 i = 0; i < n; ++i) out.push_back(Value::integer(lo + i * st));
     return Value::tuple(std::move(out));

@@ -152,6 +152,18 @@ TEST(RwExprFeatures, SlicesFollowPython) {
   EXPECT_TRUE(slice(abc, i(-100), i(100), i(2)) == t({0, 2, 4}));
   EXPECT_TRUE(slice(abc, i(3), i(1), n) == t({}));
   EXPECT_TRUE(slice(abc, i(100), n, i(-2)) == t({4, 2, 0}));
+  const Value huge =
+      Value::integer(static_cast<i128>(1) << 100);  // steps past the ends: no overflow
+  EXPECT_TRUE(slice(abc, n, n, huge) == t({0}));
+  EXPECT_TRUE(slice(abc, n, n, negate(huge)) == t({4}));
+  EXPECT_TRUE(slice(abc, negate(huge), huge, n) == abc);
+  // repetition: () * 2^100 is (), a non-empty tuple that long is past the tuple size limit
+  EXPECT_TRUE(binary(BinOp::Mul, t({}), huge) == t({}));
+  EXPECT_TRUE(binary(BinOp::Mul, i(-3), abc) == t({}));
+  EXPECT_THROW(binary(BinOp::Mul, abc, huge), EvalError);
+  EXPECT_TRUE(binary(BinOp::Add, abc, t({5})) == t({0, 1, 2, 3, 4, 5}));
+  EXPECT_TRUE(binary(BinOp::In, i(3), abc).as_bool());
+  EXPECT_FALSE(binary(BinOp::In, i(7), abc).as_bool());
 }
 
 // The acceptance test of the design: tinygrad's one-line shrink gradient is one line here, over
