@@ -156,6 +156,7 @@ struct SlotInfo {
   Loc loc;
   DClass dclass = DClass::Unknown;  // UOp slots
   bool hidden = false;              // a comprehension variable past its comprehension
+  Type item = Type::Any;            // tuples: the type of every item, when known
 };
 
 // Per-rule state: slots by name and their uses.
@@ -458,6 +459,7 @@ class Resolver {
         s.is_let = true;
         s.slot = rc.bind(c.name, s.expr.type, false, c.loc);
         rc.slots[static_cast<size_t>(s.slot)].dclass = s.expr.dclass;
+        rc.slots[static_cast<size_t>(s.slot)].item = item_type(s.expr, rc);
       } else if (!guard_type_ok(s.expr.type)) {
         diags_.error(c.expr->loc,
                      fmt::format("a guard must be a bool, got {}", type_name(s.expr.type)));
@@ -1081,7 +1083,7 @@ class Resolver {
         if (r.kids[0].type != Type::Tuple && r.kids[0].type != Type::Any) {
           diags_.error(e.loc, fmt::format("cannot index a {}", type_name(r.kids[0].type)));
         }
-        r.type = Type::Any;
+        r.type = item_type(r.kids[0], rc);
         return r;
       case ExprKind::Unary: {
         r.kids.push_back(expr(*e.kids[0], rc));
@@ -1385,7 +1387,7 @@ class Resolver {
       } else {
         if (x.type != Type::Tuple && x.type != Type::Any)
           diags_.error(x.loc, fmt::format("cannot iterate over a {}", type_name(x.type)));
-        clause.target = bind_target(c.target, rc, scope);
+        clause.target = bind_target(c.target, rc, scope, item_type(x, rc));
       }
       r.kids.push_back(std::move(x));
       r.comp.push_back(std::move(clause));
@@ -1394,18 +1396,56 @@ class Resolver {
     for (int s : scope) rc.slots[static_cast<size_t>(s)].hidden = true;
     return r;
   }
-  RTarget bind_target(const Target& t, RuleCtx& rc, std::vector<int>& scope) {
+  // `item`: the type of what the target receives (the iterable's items), when known.
+  RTarget bind_target(const Target& t, RuleCtx& rc, std::vector<int>& scope, Type item) {
     RTarget out;
     if (t.kind == Target::Kind::Name) {
       if (rc.slot_of(t.name) >= 0)
         diags_.error(t.loc, fmt::format("'{}' is already bound", t.name));
-      out.slot = rc.bind(t.name, Type::Any, false, t.loc);
+      out.slot = rc.bind(t.name, item, false, t.loc);
       scope.push_back(out.slot);
     } else if (t.kind == Target::Kind::Tuple) {
       out.is_tuple = true;
-      for (const Target& item : t.items) out.items.push_back(bind_target(item, rc, scope));
+      for (const Target& sub : t.items) out.items.push_back(bind_target(sub, rc, scope, Type::Any));
     }
     return out;
+  }
+
+  // The type every item of a tuple expression has, when the checker can tell: `x.src` holds
+  // UOps, `range(...)` and `argsort(...)` ints, a comprehension its element's type, a tuple
+  // literal its items' common type; slices, concatenation, repetition, lets and defs keep it.
+  Type item_type(const RExpr& r, const RuleCtx& rc) const {
+    switch (r.k) {
+      case RExpr::K::Member:
+        return r.name == "src" && r.kids[0].type == Type::UOp ? Type::UOp : Type::Any;
+      case RExpr::K::Builtin:
+        if (r.name == "range" || r.name == "argsort") return Type::Int;
+        if (r.name == "tuple" && r.kids.size() == 1) return item_type(r.kids[0], rc);
+        return Type::Any;
+      case RExpr::K::Comp:
+        return r.kids[0].type;
+      case RExpr::K::Tuple: {
+        if (r.kids.empty()) return Type::Any;
+        for (const RExpr& k : r.kids)
+          if (k.type != r.kids[0].type) return Type::Any;
+        return r.kids[0].type;
+      }
+      case RExpr::K::Slice:
+        return item_type(r.kids[0], rc);
+      case RExpr::K::Binary: {
+        if (r.type != Type::Tuple) return Type::Any;
+        if (r.bop == BinOp::Mul)
+          return item_type(r.kids[r.kids[0].type == Type::Tuple ? 0 : 1], rc);
+        const Type a = item_type(r.kids[0], rc);
+        return a == item_type(r.kids[1], rc) ? a : Type::Any;
+      }
+      case RExpr::K::Slot:
+        return rc.slots[static_cast<size_t>(r.slot)].item;
+      case RExpr::K::DefCall:
+        return r.def ? r.def->item : Type::Any;
+      default:
+        return Type::Any;
+    }
   }
 
   // Argument counts and kinds of the tuple builtins.
@@ -1565,6 +1605,7 @@ class Resolver {
     rc.in_def = true;
     for (const auto& [p, loc] : d.names) rc.slots.push_back({p, Type::Any, false, 0, 0, loc});
     out->body = expr(*d.body, rc);
+    out->item = item_type(out->body, rc);
     for (const SlotInfo& s : rc.slots) out->slot_names.push_back(s.name);
     defs_[d.name] = out.get();
     out_.defs.push_back(std::move(out));

@@ -134,6 +134,7 @@ struct ResolvedDef {
   int nparams = 0;
   std::vector<std::string> slot_names;
   RExpr body;
+  Type item = Type::Any;  // a tuple body: the type of its items, when known
 };
 
 struct Step {

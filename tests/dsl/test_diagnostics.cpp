@@ -411,6 +411,13 @@ TEST(RwDiagnostics, ExpressionFeatureErrors) {
                "a comprehension starts with 'for', not 'if'", 2, 36);
   expect_error(rule("s:Sink(...) => s.replace(src: [a for a in s.src] + [a])"), "'a' is not bound",
                2, 55);  // comprehension names stay inside
+  // the checker knows what some tuples hold: x.src UOps, range() ints, through lets and slices
+  expect_error(rule("s:Sink(...) => s.replace(src: [x.frob for x in s.src])"),
+               "UOp has no property 'frob'", 2, 36);
+  expect_error(rule("s:Sink(...) let t = s.src[1:] if t[0] == 0 => s"),
+               "'==' compares a UOp with a number", 2, 41);
+  expect_error(rule("s:Sink(...) if all(i.vmax > 0 for i in range(3)) => s"),
+               "int has no property 'vmax'", 2, 24);
   // slices and tuple operators
   expect_error(rule("s:Sink(...) => s.replace(src: s[1:])"), "cannot slice a UOp", 2, 34);
   expect_error(rule("s:Sink(...) => s.replace(src: s.src[\"a\":])"),
