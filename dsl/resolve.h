@@ -85,7 +85,7 @@ struct RCompClause {
 // `def` functions: recursion is refused, and the expression levels one def's evaluation nests
 // through the defs it calls (its body's depth, each call adding its callee's) are at most
 // kMaxDefDepth, so evaluating a call stays shallow on the C++ stack (the def depth limit).
-inline constexpr int kMaxDefDepth = 1024;
+inline constexpr int kMaxDefDepth = 512;
 struct ResolvedDef;
 
 // A resolved expression: names are slots or constants, calls are bound to their targets.

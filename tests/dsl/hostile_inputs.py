@@ -169,7 +169,7 @@ def rwc_cases():
         r"def 'f0' is recursive: f0 -> f1 -> f2 -> f3 -> \.\.\. \(19995 more\) -> f19999 -> f20000 -> f0")
     defs = "".join(f"def f{i}(n) = f{i + 1}(n) + 1\n" for i in range(20000))
     chk("20,000 defs in a chain", defs + "def f20000(n) = n\n", 1,
-        r"def 'f19488' nests 1025 levels deep through the defs it calls \(more than 1024: the def depth limit\)")
+        r"def 'f19744' nests 513 levels deep through the defs it calls \(more than 512: the def depth limit\)")
     chk("comprehension of 300 clauses", "ruleset r {\n  Add(x, 0) if len([1" + " for a in (1,)" * 300
         + "]) > 0 => x\n}\n", 1, "nested deeper than 256 levels \\(the tree depth limit\\)")
     chk("file over 1 MiB", "ruleset r {\n  Add(x, 0) => x\n}\n" + "#" * (1 << 20), 1,
