@@ -167,6 +167,9 @@ std::string dtype_test(const DTypeFilter& f, const std::string& p) {
 
 class Emitter;
 
+// The C++ function a `def` becomes.
+std::string def_function(const ResolvedDef& d) { return "def_" + ident(d.name); }
+
 struct ArgLiteralTable {
   std::vector<std::string> defs;  // file-scope constants
   std::map<std::string, std::string> by_code;
@@ -282,8 +285,9 @@ struct Code {
 
 class ExprEmitter {
  public:
-  ExprEmitter(const ResolvedRule& rule, const std::map<int, std::string>& uop_slots)
-      : rule_(rule), uop_slots_(uop_slots) {}
+  ExprEmitter(const std::vector<std::string>& slot_names,
+              const std::map<int, std::string>& uop_slots)
+      : slot_names_(slot_names), uop_slots_(uop_slots) {}
 
   Code emit(const RExpr& e) {
     switch (e.k) {
@@ -381,13 +385,25 @@ class ExprEmitter {
         for (size_t i = 0; i < args.size(); ++i) out += (i ? ", " : "") + args[i];
         return {out + "})", CodeKind::Value};
       }
+      case RExpr::K::Slice:
+        return {fmt::format("slice({}, {}, {}, {})", as_value(emit(e.kids[0])),
+                            as_value(emit(e.kids[1])), as_value(emit(e.kids[2])),
+                            as_value(emit(e.kids[3]))),
+                CodeKind::Value};
+      case RExpr::K::Comp:
+        return comprehension_code(e);
+      case RExpr::K::DefCall: {
+        std::string args = "ctx";
+        for (const RExpr& k : e.kids) args += ", " + as_value(emit(k));
+        return {fmt::format("{}({})", def_function(*e.def), args), CodeKind::Value};
+      }
     }
     return {"Value()", CodeKind::Value};
   }
 
   std::string slot_var(int slot) const {
     return fmt::format("{}_{}", uop_slots_.count(slot) ? "x" : "v",
-                       ident(rule_.slot_names[static_cast<size_t>(slot)]));
+                       ident(slot_names_[static_cast<size_t>(slot)]));
   }
   static std::string as_value(const Code& c) {
     switch (c.kind) {
@@ -470,6 +486,16 @@ class ExprEmitter {
         return {fmt::format("({} {} {})", *x, binop_text(op), *y), CodeKind::Bool};
       }
     }
+    if (cmp && (a.kind == CodeKind::UOp || b.kind == CodeKind::UOp)) {  // x < y builds CmpLt
+      const std::string like = a.kind == CodeKind::UOp ? a.text : b.text;
+      auto x = uop_operand(e.kids[0], a, like), y = uop_operand(e.kids[1], b, like);
+      static const char* kMethod[] = {"lt", "le", "gt", "ge"};
+      if (x && y) {
+        return {fmt::format("{}.{}({})", *x,
+                            kMethod[static_cast<size_t>(op) - static_cast<size_t>(BinOp::Lt)], *y),
+                CodeKind::UOp};
+      }
+    }
     const bool arith = !cmp && op != BinOp::Eq && op != BinOp::Ne && op != BinOp::Div;
     if (arith && (a.kind == CodeKind::UOp || b.kind == CodeKind::UOp)) {
       const std::string like = a.kind == CodeKind::UOp ? a.text : b.text;
@@ -508,12 +534,62 @@ class ExprEmitter {
   static std::string binop_name(BinOp op) {
     static const char* kNames[] = {"Add", "Sub", "Mul", "FloorDiv", "Mod", "Div",
                                    "And", "Or",  "Xor", "Shl",      "Shr", "Eq",
-                                   "Ne",  "Lt",  "Le",  "Gt",       "Ge"};
+                                   "Ne",  "Lt",  "Le",  "Gt",       "Ge",  "In"};
     return kNames[static_cast<size_t>(op)];
   }
 
-  const ResolvedRule& rule_;
+  // ---- comprehensions: an immediately invoked lambda with one loop per `for` clause
+  Code comprehension_code(const RExpr& e) {
+    const int k = counter_++;
+    std::set<int> used;
+    slots_used(e, used);
+    const std::string out = fmt::format("out{}", k), steps = fmt::format("steps{}", k);
+    std::string code = "[&] {\n";
+    code += fmt::format("  std::vector<Value> {};\n  size_t {} = 0;\n", out, steps);
+    std::string pad = "  ";
+    for (size_t i = 0; i < e.comp.size(); ++i) {
+      const RExpr& x = e.kids[i + 1];
+      if (e.comp[i].is_if) {
+        code += fmt::format("{}if (!{}) continue;\n", pad, as_bool(emit(x)));
+        continue;
+      }
+      const std::string seq = fmt::format("seq{}_{}", k, i), item = fmt::format("it{}_{}", k, i);
+      code += fmt::format("{}const Value {} = {};\n", pad, seq, as_value(emit(x)));
+      code += fmt::format("{}for (const Value& {} : items_of({})) {{\n", pad, item, seq);
+      pad += "  ";
+      code += fmt::format("{}comp_step({});\n", pad, steps);
+      bind_target(e.comp[i].target, item, used, pad, code);
+    }
+    code += fmt::format("{}{}.push_back({});\n", pad, out, as_value(emit(e.kids[0])));
+    while (pad.size() > 2) {
+      pad.resize(pad.size() - 2);
+      code += pad + "}\n";
+    }
+    code += fmt::format("  return Value::tuple(std::move({}));\n}}()", out);
+    return {code, CodeKind::Value};
+  }
+  void bind_target(const RTarget& t, const std::string& v, const std::set<int>& used,
+                   const std::string& pad, std::string& code) {
+    if (t.slot >= 0 && used.count(t.slot))
+      code += fmt::format("{}const Value {} = {};\n", pad, slot_var(t.slot), v);
+    if (!t.is_tuple) return;
+    const std::string items = fmt::format("u{}", counter_++);
+    code += fmt::format("{}const std::vector<Value>& {} = unpack({}, {});\n", pad, items, v,
+                        t.items.size());
+    for (size_t i = 0; i < t.items.size(); ++i)
+      bind_target(t.items[i], fmt::format("{}[{}]", items, i), used, pad, code);
+  }
+
+ public:
+  static void slots_used(const RExpr& e, std::set<int>& out) {  // as deep as the tree
+    if (e.k == RExpr::K::Slot) out.insert(e.slot);
+    for (const RExpr& k : e.kids) slots_used(k, out);
+  }
+
+ private:
+  const std::vector<std::string>& slot_names_;
   const std::map<int, std::string>& uop_slots_;
+  int counter_ = 0;  // names of comprehension locals
 };
 
 // ---- the decision tree
@@ -575,8 +651,14 @@ std::vector<OpTree> build_trees(const ResolvedSet& set, ArgLiteralTable& lits) {
 
 class Writer {
  public:
-  void line(int indent, const std::string& s) {
-    out_ += std::string(static_cast<size_t>(indent) * 2, ' ') + s + "\n";
+  void line(int indent, const std::string& s) {  // a multi-line s keeps its inner indentation
+    const std::string pad(static_cast<size_t>(indent) * 2, ' ');
+    for (size_t at = 0;;) {
+      const size_t end = s.find('\n', at);
+      out_ += pad + s.substr(at, end == std::string::npos ? end : end - at) + "\n";
+      if (end == std::string::npos) break;
+      at = end + 1;
+    }
   }
   std::string& str() { return out_; }
 
@@ -640,7 +722,7 @@ void emit_leaf(Writer& w, int ind, const Leaf& leaf, const ShownPaths& paths, Se
     w.line(ind + 1, fmt::format("if (!g) break;"));
     w.line(ind + 1, fmt::format("const Value v_g = Value::uop(*g);"));
   }
-  ExprEmitter ex(r, uop_slots);
+  ExprEmitter ex(r.slot_names, uop_slots);
   for (const Step& st : r.steps) {
     Code c = ex.emit(st.expr);
     if (st.is_let) {
@@ -704,6 +786,47 @@ std::vector<const ResolvedSet*> sets_of(const ResolvedProgram& program, const So
   for (const auto& [name, set] : program.sets)
     if (set.loc.file == &root) out.push_back(&set);
   return out;
+}
+
+void defs_called(const RExpr& e, std::set<const ResolvedDef*>& out) {  // as deep as the tree
+  if (e.k == RExpr::K::DefCall) out.insert(e.def);
+  for (const RExpr& k : e.kids) defs_called(k, out);
+}
+
+// Every def the rules of `sets` call, directly or through other defs, as one static function
+// each, callees first (the program keeps defs in that order).
+void emit_defs(Writer& w, const ResolvedProgram& program,
+               const std::vector<const ResolvedSet*>& sets, const ShownPaths& paths) {
+  std::set<const ResolvedDef*> used;
+  for (const ResolvedSet* set : sets) {
+    for (const ResolvedRule& r : set->rules) {
+      for (const Step& st : r.steps) defs_called(st.expr, used);
+      defs_called(r.result, used);
+    }
+  }
+  for (auto it = program.defs.rbegin(); it != program.defs.rend(); ++it)  // callers first
+    if (used.count(it->get())) defs_called((*it)->body, used);
+  const std::map<int, std::string> no_uops;
+  for (const auto& d : program.defs) {
+    if (!used.count(d.get())) continue;
+    auto path = paths.find(d->loc.file);
+    std::set<int> params_used;
+    ExprEmitter::slots_used(d->body, params_used);
+    std::string params = "RewriteContext& ctx";
+    for (int i = 0; i < d->nparams; ++i) {
+      const std::string& p = d->slot_names[static_cast<size_t>(i)];
+      params +=
+          fmt::format(", const Value& {}v_{}", params_used.count(i) ? "" : "/*unused*/ ", ident(p));
+    }
+    w.line(0, fmt::format("// {}:{}  def {}", path == paths.end() ? "?" : path->second, d->loc.line,
+                          d->name));
+    w.line(0, fmt::format("Value {}({}) {{", def_function(*d), params));
+    w.line(1, "(void)ctx;");
+    ExprEmitter ex(d->slot_names, no_uops);
+    w.line(1, fmt::format("return {};", ExprEmitter::as_value(ex.emit(d->body))));
+    w.line(0, "}");
+    w.line(0, "");
+  }
 }
 
 }  // namespace
@@ -797,6 +920,7 @@ std::string emit_cpp(const ResolvedProgram& program, const SourceFile& root,
   w.line(0, "");
   for (const std::string& d : lits.defs) w.line(0, d);
   if (!lits.defs.empty()) w.line(0, "");
+  emit_defs(w, program, sets_of(program, root), paths);
   w.str() += body.str();
   for (const std::string& r : registrations) w.line(0, r);
   w.line(0, "");

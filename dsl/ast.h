@@ -23,7 +23,22 @@ enum class ExprKind {
   Index,    // kids[0][kids[1]]
   Unary,    // op kids[0]          op: "-", "~", "!"
   Binary,   // kids[0] op kids[1]  op: + - * // % / & | ^ << >> == != < <= > >= && ||
-  Tuple,    // (kids...)
+  Tuple,    // (kids...) and [kids...]
+  Slice,    // kids[0][kids[1]:kids[2]:kids[3]]  (a missing bound is a `none` literal)
+  Comp,     // [kids[0] comp...]: kids[1 + i] is the iterable or filter of comp[i]
+};
+
+// The target of a comprehension's `for`: a name, `_`, or a (nested) tuple of targets.
+struct Target {
+  enum class Kind { Name, Discard, Tuple } kind = Kind::Name;
+  Loc loc;
+  std::string name;
+  std::vector<Target> items;
+};
+struct CompClause {
+  bool is_if = false;  // `if cond`; otherwise `for target in iterable`
+  Loc loc;
+  Target target;
 };
 
 struct Expr {
@@ -35,6 +50,7 @@ struct Expr {
   bool is_call = false;
   std::vector<std::unique_ptr<Expr>> kids;
   std::vector<std::string> arg_names;  // Call/Member call: "" for positional arguments
+  std::vector<CompClause> comp;        // Comp
   int depth = 1;
 };
 using ExprPtr = std::unique_ptr<Expr>;
@@ -118,13 +134,14 @@ struct ExternFn {
 };
 
 struct Decl {
-  enum class Kind { Include, OpGroup, RuleSet, Compose, Extern } kind;
+  enum class Kind { Include, OpGroup, RuleSet, Compose, Extern, Def } kind;
   Loc loc;
   std::string name;                                // group / rule set name; include path
   std::vector<std::pair<std::string, Loc>> names;  // OpGroup members; Compose parts
   SetKind set_kind = SetKind::Rules;
   std::vector<Member> members;
-  ExternFn fn;  // Extern
+  ExternFn fn;    // Extern
+  ExprPtr body;   // Def: `def name(names...) = body`
 };
 
 struct FileAst {

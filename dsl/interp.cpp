@@ -79,6 +79,34 @@ bool match(const MatchNode& m, const UOp& u, Slots& s) {
 
 Value eval(const RExpr& e, Slots& s, RewriteContext& ctx);
 
+void bind_target(const RTarget& t, const Value& v, Slots& s) {
+  if (t.slot >= 0) s.values[static_cast<size_t>(t.slot)] = v;
+  if (!t.is_tuple) return;
+  const std::vector<Value>& items = unpack(v, t.items.size());
+  for (size_t i = 0; i < t.items.size(); ++i) bind_target(t.items[i], items[i], s);
+}
+
+// Runs the comprehension's clauses from `clause` on: one loop level per `for` (the clauses are
+// counted in the tree depth limit, so this recursion is bounded).
+void comprehend(const RExpr& e, size_t clause, Slots& s, RewriteContext& ctx,
+                std::vector<Value>& out, size_t& steps) {
+  if (clause == e.comp.size()) {
+    out.push_back(eval(e.kids[0], s, ctx));
+    return;
+  }
+  const RExpr& x = e.kids[clause + 1];
+  if (e.comp[clause].is_if) {
+    if (eval(x, s, ctx).as_bool()) comprehend(e, clause + 1, s, ctx, out, steps);
+    return;
+  }
+  const Value seq = eval(x, s, ctx);
+  for (const Value& item : items_of(seq)) {
+    comp_step(steps);
+    bind_target(e.comp[clause].target, item, s);
+    comprehend(e, clause + 1, s, ctx, out, steps);
+  }
+}
+
 std::vector<Value> eval_kids(const RExpr& e, Slots& s, RewriteContext& ctx, size_t from = 0) {
   std::vector<Value> out;
   out.reserve(e.kids.size());
@@ -134,6 +162,21 @@ Value eval(const RExpr& e, Slots& s, RewriteContext& ctx) {
     }
     case RExpr::K::Tuple:
       return Value::tuple(eval_kids(e, s, ctx));
+    case RExpr::K::Slice: {
+      const std::vector<Value> k = eval_kids(e, s, ctx);
+      return slice(k[0], k[1], k[2], k[3]);
+    }
+    case RExpr::K::Comp: {
+      std::vector<Value> out;
+      size_t steps = 0;
+      comprehend(e, 0, s, ctx, out, steps);
+      return Value::tuple(std::move(out));
+    }
+    case RExpr::K::DefCall: {  // a fresh frame: the parameters, then the body's own variables
+      Slots frame(e.def->slot_names.size());
+      for (size_t i = 0; i < e.kids.size(); ++i) frame.values[i] = eval(e.kids[i], s, ctx);
+      return eval(e.def->body, frame, ctx);
+    }
   }
   return Value();
 }

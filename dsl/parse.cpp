@@ -296,6 +296,13 @@ class Builder {
       d.name = ids[0]->getText();
       d.loc = loc(ids[0]);
       for (size_t i = 1; i < ids.size(); ++i) d.names.emplace_back(ids[i]->getText(), loc(ids[i]));
+    } else if (auto* c = dynamic_cast<P::DefDeclarationContext*>(ctx)) {
+      d.kind = Decl::Kind::Def;
+      auto ids = c->defDecl()->ID();
+      d.name = ids[0]->getText();
+      d.loc = loc(ids[0]);
+      for (size_t i = 1; i < ids.size(); ++i) d.names.emplace_back(ids[i]->getText(), loc(ids[i]));
+      d.body = expr(c->defDecl()->expr());
     } else {
       d.kind = Decl::Kind::RuleSet;
       std::vector<P::MemberContext*> members;
@@ -546,6 +553,11 @@ class Builder {
   }
   void call_args(Expr& e, P::CallArgsContext* args) {
     e.is_call = true;
+    if (!args->compClause().empty()) {  // f(x for x in t): one generator argument
+      e.arg_names.push_back("");
+      e.kids.push_back(comprehension(args->expr(), args->compClause(), loc(args)));
+      return;
+    }
     for (auto* a : args->callArg()) {
       e.arg_names.push_back(a->ID() ? a->ID()->getText() : "");
       e.kids.push_back(expr(a->expr()));
@@ -560,6 +572,17 @@ class Builder {
         out->kids.push_back(std::move(e));
         out->arg_names.push_back("");
         if (m->callArgs()) call_args(*out, m->callArgs());
+        e = with_kids(std::move(out));
+      } else if (auto* sl = dynamic_cast<P::SliceOpContext*>(op)) {
+        auto out = make(ExprKind::Slice, loc(sl));
+        out->kids.push_back(std::move(e));
+        for (P::ExprContext* bound : {sl->lo, sl->hi, sl->step}) {
+          if (bound) {
+            out->kids.push_back(expr(bound));
+          } else {
+            out->kids.push_back(make(ExprKind::Literal, loc(sl)));  // none: the default
+          }
+        }
         e = with_kids(std::move(out));
       } else if (auto* ix = dynamic_cast<P::IndexOpContext*>(op)) {
         auto out = make(ExprKind::Index, loc(ix));
@@ -596,11 +619,65 @@ class Builder {
       return with_kids(std::move(e));
     }
     if (auto* p = dynamic_cast<P::ParenExprContext*>(ctx)) return expr(p->expr());
+    if (auto* c = dynamic_cast<P::ListCompExprContext*>(ctx))
+      return comprehension(c->expr(), c->compClause(), loc(ctx));
+    if (auto* c = dynamic_cast<P::GenExprContext*>(ctx))
+      return comprehension(c->expr(), c->compClause(), loc(ctx));
     auto e = make(ExprKind::Tuple, loc(ctx));
     if (auto* t = dynamic_cast<P::TupleExprContext*>(ctx)) {
       for (auto* item : t->expr()) e->kids.push_back(expr(item));
+    } else if (auto* l = dynamic_cast<P::ListExprContext*>(ctx)) {
+      for (auto* item : l->expr()) e->kids.push_back(expr(item));
     }
     return with_kids(std::move(e));
+  }
+
+  // ---- comprehensions
+  // Each clause adds a level to the tree depth: the executors nest one loop per clause.
+  ExprPtr comprehension(P::ExprContext* element, const std::vector<P::CompClauseContext*>& clauses,
+                        const Loc& at) {
+    auto e = make(ExprKind::Comp, at);
+    e->kids.push_back(expr(element));
+    for (auto* c : clauses) {
+      CompClause cc;
+      cc.loc = loc(c);
+      if (auto* f = dynamic_cast<P::CompForContext*>(c)) {
+        cc.target = target(f->target());
+        e->kids.push_back(or_expr(f->orExpr()));
+      } else if (auto* i = dynamic_cast<P::CompIfContext*>(c)) {
+        cc.is_if = true;
+        e->kids.push_back(or_expr(i->orExpr()));
+      }
+      e->comp.push_back(std::move(cc));
+    }
+    e = with_kids(std::move(e));
+    e->depth = check_depth(e->depth + static_cast<int>(clauses.size()), at);
+    return e;
+  }
+  // `a`, `_`, `a, (b, _)`: nested as deep as the brackets allow.
+  Target target(P::TargetContext* ctx) {
+    auto items = ctx->targetItem();
+    if (items.size() == 1) return target_item(items[0]);
+    Target t;
+    t.kind = Target::Kind::Tuple;
+    t.loc = loc(ctx);
+    for (auto* item : items) t.items.push_back(target_item(item));
+    return t;
+  }
+  Target target_item(P::TargetItemContext* ctx) {
+    Target t;
+    t.loc = loc(ctx);
+    if (auto* n = dynamic_cast<P::NameTargetContext*>(ctx)) {
+      t.name = n->ID()->getText();
+    } else if (auto* tt = dynamic_cast<P::TupleTargetContext*>(ctx)) {
+      Target inner = target(tt->target());
+      if (!tt->trailing || tt->target()->targetItem().size() > 1) return inner;
+      t.kind = Target::Kind::Tuple;  // `(a,)`: a tuple of one
+      t.items.push_back(std::move(inner));
+    } else {
+      t.kind = Target::Kind::Discard;
+    }
+    return t;
   }
 
   const SourceFile& src_;

@@ -155,6 +155,8 @@ struct SlotInfo {
   int expr_uses = 0;
   Loc loc;
   DClass dclass = DClass::Unknown;  // UOp slots
+  bool hidden = false;              // a comprehension variable past its comprehension
+  Type item = Type::Any;            // tuples: the type of every item, when known
 };
 
 // Per-rule state: slots by name and their uses.
@@ -162,9 +164,10 @@ struct RuleCtx {
   std::vector<SlotInfo> slots;
   std::map<std::string, std::string> for_env;  // loop variable -> op or group name
   SetKind kind = SetKind::Rules;
+  bool in_def = false;  // a def's body: `ok` and `fail` are allowed (the caller's kind decides)
   int slot_of(const std::string& name) const {
     for (size_t i = 0; i < slots.size(); ++i)
-      if (slots[i].name == name) return static_cast<int>(i);
+      if (slots[i].name == name && !slots[i].hidden) return static_cast<int>(i);
     return -1;
   }
   int bind(const std::string& name, Type type, bool from_pattern, const Loc& loc) {
@@ -187,8 +190,10 @@ class Resolver {
         if (d.kind == Decl::Kind::Extern) declare_helper(d);
         if (d.kind == Decl::Kind::OpGroup) declare_group(d);
         if (d.kind == Decl::Kind::RuleSet || d.kind == Decl::Kind::Compose) declare_set(d);
+        if (d.kind == Decl::Kind::Def) declare_def(d);
       }
     }
+    resolve_defs();
     resolve_all();
   }
 
@@ -491,6 +496,7 @@ class Resolver {
         s.is_let = true;
         s.slot = rc.bind(c.name, s.expr.type, false, c.loc);
         rc.slots[static_cast<size_t>(s.slot)].dclass = s.expr.dclass;
+        rc.slots[static_cast<size_t>(s.slot)].item = item_type(s.expr, rc);
       } else if (!guard_type_ok(s.expr.type)) {
         diags_.error(c.expr->loc,
                      fmt::format("a guard must be a bool, got {}", type_name(s.expr.type)));
@@ -1156,7 +1162,7 @@ class Resolver {
         if (r.kids[0].type != Type::Tuple && r.kids[0].type != Type::Any) {
           diags_.error(e.loc, fmt::format("cannot index a {}", type_name(r.kids[0].type)));
         }
-        r.type = Type::Any;
+        r.type = item_type(r.kids[0], rc);
         return r;
       case ExprKind::Unary: {
         r.kids.push_back(expr(*e.kids[0], rc));
@@ -1183,6 +1189,10 @@ class Resolver {
       }
       case ExprKind::Binary:
         return binary_expr(e, rc);
+      case ExprKind::Slice:
+        return slice_expr(e, rc);
+      case ExprKind::Comp:
+        return comprehension(e, rc);
       case ExprKind::Tuple:
         r.k = RExpr::K::Tuple;
         r.type = Type::Tuple;
@@ -1220,7 +1230,7 @@ class Resolver {
       }
     }
     if (e.name == "ok") {
-      if (rc.kind != SetKind::Verifier)
+      if (rc.kind != SetKind::Verifier && !rc.in_def)
         diags_.error(e.loc, "'ok' is only a result of verifier rules");
       r.value = Value::ok();
       r.type = Type::Status;
@@ -1279,12 +1289,14 @@ class Resolver {
                    "part of an expression");
       return r;
     }
+    if (def_decls_.count(e.name)) return def_call(e, std::move(r));
     if (auto t = builtin_type(e.name)) {
       r.k = RExpr::K::Builtin;
       r.type = *t;
       if ((e.name == "max" || e.name == "min" || e.name == "select") && any_uop) r.type = Type::UOp;
       if (r.type == Type::UOp) check_uop_call(r, e.loc);
-      if (e.name == "fail" && rc.kind != SetKind::Verifier)
+      check_builtin_args(r, e.loc);
+      if (e.name == "fail" && rc.kind != SetKind::Verifier && !rc.in_def)
         diags_.error(e.loc, "'fail' is only a result of verifier rules");
       return r;
     }
@@ -1351,6 +1363,9 @@ class Resolver {
     }
     r.k = RExpr::K::Binary;
     r.bop = *binop_from(e.op);
+    const bool eq = r.bop == BinOp::Eq || r.bop == BinOp::Ne;
+    if (r.bop == BinOp::In || (!eq && (a == Type::Tuple || b == Type::Tuple)))
+      return tuple_binary(e, r);
     const bool cmp =
         r.bop == BinOp::Lt || r.bop == BinOp::Le || r.bop == BinOp::Gt || r.bop == BinOp::Ge;
     if (r.bop == BinOp::Eq || r.bop == BinOp::Ne) {
@@ -1366,13 +1381,9 @@ class Resolver {
     auto numeric = [](Type t) {
       return t == Type::Int || t == Type::Float || t == Type::Bool || t == Type::Any;
     };
+    if (cmp && (a == Type::UOp || b == Type::UOp)) return uop_compare(e, r);
     if (cmp) {
-      if (a == Type::UOp || b == Type::UOp) {
-        diags_.error(
-            e.loc,
-            fmt::format("'{}' compares numbers, not UOps; build a comparison with .lt/.le/.gt/.ge",
-                        e.op));
-      } else if (!numeric(a) || !numeric(b)) {
+      if (!numeric(a) || !numeric(b)) {
         diags_.error(e.loc, fmt::format("'{}' compares numbers, got {} and {}", e.op, type_name(a),
                                         type_name(b)));
       }
@@ -1400,6 +1411,340 @@ class Resolver {
                 (r.bop == BinOp::And || r.bop == BinOp::Or || r.bop == BinOp::Xor))
                  ? Type::Bool
                  : Type::Int;
+    return r;
+  }
+
+  // ---- expression features: comprehensions, slices, tuple operators, UOp comparisons
+  // `x < y` with a UOp operand builds CmpLt (`<=`, `>`, `>=` as .le/.gt/.ge build them): the
+  // operands are one dtype class, and the result is a bool UOp.
+  RExpr uop_compare(const Expr& e, RExpr r) {
+    const Type a = r.kids[0].type, b = r.kids[1].type;
+    auto operand = [](Type t) {
+      return t == Type::UOp || t == Type::Int || t == Type::Float || t == Type::Bool ||
+             t == Type::Any;
+    };
+    if (!operand(a) || !operand(b)) {
+      diags_.error(e.loc, fmt::format("'{}' needs UOps or numbers, got {} and {}", e.op,
+                                      type_name(a), type_name(b)));
+    } else {
+      r.dclass = check_alu(Op::CmpLt, fmt::format("'{}'", e.op), e.loc, {&r.kids[0], &r.kids[1]});
+    }
+    r.type = Type::UOp;
+    return r;
+  }
+
+  // `x in t`, `t + u` (concatenation), `t * n` and `n * t` (repetition).
+  RExpr tuple_binary(const Expr& e, RExpr r) {
+    const Type a = r.kids[0].type, b = r.kids[1].type;
+    auto is = [](Type t, std::initializer_list<Type> ok) {
+      return t == Type::Any || std::find(ok.begin(), ok.end(), t) != ok.end();
+    };
+    const std::string types = fmt::format("{} and {}", type_name(a), type_name(b));
+    if (r.bop == BinOp::In) {
+      r.type = Type::Bool;
+      if (!is(b, {Type::Tuple}))
+        diags_.error(e.loc, fmt::format("'in' needs a tuple on the right, got {}", type_name(b)));
+      return r;
+    }
+    r.type = Type::Tuple;
+    if (r.bop == BinOp::Add) {
+      if (!is(a, {Type::Tuple}) || !is(b, {Type::Tuple}))
+        diags_.error(e.loc, fmt::format("'+' joins two tuples, got {}", types));
+    } else if (r.bop == BinOp::Mul) {
+      const bool ok =
+          a == Type::Tuple ? is(b, {Type::Int, Type::Bool}) : is(a, {Type::Int, Type::Bool});
+      if (!ok) diags_.error(e.loc, fmt::format("'*' repeats a tuple by an int, got {}", types));
+    } else {
+      diags_.error(e.loc, fmt::format("'{}' does not apply to tuples, got {}", e.op, types));
+      if (r.bop >= BinOp::Lt && r.bop <= BinOp::Ge) r.type = Type::Bool;  // one error, not two
+    }
+    return r;
+  }
+
+  // t[lo:hi:step]: the bounds are ints or left out (none).
+  RExpr slice_expr(const Expr& e, RuleCtx& rc) {
+    RExpr r;
+    r.loc = e.loc;
+    r.k = RExpr::K::Slice;
+    r.type = Type::Tuple;
+    for (const auto& k : e.kids) r.kids.push_back(expr(*k, rc));
+    const Type t = r.kids[0].type;
+    if (t != Type::Tuple && t != Type::Any)
+      diags_.error(e.loc, fmt::format("cannot slice a {}", type_name(t)));
+    for (size_t i = 1; i < r.kids.size(); ++i) {
+      const Type b = r.kids[i].type;
+      if (b != Type::Int && b != Type::Bool && b != Type::None && b != Type::Any)
+        diags_.error(r.kids[i].loc, fmt::format("slice bounds must be ints, got {}", type_name(b)));
+    }
+    return r;
+  }
+
+  // [elem for target in iterable if cond ...]: clauses bind left to right, the element last;
+  // the targets' names are visible only inside the comprehension.
+  RExpr comprehension(const Expr& e, RuleCtx& rc) {
+    RExpr r;
+    r.loc = e.loc;
+    r.k = RExpr::K::Comp;
+    r.type = Type::Tuple;
+    r.kids.emplace_back();  // the element, resolved once every target is bound
+    if (e.comp[0].is_if) diags_.error(e.comp[0].loc, "a comprehension starts with 'for', not 'if'");
+    std::vector<int> scope;
+    for (size_t i = 0; i < e.comp.size(); ++i) {
+      const CompClause& c = e.comp[i];
+      RExpr x = expr(*e.kids[i + 1], rc);
+      RCompClause clause;
+      clause.is_if = c.is_if;
+      if (c.is_if) {
+        if (!guard_type_ok(x.type))
+          diags_.error(x.loc, fmt::format("a comprehension filter must be a bool, got {}",
+                                          type_name(x.type)));
+      } else {
+        if (x.type != Type::Tuple && x.type != Type::Any)
+          diags_.error(x.loc, fmt::format("cannot iterate over a {}", type_name(x.type)));
+        clause.target = bind_target(c.target, rc, scope, item_type(x, rc));
+      }
+      r.kids.push_back(std::move(x));
+      r.comp.push_back(std::move(clause));
+    }
+    r.kids[0] = expr(*e.kids[0], rc);
+    for (int s : scope) rc.slots[static_cast<size_t>(s)].hidden = true;
+    return r;
+  }
+  // `item`: the type of what the target receives (the iterable's items), when known.
+  RTarget bind_target(const Target& t, RuleCtx& rc, std::vector<int>& scope, Type item) {
+    RTarget out;
+    if (t.kind == Target::Kind::Name) {
+      if (rc.slot_of(t.name) >= 0)
+        diags_.error(t.loc, fmt::format("'{}' is already bound", t.name));
+      out.slot = rc.bind(t.name, item, false, t.loc);
+      scope.push_back(out.slot);
+    } else if (t.kind == Target::Kind::Tuple) {
+      out.is_tuple = true;
+      for (const Target& sub : t.items) out.items.push_back(bind_target(sub, rc, scope, Type::Any));
+    }
+    return out;
+  }
+
+  // The type every item of a tuple expression has, when the checker can tell: `x.src` holds
+  // UOps, `range(...)` and `argsort(...)` ints, a comprehension its element's type, a tuple
+  // literal its items' common type; slices, concatenation, repetition, lets and defs keep it.
+  Type item_type(const RExpr& r, const RuleCtx& rc) const {
+    switch (r.k) {
+      case RExpr::K::Member:
+        return r.name == "src" && r.kids[0].type == Type::UOp ? Type::UOp : Type::Any;
+      case RExpr::K::Builtin:
+        if (r.name == "range" || r.name == "argsort") return Type::Int;
+        if (r.name == "tuple" && r.kids.size() == 1) return item_type(r.kids[0], rc);
+        return Type::Any;
+      case RExpr::K::Comp:
+        return r.kids[0].type;
+      case RExpr::K::Tuple: {
+        if (r.kids.empty()) return Type::Any;
+        for (const RExpr& k : r.kids)
+          if (k.type != r.kids[0].type) return Type::Any;
+        return r.kids[0].type;
+      }
+      case RExpr::K::Slice:
+        return item_type(r.kids[0], rc);
+      case RExpr::K::Binary: {
+        if (r.type != Type::Tuple) return Type::Any;
+        if (r.bop == BinOp::Mul)
+          return item_type(r.kids[r.kids[0].type == Type::Tuple ? 0 : 1], rc);
+        const Type a = item_type(r.kids[0], rc);
+        return a == item_type(r.kids[1], rc) ? a : Type::Any;
+      }
+      case RExpr::K::Slot:
+        return rc.slots[static_cast<size_t>(r.slot)].item;
+      case RExpr::K::DefCall:
+        return r.def ? r.def->item : Type::Any;
+      default:
+        return Type::Any;
+    }
+  }
+
+  // Argument counts and kinds of the tuple builtins.
+  void check_builtin_args(const RExpr& r, const Loc& at) {
+    static const std::map<std::string_view, std::pair<size_t, size_t>> kArity = {
+        {"zip", {1, SIZE_MAX}}, {"enumerate", {1, 2}}, {"range", {1, 3}}, {"sum", {1, 2}},
+        {"prod", {1, 1}},       {"all", {1, 1}},       {"any", {1, 1}},   {"argsort", {1, 1}},
+        {"tuple", {1, 1}},      {"len", {1, 1}}};
+    const size_t n = r.kids.size();
+    if ((r.name == "max" || r.name == "min") && n == 1) {
+      if (r.kids[0].type != Type::Tuple && r.kids[0].type != Type::Any)
+        diags_.error(at, fmt::format("'{}' of one argument needs a tuple, got {}", r.name,
+                                     type_name(r.kids[0].type)));
+      return;
+    }
+    auto it = kArity.find(r.name);
+    if (it == kArity.end()) return;
+    const auto [lo, hi] = it->second;
+    if (n < lo || n > hi) {
+      diags_.error(at, fmt::format("'{}' takes {} argument(s), got {}", r.name,
+                                   hi == SIZE_MAX ? fmt::format("at least {}", lo)
+                                   : lo == hi     ? std::to_string(lo)
+                                                  : fmt::format("{} to {}", lo, hi),
+                                   n));
+      return;
+    }
+    for (size_t i = 0; i < n; ++i) {
+      const Type t = r.kids[i].type;
+      const bool want_tuple = r.name == "zip" || (i == 0 && r.name != "range");
+      if (want_tuple && t != Type::Tuple && t != Type::Any) {
+        diags_.error(r.kids[i].loc,
+                     fmt::format("'{}' needs a tuple, got {}", r.name, type_name(t)));
+      } else if (!want_tuple && (r.name == "range" || r.name == "enumerate") && t != Type::Int &&
+                 t != Type::Bool && t != Type::Any) {
+        diags_.error(r.kids[i].loc,
+                     fmt::format("'{}' needs int arguments, got {}", r.name, type_name(t)));
+      }
+    }
+  }
+
+  // ---- def functions
+  // `def f(params) = body` lives in one namespace over all loaded files. Bodies are resolved
+  // once, callees first (Kahn's order over the call graph); a def on a cycle is refused.
+  void declare_def(const Decl& d) {
+    if (auto it = def_decls_.find(d.name); it != def_decls_.end()) {
+      error_with_note(d.loc, fmt::format("def '{}' is defined twice", d.name), it->second->loc,
+                      "first defined here");
+      return;
+    }
+    const bool op = op_from_name(d.name) && std::isupper(static_cast<unsigned char>(d.name[0]));
+    if (op || is_builtin(d.name) || find_helper(d.name)) {
+      diags_.error(d.loc, fmt::format("def '{}' has the name of {}", d.name,
+                                      op                   ? "an op"
+                                      : is_builtin(d.name) ? "a builtin function"
+                                                           : "a helper"));
+      return;
+    }
+    for (size_t i = 0; i < d.names.size(); ++i) {
+      for (size_t k = 0; k < i; ++k) {
+        if (d.names[k].first == d.names[i].first) {
+          diags_.error(d.names[i].second,
+                       fmt::format("parameter '{}' is given twice", d.names[i].first));
+        }
+      }
+    }
+    def_decls_.emplace(d.name, &d);
+  }
+
+  struct CallSite {
+    std::string callee;
+    Loc loc;
+    int level;  // of the call node, the body's root being 1
+  };
+  static void calls_in(const Expr& e, int level, std::vector<CallSite>& out) {
+    if (e.kind == ExprKind::Call) out.push_back({e.name, e.loc, level});
+    for (const auto& k : e.kids) calls_in(*k, level + 1, out);  // as deep as the tree depth limit
+  }
+
+  void resolve_defs() {
+    std::map<std::string, std::vector<CallSite>> callees;
+    std::map<std::string, std::vector<std::string>> callers;
+    std::map<std::string, size_t> pending;  // distinct callees not resolved yet
+    for (const auto& [name, d] : def_decls_) {
+      std::vector<CallSite> calls;
+      calls_in(*d->body, 1, calls);
+      std::set<std::string> distinct;
+      for (CallSite& c : calls) {
+        if (!def_decls_.count(c.callee)) continue;
+        if (distinct.insert(c.callee).second) callers[c.callee].push_back(name);
+        callees[name].push_back(std::move(c));
+      }
+      pending[name] = distinct.size();
+    }
+    std::vector<std::string> ready;
+    for (const auto& [name, n] : pending)
+      if (n == 0) ready.push_back(name);
+    std::map<std::string, int> depth;
+    for (size_t i = 0; i < ready.size(); ++i) {
+      const std::string name = ready[i];
+      int d = def_decls_[name]->body->depth;
+      bool callee_over = false;
+      for (const CallSite& c : callees[name]) {
+        d = std::max(d, c.level + depth[c.callee]);
+        callee_over |= depth[c.callee] > kMaxDefDepth;
+      }
+      depth[name] = std::min(d, 2 * kMaxDefDepth);  // past the limit, how far does not matter
+      if (d > kMaxDefDepth && !callee_over) {  // reported once, where the limit is first passed
+        diags_.error(def_decls_[name]->loc,
+                     fmt::format("def '{}' nests {} levels deep through the defs it calls (more "
+                                 "than {}: the def depth limit)",
+                                 name, d, kMaxDefDepth));
+      }
+      resolve_def(*def_decls_[name]);
+      for (const std::string& caller : callers[name])
+        if (--pending[caller] == 0) ready.push_back(caller);
+    }
+    // What is left calls, directly or not, a def on a cycle: follow unresolved callees from it
+    // until a def repeats, and report that cycle once at the call that closes it.
+    std::set<std::string> reported;
+    for (const auto& [start, n] : pending) {
+      if (n == 0 || reported.count(start)) continue;
+      std::vector<std::string> path{start};
+      std::map<std::string, size_t> at{{start, 0}};
+      for (;;) {
+        const CallSite* next = nullptr;
+        for (const CallSite& c : callees[path.back()])
+          if (pending[c.callee] > 0) next = next ? next : &c;
+        if (!next) break;  // unreachable: a pending def has a pending callee
+        if (auto it = at.find(next->callee); it != at.end()) {
+          if (!reported.count(next->callee)) {
+            std::string cycle;  // a long cycle shows its first and last defs
+            const size_t len = path.size() - it->second;
+            for (size_t k = it->second; k < path.size(); ++k) {
+              const size_t pos = k - it->second;
+              if (len > 8 && pos == 4) cycle += fmt::format("... ({} more) -> ", len - 6);
+              if (len <= 8 || pos < 4 || pos >= len - 2) cycle += path[k] + " -> ";
+            }
+            diags_.error(next->loc, fmt::format("def '{}' is recursive: {}{} (defs cannot recurse)",
+                                                next->callee, cycle, next->callee));
+          }
+          break;
+        }
+        if (reported.count(next->callee)) break;  // leads into a cycle reported already
+        at.emplace(next->callee, path.size());
+        path.push_back(next->callee);
+      }
+      reported.insert(path.begin(), path.end());
+    }
+  }
+
+  void resolve_def(const Decl& d) {
+    auto out = std::make_unique<ResolvedDef>();
+    out->name = d.name;
+    out->loc = d.loc;
+    out->nparams = static_cast<int>(d.names.size());
+    RuleCtx rc;
+    rc.in_def = true;
+    for (const auto& [p, loc] : d.names) rc.slots.push_back({p, Type::Any, false, 0, 0, loc});
+    out->body = expr(*d.body, rc);
+    out->item = item_type(out->body, rc);
+    for (const SlotInfo& s : rc.slots) out->slot_names.push_back(s.name);
+    defs_[d.name] = out.get();
+    out_.defs.push_back(std::move(out));
+  }
+
+  RExpr def_call(const Expr& e, RExpr r) {
+    const Decl& d = *def_decls_.at(e.name);
+    r.k = RExpr::K::DefCall;
+    r.type = Type::Any;
+    if (r.kids.size() != d.names.size()) {
+      diags_.error(e.loc, fmt::format("def '{}' takes {} argument(s), got {}", e.name,
+                                      d.names.size(), r.kids.size()));
+    }
+    for (size_t i = 0; i < r.arg_names.size(); ++i) {
+      if (!r.arg_names[i].empty()) {
+        diags_.error(r.kids[i].loc,
+                     fmt::format("def '{}' takes positional arguments only", e.name));
+        break;
+      }
+    }
+    if (auto it = defs_.find(e.name); it != defs_.end()) {  // absent when on a cycle
+      r.def = it->second;
+      r.type = it->second->body.type;
+      r.dclass = it->second->body.dclass;
+    }
     return r;
   }
 
@@ -1513,6 +1858,8 @@ class Resolver {
   Diagnostics& diags_;
   std::map<std::string, std::pair<OpSet, Loc>> groups_;
   std::map<std::string, const Decl*> set_decls_;
+  std::map<std::string, const Decl*> def_decls_;
+  std::map<std::string, const ResolvedDef*> defs_;  // resolved, by name
   std::map<std::string, int> state_;  // 1 while its dependencies resolve, 2 when resolved
   std::map<std::string, Expansion> expansions_;
   std::unordered_set<int> included_;  // of the set being built

@@ -86,6 +86,23 @@ std::optional<Type> helper_type_from_name(std::string_view name);
 // Whether a registered helper agrees with its declaration; the mismatch in words otherwise.
 std::optional<std::string> helper_mismatch(const HelperDecl& decl, const Helper& registered);
 
+// A comprehension's `for` target: a slot (-1 for `_`), or a tuple of targets to unpack.
+struct RTarget {
+  int slot = -1;
+  bool is_tuple = false;
+  std::vector<RTarget> items;
+};
+struct RCompClause {
+  bool is_if = false;  // a filter; otherwise `for target in iterable`
+  RTarget target;
+};
+
+// `def` functions: recursion is refused, and the expression levels one def's evaluation nests
+// through the defs it calls (its body's depth, each call adding its callee's) are at most
+// kMaxDefDepth, so evaluating a call stays shallow on the C++ stack (the def depth limit).
+inline constexpr int kMaxDefDepth = 512;
+struct ResolvedDef;
+
 // A resolved expression: names are slots or constants, calls are bound to their targets.
 struct RExpr {
   enum class K : uint8_t {
@@ -103,7 +120,10 @@ struct RExpr {
     Builtin,
     Construct,
     Helper,
-    Tuple
+    Tuple,
+    Slice,    // kids: receiver, lo, hi, step
+    Comp,     // kids[0] the element, kids[1 + i] the iterable or filter of comp[i]
+    DefCall,  // def_(kids...)
   };
   K k = K::Const;
   Loc loc;
@@ -116,8 +136,21 @@ struct RExpr {
   Op op = Op::Noop;                  // Construct
   const Helper* helper = nullptr;    // Helper: the registered helper when linked (else at run time)
   const HelperDecl* decl = nullptr;  // Helper: its declaration
+  const ResolvedDef* def = nullptr;  // DefCall
   std::vector<RExpr> kids;           // Method: receiver first
   std::vector<std::string> arg_names;
+  std::vector<RCompClause> comp;  // Comp
+};
+
+// A `def name(params) = body`: params are slots 0..nparams-1, the body's comprehension
+// variables follow.
+struct ResolvedDef {
+  std::string name;
+  Loc loc;
+  int nparams = 0;
+  std::vector<std::string> slot_names;
+  RExpr body;
+  Type item = Type::Any;  // a tuple body: the type of its items, when known
 };
 
 struct Step {
@@ -152,6 +185,7 @@ struct ResolvedProgram {
   Program program;  // owns the sources and trees the rules point into
   std::map<std::string, ResolvedSet> sets;
   std::map<std::string, HelperDecl> helpers;  // declared helpers (`extern fn`), by name
+  std::vector<std::unique_ptr<ResolvedDef>> defs;  // callees before their callers
   const ResolvedSet* find(std::string_view name) const;
 };
 

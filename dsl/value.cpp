@@ -1,5 +1,7 @@
 #include "dsl/value.h"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -237,15 +239,15 @@ std::optional<BinOp> binop_from(std::string_view t) {
       {"%", BinOp::Mod}, {"/", BinOp::Div},  {"&", BinOp::And},  {"|", BinOp::Or},
       {"^", BinOp::Xor}, {"<<", BinOp::Shl}, {">>", BinOp::Shr}, {"==", BinOp::Eq},
       {"!=", BinOp::Ne}, {"<", BinOp::Lt},   {"<=", BinOp::Le},  {">", BinOp::Gt},
-      {">=", BinOp::Ge}};
+      {">=", BinOp::Ge}, {"in", BinOp::In}};
   for (const auto& [text, op] : kOps)
     if (text == t) return op;
   return std::nullopt;
 }
 
 std::string_view binop_text(BinOp op) {
-  static const char* kText[] = {"+",  "-",  "*",  "//", "%", "/",  "&", "|", "^",
-                                "<<", ">>", "==", "!=", "<", "<=", ">", ">="};
+  static const char* kText[] = {"+",  "-",  "*",  "//", "%", "/",  "&", "|",  "^",
+                                "<<", ">>", "==", "!=", "<", "<=", ">", ">=", "in"};
   return kText[static_cast<size_t>(op)];
 }
 
@@ -290,11 +292,20 @@ UOp as_operand(const Value& v, const UOp& like) {
 Value uop_binary(BinOp op, const Value& a, const Value& b) {
   const UOp& like = a.is_uop() ? a.as_uop() : b.as_uop();
   const UOp x = as_operand(a, like), y = as_operand(b, like);
-  const std::optional<Op> alu = uop_binop(op);
-  if (!alu) {
-    throw EvalError(
-        fmt::format("'{}' does not apply to UOps; use .lt/.le/.gt/.ge/.ne/.eq", binop_text(op)));
+  switch (op) {  // comparisons build CmpLt (le/gt/ge as the methods build them)
+    case BinOp::Lt:
+      return Value::uop(x.lt(y));
+    case BinOp::Le:
+      return Value::uop(x.le(y));
+    case BinOp::Gt:
+      return Value::uop(x.gt(y));
+    case BinOp::Ge:
+      return Value::uop(x.ge(y));
+    default:
+      break;
   }
+  const std::optional<Op> alu = uop_binop(op);
+  if (!alu) throw EvalError(fmt::format("'{}' does not apply to UOps", binop_text(op)));
   return Value::uop(*alu == Op::Sub ? x - y : x.alu(*alu, {y}));
 }
 
@@ -317,9 +328,54 @@ std::optional<Value> compare(BinOp op, T x, T y) {
 
 }  // namespace
 
+namespace {
+
+[[noreturn]] void too_large(std::string_view what, i128 n) {
+  throw EvalError(fmt::format("{} of {} items (more than {}: the tuple size limit)", what,
+                              to_string(n), kMaxTupleSize));
+}
+
+// `t + u` joins two tuples, `t * n` and `n * t` repeat one; nullopt for other operands.
+std::optional<Value> tuple_binary(BinOp op, const Value& a, const Value& b) {
+  const bool ta = a.kind() == Value::Kind::Tuple, tb = b.kind() == Value::Kind::Tuple;
+  if (op == BinOp::Add && ta && tb) {
+    const size_t n = a.items().size() + b.items().size();
+    if (n > kMaxTupleSize) too_large("a tuple", static_cast<i128>(n));
+    std::vector<Value> out(a.items());
+    out.insert(out.end(), b.items().begin(), b.items().end());
+    return Value::tuple(std::move(out));
+  }
+  if (op == BinOp::Mul && ta != tb) {
+    const Value& t = ta ? a : b;
+    const Value& count = ta ? b : a;
+    if (count.kind() != Value::Kind::Int && count.kind() != Value::Kind::Bool) return std::nullopt;
+    const i128 k = std::max<i128>(count.as_int(), 0);
+    const i128 n = sat_mul(k, static_cast<i128>(t.items().size()));  // () * 10**30 is ()
+    if (n > static_cast<i128>(kMaxTupleSize)) too_large("a tuple", n);
+    std::vector<Value> out;
+    out.reserve(static_cast<size_t>(n));
+    for (i128 i = 0; i < k && !t.items().empty(); ++i)
+      out.insert(out.end(), t.items().begin(), t.items().end());
+    return Value::tuple(std::move(out));
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 Value binary(BinOp op, const Value& a, const Value& b) {
   if (op == BinOp::Eq) return Value::boolean(a == b);
   if (op == BinOp::Ne) return Value::boolean(!(a == b));
+  if (op == BinOp::In) {
+    if (b.kind() != Value::Kind::Tuple)
+      throw EvalError(fmt::format("'in' needs a tuple on the right, got {}", b.repr()));
+    for (const Value& x : b.items())
+      if (x == a) return Value::boolean(true);
+    return Value::boolean(false);
+  }
+  if (a.kind() == Value::Kind::Tuple || b.kind() == Value::Kind::Tuple) {
+    if (auto t = tuple_binary(op, a, b)) return *t;
+  }
   if (a.is_uop() || b.is_uop()) return uop_binary(op, a, b);
   if (!a.is_number() || !b.is_number()) {
     throw EvalError(
@@ -549,6 +605,47 @@ Value index(const Value& recv, const Value& idx) {
   return items[static_cast<size_t>(i)];
 }
 
+Value slice(const Value& recv, const Value& lo, const Value& hi, const Value& step) {
+  const auto& items = recv.items();
+  const i128 n = static_cast<i128>(items.size());
+  i128 st = step.is_none() ? 1 : step.as_int();
+  if (st == 0) throw EvalError("slice step cannot be zero");
+  st = std::clamp<i128>(st, -(n + 1), n + 1);  // a longer step takes one item too, no overflow
+  // Python's clamping: a negative bound counts from the end, then bounds are clipped to the
+  // valid range for the direction of the step.
+  auto bound = [&](const Value& v, i128 dflt) {
+    if (v.is_none()) return dflt;
+    i128 i = v.as_int();
+    if (i < 0) i += n;
+    if (st > 0) return std::clamp<i128>(i, 0, n);
+    return std::clamp<i128>(i, -1, n - 1);
+  };
+  const i128 start = bound(lo, st > 0 ? 0 : n - 1), stop = bound(hi, st > 0 ? n : -1);
+  std::vector<Value> out;
+  for (i128 i = start; st > 0 ? i < stop : i > stop; i += st)
+    out.push_back(items[static_cast<size_t>(i)]);
+  return Value::tuple(std::move(out));
+}
+
+const std::vector<Value>& items_of(const Value& seq) {
+  if (seq.kind() != Value::Kind::Tuple)
+    throw EvalError(fmt::format("cannot iterate over {}", seq.repr()));
+  return seq.items();
+}
+
+const std::vector<Value>& unpack(const Value& v, size_t n) {
+  if (v.kind() != Value::Kind::Tuple || v.items().size() != n)
+    throw EvalError(fmt::format("cannot unpack {} into {} names", v.repr(), n));
+  return v.items();
+}
+
+void comp_step(size_t& steps) {
+  if (++steps > kMaxTupleSize) {
+    throw EvalError(fmt::format(
+        "a comprehension runs its loop more than {} times (the tuple size limit)", kMaxTupleSize));
+  }
+}
+
 Value construct(Op op, std::span<const Value> args) {
   const OpInfo& info = op_info(op);
   if (!info.is_alu()) {
@@ -568,12 +665,101 @@ Value construct(Op op, std::span<const Value> args) {
   return Value::uop(src[0].alu(op, std::span<const UOp>(src).subspan(1)));
 }
 
+namespace {
+
+// Builtins over tuples: zip, enumerate, range, sum, prod, all, any, argsort, tuple, and max/min of
+// one tuple. nullopt for any other name.
+std::optional<Value> tuple_builtin(std::string_view name, std::span<const Value> args) {
+  if (name == "zip") {
+    if (args.empty()) throw EvalError("zip takes at least 1 argument, got 0");
+    size_t n = SIZE_MAX;
+    for (const Value& a : args) n = std::min(n, items_of(a).size());
+    std::vector<Value> out;
+    for (size_t i = 0; i < n; ++i) {
+      std::vector<Value> row;
+      for (const Value& a : args) row.push_back(a.items()[i]);
+      out.push_back(Value::tuple(std::move(row)));
+    }
+    return Value::tuple(std::move(out));
+  }
+  if (name == "enumerate") {
+    expect_args(name, args, 1, 2);
+    const i128 start = args.size() > 1 ? args[1].as_int() : 0;
+    std::vector<Value> out;
+    for (const Value& x : items_of(args[0]))
+      out.push_back(
+          Value::tuple({Value::integer(sat_add(start, static_cast<i128>(out.size()))), x}));
+    return Value::tuple(std::move(out));
+  }
+  if (name == "range") {
+    expect_args(name, args, 1, 3);
+    const i128 lo = args.size() > 1 ? args[0].as_int() : 0;
+    const i128 hi = args.size() > 1 ? args[1].as_int() : args[0].as_int();
+    const i128 st = args.size() > 2 ? args[2].as_int() : 1;
+    if (st == 0) throw EvalError("range() step cannot be zero");
+    // The length as Python computes it (a saturated span is past the limit anyway).
+    const i128 span = st > 0 ? sat_sub(hi, lo) : sat_sub(lo, hi);
+    const i128 step = st > 0 ? st : -st;
+    const i128 n = span <= 0 ? 0 : (span - 1) / step + 1;
+    if (n > static_cast<i128>(kMaxTupleSize)) too_large("range", n);
+    std::vector<Value> out;
+    for (i128 i = 0; i < n; ++i) out.push_back(Value::integer(lo + i * st));
+    return Value::tuple(std::move(out));
+  }
+  if (name == "sum" || name == "prod") {  // left to right from the first item: no `0 + x` node
+    expect_args(name, args, 1, name == "sum" ? 2 : 1);
+    const auto& items = items_of(args[0]);
+    const BinOp op = name == "sum" ? BinOp::Add : BinOp::Mul;
+    Value acc = args.size() > 1 ? args[1] : Value::integer(name == "sum" ? 0 : 1);
+    for (size_t i = 0; i < items.size(); ++i)
+      acc = i == 0 && args.size() == 1 ? items[0] : binary(op, acc, items[i]);
+    return acc;
+  }
+  if (name == "all" || name == "any") {
+    expect_args(name, args, 1, 1);
+    const bool want = name == "any";
+    for (const Value& x : items_of(args[0]))
+      if (x.as_bool() == want) return Value::boolean(want);
+    return Value::boolean(!want);
+  }
+  if (name == "argsort") {  // the indices that sort the tuple, ties in order (a stable sort)
+    expect_args(name, args, 1, 1);
+    const auto& items = items_of(args[0]);
+    std::vector<size_t> idx(items.size());
+    for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+    std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) {
+      return binary(BinOp::Lt, items[a], items[b]).as_bool();
+    });
+    std::vector<Value> out;
+    for (size_t i : idx) out.push_back(Value::integer(static_cast<i128>(i)));
+    return Value::tuple(std::move(out));
+  }
+  if (name == "tuple") {
+    expect_args(name, args, 1, 1);
+    return Value::tuple(items_of(args[0]));
+  }
+  if ((name == "max" || name == "min") && args.size() == 1) {
+    const auto& items = items_of(args[0]);
+    if (items.empty()) throw EvalError(fmt::format("{}() of an empty tuple", name));
+    Value acc = items[0];
+    for (size_t i = 1; i < items.size(); ++i) {
+      const std::array<Value, 2> pair{acc, items[i]};
+      acc = call_builtin(name, pair, {});
+    }
+    return acc;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 Value call_builtin(std::string_view name, std::span<const Value> args,
                    std::span<const std::string> names) {
   if (name == "const_like") {
     expect_args(name, args, 2, 2);
     return Value::uop(args[0].as_uop().const_like(args[1].to_arg()));
   }
+  if (auto v = tuple_builtin(name, args)) return *v;
   if (name == "max" || name == "min") {
     expect_args(name, args, 2, 2);
     if (args[0].is_uop() || args[1].is_uop()) {
@@ -640,9 +826,13 @@ Value call_builtin(std::string_view name, std::span<const Value> args,
 
 std::optional<Type> builtin_type(std::string_view name) {
   static const std::map<std::string_view, Type> kTypes = {
-      {"const_like", Type::UOp}, {"max", Type::Any}, {"min", Type::Any},     {"abs", Type::Any},
-      {"len", Type::Int},        {"int", Type::Int}, {"float", Type::Float}, {"select", Type::Any},
-      {"fail", Type::Status},    {"uop", Type::UOp}};
+      {"const_like", Type::UOp}, {"max", Type::Any},    {"min", Type::Any},
+      {"abs", Type::Any},        {"len", Type::Int},    {"int", Type::Int},
+      {"float", Type::Float},    {"select", Type::Any}, {"fail", Type::Status},
+      {"uop", Type::UOp},        {"zip", Type::Tuple},  {"enumerate", Type::Tuple},
+      {"range", Type::Tuple},    {"sum", Type::Any},    {"prod", Type::Any},
+      {"all", Type::Bool},       {"any", Type::Bool},   {"argsort", Type::Tuple},
+      {"tuple", Type::Tuple}};
   auto it = kTypes.find(name);
   if (it == kTypes.end()) return std::nullopt;
   return it->second;

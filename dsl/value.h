@@ -103,7 +103,8 @@ enum class BinOp : uint8_t {
   Lt,
   Le,
   Gt,
-  Ge
+  Ge,
+  In  // `x in t`: membership in a tuple
 };
 std::optional<BinOp> binop_from(std::string_view text);
 std::string_view binop_text(BinOp op);
@@ -122,6 +123,20 @@ Value member(const Value& recv, std::string_view name);
 Value method(const Value& recv, std::string_view name, std::span<const Value> args,
              std::span<const std::string> arg_names);
 Value index(const Value& recv, const Value& idx);
+
+// ---- tuples: slices, comprehensions
+// Tuples that range(), repetition, concatenation and zip() build hold at most kMaxTupleSize items,
+// and one evaluation of a comprehension runs its loop bodies at most that many times in all (the
+// tuple size limit): past it, an EvalError.
+inline constexpr size_t kMaxTupleSize = 65536;
+// t[lo:hi:step] as Python (negative bounds count from the end; none is the default).
+Value slice(const Value& recv, const Value& lo, const Value& hi, const Value& step);
+// The items a comprehension iterates over (a tuple), or an EvalError.
+const std::vector<Value>& items_of(const Value& seq);
+// The items of `v` for a destructuring target of n names (a tuple of exactly n items).
+const std::vector<Value>& unpack(const Value& v, size_t n);
+// Counts one run of a comprehension's loop body against the tuple size limit.
+void comp_step(size_t& steps);
 // Builtin functions (const_like, max, min, abs, uop, fail, ...), and op constructors (Add(a, b)).
 Value call_builtin(std::string_view name, std::span<const Value> args,
                    std::span<const std::string> arg_names);

@@ -25,11 +25,15 @@ decl
   | 'gradient' ID '{' member* '}'                      # gradientBlock
   | 'verifier' ID '{' member* '}'                      # verifierBlock
   | externFn                                           # externDecl
+  | defDecl                                            # defDeclaration
   ;
 
 // ---- declared helpers: `extern fn name(a: int, b: uop) -> bool` (a C++ helper's signature)
 externFn: 'extern' 'fn' ID '(' (externParam (',' externParam)*)? ')' '->' ID;
 externParam: ID ':' ID;
+
+// `def name(params) = expr`: a pure function over values, callable from every expression.
+defDecl: 'def' ID '(' (ID (',' ID)*)? ')' '=' expr;
 
 member
   : ({spacedColon()}? ruleName=ID ':')? pattern clause* '=>' expr  # ruleMember
@@ -79,7 +83,7 @@ orExpr: andExpr ('||' andExpr)*;
 andExpr: notExpr ('&&' notExpr)*;
 notExpr: bang+='!'* compareExpr;
 compareExpr: bitOrExpr (compareOp bitOrExpr)?;
-compareOp: '==' | '!=' | '<' | '<=' | '>' | '>=';
+compareOp: '==' | '!=' | '<' | '<=' | '>' | '>=' | 'in';
 bitOrExpr: bitXorExpr ('|' bitXorExpr)*;
 bitXorExpr: bitAndExpr ('^' bitAndExpr)*;
 bitAndExpr: shiftExpr ('&' shiftExpr)*;
@@ -95,6 +99,7 @@ postfixExpr: primaryExpr postfixOp*;
 postfixOp
   : '.' ID ({sameLine()}? callArgs)?                   # memberOp
   | '[' expr ']'                                       # indexOp
+  | '[' lo=expr? ':' hi=expr? (':' step=expr?)? ']'    # sliceOp
   ;
 primaryExpr
   : literal                                            # literalExpr
@@ -103,8 +108,26 @@ primaryExpr
   | '(' ')'                                            # emptyTupleExpr
   | '(' expr ')'                                       # parenExpr
   | '(' expr ',' (expr (',' expr)*)? ','? ')'          # tupleExpr
+  | '[' (expr (',' expr)* ','?)? ']'                   # listExpr
+  | '[' expr compClause+ ']'                           # listCompExpr
+  | '(' expr compClause+ ')'                           # genExpr
   ;
-callArgs: '(' (callArg (',' callArg)*)? ','? ')';
+callArgs
+  : '(' (callArg (',' callArg)*)? ','? ')'
+  | '(' expr compClause+ ')'  // f(x for x in t): one generator argument
+  ;
+
+// Comprehensions: `[e for a, (b, _) in zip(s, t) if c]`; the value is a tuple.
+compClause
+  : 'for' target 'in' orExpr                           # compFor
+  | 'if' orExpr                                        # compIf
+  ;
+target: targetItem (',' targetItem)*;
+targetItem
+  : ID                                                 # nameTarget
+  | '_'                                                # discardTarget
+  | '(' target trailing=','? ')'                       # tupleTarget
+  ;
 callArg: (ID ':')? expr;
 
 literal: INT | FLOAT | STRING | 'True' | 'False' | 'none' | 'inf' | 'nan';

@@ -164,6 +164,14 @@ def rwc_cases():
         "nested deeper than 256 levels \\(the tree depth limit\\)")
     chk("200k-term sum", "ruleset r {\n  Add(x, 0) => x" + " + x" * 200000 + "\n}\n", 1,
         "nested deeper than 256 levels \\(the tree depth limit\\)")
+    defs = "".join(f"def f{i}(n) = f{i + 1}(n)\n" for i in range(20000))
+    chk("20,000 defs in one cycle", defs + "def f20000(n) = f0(n)\n", 1,
+        r"def 'f0' is recursive: f0 -> f1 -> f2 -> f3 -> \.\.\. \(19995 more\) -> f19999 -> f20000 -> f0")
+    defs = "".join(f"def f{i}(n) = f{i + 1}(n) + 1\n" for i in range(20000))
+    chk("20,000 defs in a chain", defs + "def f20000(n) = n\n", 1,
+        r"def 'f19744' nests 513 levels deep through the defs it calls \(more than 512: the def depth limit\)")
+    chk("comprehension of 300 clauses", "ruleset r {\n  Add(x, 0) if len([1" + " for a in (1,)" * 300
+        + "]) > 0 => x\n}\n", 1, "nested deeper than 256 levels \\(the tree depth limit\\)")
     chk("file over 1 MiB", "ruleset r {\n  Add(x, 0) => x\n}\n" + "#" * (1 << 20), 1,
         r"file larger than 1048576 bytes \(the source size limit\)")
     chk("ill-typed right-hand side", "ruleset r {\n  Add(x:index, 0) => x + 1.5\n}\n", 1,

@@ -66,6 +66,17 @@ if command -v c++ >/dev/null; then
   c++ -std=c++20 -fsyntax-only -I"$src" -I"$work" "$work/typo.cpp" 2>/dev/null && fail "a misspelt rule set compiled"
 fi
 
+# A def becomes one static function, marked with its .rw location, emitted only where a rule of
+# the file calls it (directly or through another def); a comprehension, a loop in a lambda.
+"$rwc" compile "$src/tests/dsl/features_expr.rw" -o "$work/expr.cpp" --name tests/dsl/features_expr.rw \
+  || fail "compile of features_expr.rw failed"
+grep -q "^// tests/dsl/features_expr.rw:8  def offsets$" "$work/expr.cpp" || fail "no def location comment"
+grep -q "^Value def_offsets(RewriteContext& ctx, const Value& v_rngs, const Value& v_arg) {$" \
+  "$work/expr.cpp" || fail "no def function"
+grep -q "def_pad_arg(ctx" "$work/expr.cpp" || fail "a def called through a def is missing"
+[ "$(grep -c '^Value def_offsets(' "$work/expr.cpp")" = 1 ] || fail "def emitted twice"
+grep -q "for (const Value& it[0-9_]* : items_of(seq" "$work/expr.cpp" || fail "no comprehension loop"
+
 # compile of a bad file: exit 1 and no output file.
 "$rwc" compile "$work/bad.rw" -o "$work/bad.cpp" 2>/dev/null && fail "compile of a bad file succeeded"
 [ ! -e "$work/bad.cpp" ] || fail "bad compile wrote output"

@@ -151,7 +151,8 @@ TEST(RwDiagnostics, UnboundCapture) {
 
 TEST(RwDiagnostics, TypeErrors) {
   expect_error("ruleset r {\n  Add(x, y) if x => x\n}\n", "a guard must be a bool, got UOp", 2, 16);
-  expect_error("ruleset r {\n  Add(x, y) if x < y => x\n}\n", "'<' compares numbers, not UOps", 2,
+  // x < y on UOps builds a bool UOp (CmpLt), which is not a guard
+  expect_error("ruleset r {\n  Add(x, y) if x < y => x\n}\n", "a guard must be a bool, got UOp", 2,
                18);
   expect_error("ruleset r {\n  Add(x, y) => 3\n}\n", "a rule must produce a UOp, got int", 2, 16);
   expect_error("ruleset r {\n  Add(x, y) => x.frob\n}\n", "UOp has no property 'frob'", 2, 18);
@@ -484,4 +485,104 @@ TEST(RwRuleSets, EmptyLoopRepetitionsCountAgainstTheExpansionLimit) {
   auto prog = load_rules_text("loops.rw", src, d);
   ASSERT_TRUE(prog) << d.render().substr(0, 400);
   EXPECT_EQ(prog->find("r")->rules.size(), 1u);
+}
+
+// The expression features: comprehensions, tuple builtins, slices, tuple operators, comparison
+// operators on UOps and `def` functions, each misuse at its own location.
+TEST(RwDiagnostics, ExpressionFeatureErrors) {
+  auto rule = [](const std::string& text) { return "ruleset r {\n  " + text + "\n}\n"; };
+  // comprehensions
+  expect_error(rule("s:Sink(...) => s.replace(src: [a for a in 5])"), "cannot iterate over a int",
+               2, 45);
+  expect_error(rule("s:Sink(...) => s.replace(src: [s for s in s.src])"), "'s' is already bound", 2,
+               40);
+  expect_error(rule("s:Sink(...) => s.replace(src: [a for a in s.src if (a,)])"),
+               "a comprehension filter must be a bool, got tuple", 2, 54);
+  expect_error(rule("s:Sink(...) => s.replace(src: [s if True])"),
+               "a comprehension starts with 'for', not 'if'", 2, 36);
+  expect_error(rule("s:Sink(...) => s.replace(src: [a for a in s.src] + [a])"), "'a' is not bound",
+               2, 55);  // comprehension names stay inside
+  // the checker knows what some tuples hold: x.src UOps, range() ints, through lets and slices
+  expect_error(rule("s:Sink(...) => s.replace(src: [x.frob for x in s.src])"),
+               "UOp has no property 'frob'", 2, 36);
+  expect_error(rule("s:Sink(...) let t = s.src[1:] if t[0] == 0 => s"),
+               "'==' compares a UOp with a number", 2, 41);
+  expect_error(rule("s:Sink(...) if all(i.vmax > 0 for i in range(3)) => s"),
+               "int has no property 'vmax'", 2, 24);
+  // slices and tuple operators
+  expect_error(rule("s:Sink(...) => s.replace(src: s[1:])"), "cannot slice a UOp", 2, 34);
+  expect_error(rule("s:Sink(...) => s.replace(src: s.src[\"a\":])"),
+               "slice bounds must be ints, got string", 2, 39);
+  expect_error(rule("s:Sink(...) if s in 3 => s"), "'in' needs a tuple on the right, got int", 2,
+               20);
+  expect_error(rule("s:Sink(...) => s.replace(src: s.src + 1)"),
+               "'+' joins two tuples, got tuple and int", 2, 39);
+  expect_error(rule("s:Sink(...) => s.replace(src: s.src * 1.5)"),
+               "'*' repeats a tuple by an int, got tuple and float", 2, 39);
+  expect_error(rule("s:Sink(...) => s.replace(src: s.src - s.src)"),
+               "'-' does not apply to tuples, got tuple and tuple", 2, 39);
+  // tuple builtins
+  expect_error(rule("s:Sink(...) => s.replace(src: range(1, 2, 3, 4))"),
+               "'range' takes 1 to 3 argument(s), got 4", 2, 33);
+  expect_error(rule("s:Sink(...) if sum(3) > 0 => s"), "'sum' needs a tuple, got int", 2, 22);
+  expect_error(rule("s:Sink(...) => s.replace(src: range(1.5))"),
+               "'range' needs int arguments, got float", 2, 39);
+  expect_error(rule("s:Sink(...) if max(3) > 0 => s"),
+               "'max' of one argument needs a tuple, got int", 2, 18);
+  expect_error(rule("s:Sink(...) if zip() == () => s"), "'zip' takes at least 1 argument(s), got 0",
+               2, 18);
+  // comparison operators on UOps keep the dtype-class checks
+  expect_error(rule("Add(x:int, y:float) => x < y"),
+               "'<' needs operands of one dtype class, got int and float", 2, 28);
+  expect_error(rule("Add(x:int, _) => x >= 1.5"),
+               "'>=' makes a float number a constant of a UOp of int dtype", 2, 22);
+  expect_error(rule("Add(x, _) => x < \"s\""), "'<' needs UOps or numbers, got UOp and string", 2,
+               18);
+  expect_error(rule("Add(x, _) => x < (1,)"), "'<' does not apply to tuples, got UOp and tuple", 2,
+               18);
+  expect_error(rule("Add(x:int, y:int) => (x < y) + x"),
+               "'+' needs operands of one dtype class, got bool and int", 2, 32);
+}
+
+TEST(RwDiagnostics, DefErrors) {
+  auto with_rule = [](const std::string& defs) {
+    return defs + "ruleset r {\n  Add(x, y) => f(x)\n}\n";
+  };
+  expect_error(with_rule("def f(n) = f(n - 1)\n"),
+               "def 'f' is recursive: f -> f (defs cannot recurse)", 1, 12);
+  expect_error(with_rule("def f(n) = g(n) + 1\ndef g(n) = h(n)\ndef h(n) = f(n)\n"),
+               "def 'f' is recursive: f -> g -> h -> f (defs cannot recurse)", 3, 12);
+  expect_error(with_rule("def f(n) = n\ndef f(n) = n\n"), "def 'f' is defined twice", 2, 5);
+  expect_error(with_rule("def f(n) = n\ndef len(n) = n\n"),
+               "def 'len' has the name of a builtin function", 2, 5);
+  expect_error(with_rule("def f(n) = n\ndef Add(n) = n\n"), "def 'Add' has the name of an op", 2,
+               5);
+  expect_error(with_rule("def f(n, n) = n\n"), "parameter 'n' is given twice", 1, 10);
+  expect_error(with_rule("def f(a, b) = a + b\n"), "def 'f' takes 2 argument(s), got 1", 3, 16);
+  expect_error("def f(a) = a\nruleset r {\n  Add(x, y) => f(a: x)\n}\n",
+               "def 'f' takes positional arguments only", 3, 21);
+  expect_error(with_rule("def f(n) = n.frob\n"), "any has no property 'frob'", 1, 14);
+  // a call has the type of the def's body, as far as the checker can tell
+  expect_error("def pair(a) = (a, a)\nruleset r {\n  Add(x, y) if pair(1) > y.vmax => x\n}\n",
+               "'>' does not apply to tuples, got tuple and any", 3, 24);
+  expect_error("def three(a) = 3\nruleset r {\n  Add(x, y) => three(x)\n}\n",
+               "a rule must produce a UOp, got int", 3, 16);
+  // 'ok' and 'fail' may be what a def gives; the rule that calls it decides
+  const Result verifier = check(
+      "def ok_if(c, why) = select(c, ok, fail(why))\nverifier v {\n  Add(x, y) => "
+      "ok_if(x.dtype == y.dtype, \"dtypes differ\")\n}\n");
+  EXPECT_TRUE(verifier.ok) << verifier.text;
+  // The levels a def's evaluation nests through its calls are bounded (kMaxDefDepth): in this
+  // chain def fi nests 2i + 1 levels, and the first def past the limit is reported.
+  std::string chain = "def f0(n) = n\n";
+  for (int i = 1; i <= kMaxDefDepth / 2 + 5; ++i)
+    chain += fmt::format("def f{}(n) = f{}(n) + 1\n", i, i - 1);
+  chain += "ruleset r {\n  Add(x, y) => f1(x)\n}\n";
+  const int first = kMaxDefDepth / 2;
+  expect_error(
+      chain,
+      fmt::format("def 'f{}' nests {} levels deep through the defs it calls (more than {}: "
+                  "the def depth limit)",
+                  first, 2 * first + 1, kMaxDefDepth),
+      first + 1, 5);
 }

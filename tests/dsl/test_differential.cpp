@@ -18,7 +18,8 @@ namespace {
 // Every .rw program the compiled sets come from, loaded for the interpreter.
 std::vector<std::shared_ptr<const ResolvedProgram>> programs() {
   std::vector<std::string> files = {TINYRW_TEST_DIR "/dsl/features.rw",
-                                    TINYRW_TEST_DIR "/fixtures/examples.rw"};
+                                    TINYRW_TEST_DIR "/fixtures/examples.rw",
+                                    TINYRW_TEST_DIR "/dsl/features_expr.rw"};
   for (const auto& e : std::filesystem::directory_iterator(TINYRW_SOURCE_DIR "/rules"))
     if (e.path().extension() == ".rw") files.push_back(e.path().string());
   std::sort(files.begin(), files.end());

@@ -1,0 +1,229 @@
+// The expression features of the .rw language (comprehensions, tuple builtins, slices, tuple
+// operators, comparison operators on UOps, `def` functions) in both executors: the rwc-generated
+// matchers of tests/dsl/features_expr.rw compiled into this binary, and the interpreter on the
+// same file. Run-time errors come from the one value library both executors call.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "dsl/compiled.h"
+#include "dsl/interp.h"
+#include "ir/rewrite.h"
+
+using namespace tinyrw;
+using namespace tinyrw::rw;
+
+namespace {
+
+std::shared_ptr<const ResolvedProgram> program() {
+  static std::shared_ptr<const ResolvedProgram> prog = [] {
+    Diagnostics d;
+    auto p = load_rules(TINYRW_TEST_DIR "/dsl/features_expr.rw", d);
+    if (!p) ADD_FAILURE() << d.render();
+    return std::shared_ptr<const ResolvedProgram>(std::move(p));
+  }();
+  return prog;
+}
+
+// Rewrites `in` with the compiled and the interpreted matcher of `set`; both must give `want`.
+void expect_rewrite(const std::string& set, const UOp& in, const UOp& want) {
+  const ResolvedSet* s = program()->find(set);
+  ASSERT_NE(s, nullptr) << set;
+  const RuleSetMatcher* compiled = compiled_rules(set);
+  ASSERT_NE(compiled, nullptr) << set;
+  InterpretedMatcher interpreted(program(), *s);
+  const UOp c = graph_rewrite(in, compiled);
+  const UOp i = graph_rewrite(in, &interpreted);
+  EXPECT_TRUE(c == want) << set << " compiled: " << c.repr(4) << "\nwant: " << want.repr(4);
+  EXPECT_TRUE(i == want) << set << " interpreted: " << i.repr(4) << "\nwant: " << want.repr(4);
+}
+
+UOp var(const char* n, i128 lo = 0, i128 hi = 10) { return UOp::variable(n, lo, hi); }
+UOp c(i128 v) { return UOp::cint(v, dtypes::index); }
+UOp sink(std::vector<UOp> src) { return UOp::sink(src); }
+
+// The error an interpreted rule raises on `in` (empty when it raises none).
+std::string eval_error(const std::string& rules, const UOp& in) {
+  Diagnostics d;
+  std::shared_ptr<const ResolvedProgram> p = load_rules_text("run.rw", rules, d);
+  if (!p) return "does not check: " + d.render();
+  InterpretedMatcher m(p, *p->find("r"));
+  RewriteContext ctx;
+  try {
+    m.apply(in, ctx, nullptr);
+  } catch (const RwError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(RwExprFeatures, FilteredComprehension) {
+  const UOp x = var("x"), y = var("y");
+  expect_rewrite("e_filter", sink({c(1), x, c(2), y}), sink({x, y}));
+  expect_rewrite("e_filter", sink({x, y}), sink({x, y}));
+  expect_rewrite("e_filter", sink({c(1)}), sink({}));
+}
+
+TEST(RwExprFeatures, ZipDestructuringAndDefs) {
+  const UOp x = var("x");
+  const UOp stack = UOp::make(Op::Stack, dtypes::index, {x, x, x});
+  expect_rewrite("e_zip", stack, UOp::make(Op::Stack, dtypes::index, {x + 0, x + 1, x + 2}));
+  const UOp added = UOp::make(Op::Stack, dtypes::index, {x + 1, x + 1});
+  expect_rewrite("e_zip", added, added);
+}
+
+TEST(RwExprFeatures, ArgsortAndSlices) {
+  const UOp a = var("a", 0, 9), b = var("b", 0, 5), d = var("d", 0, 2);
+  expect_rewrite("e_sort", sink({a, b, d}), sink({d, b, a}));
+  expect_rewrite("e_sort", sink({b, a, d}), sink({b, a, d}));  // not descending: no rewrite
+}
+
+TEST(RwExprFeatures, TupleBuiltinsAndOperators) {
+  // t = (3, 4, 6); each value below is one expression of e_values, in order
+  const std::vector<i128> want = {13, 72, 6, 3, 23, 6, 6,  0,  0, 4,  6,  6, 6,
+                                  7,  0,  1, 0, 1,  1, 29, 18, 2, 61, 36, 3, -2};
+  std::vector<UOp> out;
+  for (i128 v : want) out.push_back(c(v));
+  expect_rewrite("e_values", sink({c(3), c(4), c(6)}), sink(out));
+  // argsort is stable and negative numbers sort first; min and max of a tuple
+  const UOp r = graph_rewrite(sink({c(5), c(-1), c(5)}), compiled_rules("e_values"));
+  ASSERT_EQ(r.nsrc(), want.size());
+  EXPECT_EQ(r.src(2).arg().as_int(), 5);   // max
+  EXPECT_EQ(r.src(3).arg().as_int(), -1);  // min
+  EXPECT_EQ(r.src(8).arg().as_int(), 1);   // argsort(t)[0]
+}
+
+TEST(RwExprFeatures, ComparisonOperatorsBuildCmpLt) {
+  const UOp a = var("a"), b = var("b");
+  // x < y is CmpLt(x, y); x >= y is !(x < y), built as .ge builds it
+  expect_rewrite("e_compare", a.lt(b).where(a, b), a.ge(b).where(b, a));
+  EXPECT_TRUE(a.ge(b) == a.lt(b).logical_not());
+  // x <= y is !(y < x), as .le
+  expect_rewrite("e_compare", a.maximum(b), a.le(b).where(b, a));
+  // x > y is CmpLt(y, x); a number becomes a constant of the UOp's dtype
+  expect_rewrite("e_compare_gt", a.lt(b).where(a, b), a.gt(c(2)).where(b, a));
+}
+
+TEST(RwExprFeatures, MembershipInRangeThroughADef) {
+  const UOp x = var("x", 0, 5), y = var("y", 0, 9);
+  expect_rewrite("e_range", x.floormod(c(6)), x);
+  expect_rewrite("e_range", y.floormod(c(6)), y.floormod(c(6)));
+}
+
+TEST(RwExprFeatures, RunTimeErrorsAreLocated) {
+  const UOp x = var("x");
+  auto rule = [](const std::string& result) {
+    return "ruleset r {\n  s:Sink(...) => " + result + "\n}\n";
+  };
+  EXPECT_EQ(eval_error(rule("s.replace(src: [x for x, y in s.src])"), sink({x})),
+            "run.rw:2: error in rule r#0: cannot unpack " + x.repr(1) + " into 2 names");
+  EXPECT_EQ(eval_error(rule("s.replace(src: [s for _ in range(100000)])"), sink({x})),
+            "run.rw:2: error in rule r#0: range of 100000 items (more than 65536: the tuple size "
+            "limit)");
+  EXPECT_EQ(
+      eval_error(rule("s.replace(src: [s for a in range(300) for b in range(300)])"), sink({x})),
+      "run.rw:2: error in rule r#0: a comprehension runs its loop more than 65536 times "
+      "(the tuple size limit)");
+  EXPECT_EQ(eval_error(rule("s.replace(src: s.src * 100000)"), sink({x})),
+            "run.rw:2: error in rule r#0: a tuple of 100000 items (more than 65536: the tuple "
+            "size limit)");
+  EXPECT_EQ(eval_error(rule("s.replace(src: [a for a in s.arg])"), sink({x})),
+            "run.rw:2: error in rule r#0: cannot iterate over none");
+  EXPECT_EQ(eval_error(rule("s.replace(src: s.src[::0])"), sink({x})),
+            "run.rw:2: error in rule r#0: slice step cannot be zero");
+  EXPECT_EQ(eval_error(rule("s.replace(src: (max(()),))"), sink({x})),
+            "run.rw:2: error in rule r#0: max() of an empty tuple");
+}
+
+TEST(RwExprFeatures, SlicesFollowPython) {
+  auto t = [](std::initializer_list<int> v) {
+    std::vector<Value> items;
+    for (int i : v) items.push_back(Value::integer(i));
+    return Value::tuple(std::move(items));
+  };
+  const Value n;  // none: the default bound
+  auto i = [](int v) { return Value::integer(v); };
+  const Value abc = t({0, 1, 2, 3, 4});
+  EXPECT_TRUE(slice(abc, i(1), n, n) == t({1, 2, 3, 4}));
+  EXPECT_TRUE(slice(abc, n, i(-2), n) == t({0, 1, 2}));
+  EXPECT_TRUE(slice(abc, n, n, i(-1)) == t({4, 3, 2, 1, 0}));
+  EXPECT_TRUE(slice(abc, i(-2), i(0), i(-1)) == t({3, 2, 1}));
+  EXPECT_TRUE(slice(abc, i(-100), i(100), i(2)) == t({0, 2, 4}));
+  EXPECT_TRUE(slice(abc, i(3), i(1), n) == t({}));
+  EXPECT_TRUE(slice(abc, i(100), n, i(-2)) == t({4, 2, 0}));
+  const Value huge =
+      Value::integer(static_cast<i128>(1) << 100);  // steps past the ends: no overflow
+  EXPECT_TRUE(slice(abc, n, n, huge) == t({0}));
+  EXPECT_TRUE(slice(abc, n, n, negate(huge)) == t({4}));
+  EXPECT_TRUE(slice(abc, negate(huge), huge, n) == abc);
+  // repetition: () * 2^100 is (), a non-empty tuple that long is past the tuple size limit
+  EXPECT_TRUE(binary(BinOp::Mul, t({}), huge) == t({}));
+  EXPECT_TRUE(binary(BinOp::Mul, i(-3), abc) == t({}));
+  EXPECT_THROW(binary(BinOp::Mul, abc, huge), EvalError);
+  EXPECT_TRUE(binary(BinOp::Add, abc, t({5})) == t({0, 1, 2, 3, 4, 5}));
+  EXPECT_TRUE(binary(BinOp::In, i(3), abc).as_bool());
+  EXPECT_FALSE(binary(BinOp::In, i(7), abc).as_bool());
+}
+
+// The acceptance test of the design: tinygrad's one-line shrink gradient is one line here, over
+// tuples of ints (the shape) and of UOps.
+TEST(RwExprFeatures, ShrinkGradientInOneLine) {
+  const ResolvedSet* s = program()->find("e_grad");
+  ASSERT_NE(s, nullptr);
+  const RuleSetMatcher* compiled = compiled_rules("e_grad");
+  ASSERT_NE(compiled, nullptr);
+  InterpretedMatcher interpreted(program(), *s);
+  const UOp buf = UOp::make(Op::Buffer, dtypes::float32, {},
+                            Arg::record("ParamArg", {{"slot", Arg::integer(0)},
+                                                     {"size", Arg::integer(24)},
+                                                     {"device", Arg::string("CPU")}}));
+  const UOp x = UOp::make(Op::Reshape, dtypes::float32, {buf, shape_to_uop({4, 6})});
+  const UOp shrink =
+      UOp::make(Op::Shrink, dtypes::float32, {x, shape_to_uop({1, 2}), shape_to_uop({2, 3})});
+  const UOp g = UOp::variable("g", 0, 1, dtypes::float32);
+  auto pair = [](Value a, Value b) { return Value::tuple({std::move(a), std::move(b)}); };
+  RewriteContext ctx;
+  // begin/end (1, 3) and (2, 5) of shape (4, 6): pad (1, 1) and (2, 1)
+  const Value want = Value::tuple({Value::tuple(
+      {pair(Value::integer(1), Value::integer(1)), pair(Value::integer(2), Value::integer(1))})});
+  const UOp off = UOp::make(Op::Stack, dtypes::index, {c(1), var("v", 0, 3)});
+  const UOp sz = shape_to_uop({5, 7});
+  const UOp pad = UOp::make(Op::Pad, dtypes::float32, {x, off, sz});
+  const Value want_pad =
+      Value::tuple({Value::tuple({pair(Value::uop(c(1)), Value::uop(c(5) - c(1))),
+                                  pair(Value::uop(off.src(1)), Value::uop(c(7) - off.src(1)))})});
+  for (const RuleSetMatcher* m : {static_cast<const RuleSetMatcher*>(compiled),
+                                  static_cast<const RuleSetMatcher*>(&interpreted)}) {
+    std::optional<Value> got = m->apply(shrink, ctx, nullptr, &g);
+    ASSERT_TRUE(got.has_value());
+    EXPECT_TRUE(*got == want) << got->repr();
+    got = m->apply(pad, ctx, nullptr, &g);
+    ASSERT_TRUE(got.has_value());
+    EXPECT_TRUE(*got == want_pad) << got->repr();
+  }
+}
+
+// The deepest program the limits allow evaluates without exhausting the stack: a chain of defs
+// each as deep as the tree depth limit lets its body be (the call at the bottom), up to the def
+// depth limit, called from a rule at the bottom of its own deepest expression.
+TEST(RwExprFeatures, DeepestDefChainEvaluates) {
+  const int terms = kMaxTreeDepth - 8;  // f(i-1)(n) + 1 + 1 ...: the call sits `terms` levels down
+  std::string deep;
+  for (int i = 0; i < terms; ++i) deep += " + 1";
+  std::string text = "def f0(n) = n\n";
+  int defs = 1, depth = 1;
+  for (; depth + terms + 1 <= kMaxDefDepth; ++defs, depth += terms + 1)
+    text += fmt::format("def f{}(n) = f{}(n){}\n", defs, defs - 1, deep);
+  text += fmt::format("ruleset r {{\n  Add(x, 0) => const_like(x, f{}(1){})\n}}\n", defs - 1, deep);
+  Diagnostics d;
+  std::shared_ptr<const ResolvedProgram> p = load_rules_text("deep.rw", text, d);
+  ASSERT_NE(p, nullptr) << d.render().substr(0, 1000);
+  InterpretedMatcher m(p, *p->find("r"));
+  const i128 want = 1 + static_cast<i128>(defs) * terms;
+  EXPECT_TRUE(graph_rewrite(var("x") + 0, &m) == c(want));
+  // one def more is past the limit
+  text = fmt::format("def f{}(n) = f{}(n){}\n", defs, defs - 1, deep) + text;
+  EXPECT_EQ(load_rules_text("deep.rw", text, d), nullptr);
+  EXPECT_NE(d.render().find("the def depth limit"), std::string::npos);
+}
