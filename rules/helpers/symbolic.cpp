@@ -341,16 +341,22 @@ std::optional<Decomposition> decompose(const UOp& d) {
   D.c = D.g = d.src(1).arg().as_int();
   D.is_mod = d.op() == Op::FloorMod;
   const i128 c = D.c;
-  for (UOp u : split_add(x)) {
-    if (u.op() == Op::FloorMod && D.is_mod && u.src(1).op() == Op::Const &&
-        u.src(1).arg().is_int() && u.src(1).arg().as_int() != 0 &&
-        floor_mod(u.src(1).arg().as_int(), c) == 0) {
-      u = u.src(0);  // (a % (k*c)) % c == a % c
-      D.changed = true;
-    }
+  for (const UOp& u : split_add(x)) {
     const i128 f = const_factor(u);
     UOp v = divides(u, f);
     if (!v) return std::nullopt;
+    const auto [k, m] = scaled(u);
+    i128 fn = 0;  // f*n, the period of f*(a % n)
+    if (D.is_mod && k == f && m.op() == Op::FloorMod && m.src(1).op() == Op::Const &&
+        m.src(1).arg().is_int() && exact_mul(f, m.src(1).arg().as_int(), fn) && fn != 0 &&
+        floor_mod(fn, c) == 0 && (f == 1 || m.src(0).op() != Op::Add) &&
+        lo(m.src(0)) > -kInfinity && hi(m.src(0)) < kInfinity) {
+      // f*(a % n) and f*a differ by a multiple of f*n, so by one of c: (f*(a % n) + ...) % c ==
+      // (f*a + ...) % c (a sum a is kept under its modulo when f != 1: f*a would grow, f times
+      // each of its terms)
+      v = m.src(0);
+      D.changed = true;
+    }
     const i128 q = floor_div(f, c), r = floor_mod(f, c);
     if (r == 0 || ((D.is_mod || u.op() == Op::Const) && r != f)) D.changed = true;
     if (lo(v) <= -kInfinity || hi(v) >= kInfinity) return std::nullopt;

@@ -101,10 +101,15 @@ NAMED = [
     ("(x*4+z*2)%(y*2)", "((x*2+z)%y*2)"),                # divide_by_gcd
     ("(x*4+z)//8", "(x//2)"),                            # gcd_with_remainder
     ("(x*4+z)%8", "(x%2*4+z)"),                          # gcd_with_remainder
+    ("(x*4-b+1)//8", "(x//2)"),                          # gcd_with_remainder, -b+1 in [0, 1]
+    ("(x*4-b+1)%8", "((b*7+x*4+1)%8)"),                  # not for % when -b may be negative
     ("(b*3+1)%4", "(b*-1+1)"),                           # fold_binary_term
     ("(b*3+1)//4", "b"),                                 # fold_binary_term
     ("(x*4+z+5)%4", "((z+1)%4)"),                        # fold_quotient_remainder
     ("(x*5+z)%4", "((x+z)%4)"),                          # fold_quotient_remainder
+    ("(x%4*3+z)%6", "((x*3+z)%6)"),                      # ... f*(x%n) with c | f*n: f*x
+    ("(x%4*-3+z)%6", "((x*3+z)%6)"),                     # ... f < 0
+    ("((x+z)%4*3+y)%6", "(((x+z)%4*3+y)%6)"),            # ... not a sum with f != 1
     ("(x*2+z)//4", "((z//2+x)//2)"),                     # nest_by_factor
     ("(x*4+z)<8", "(x<2)"),                              # lt_folding
 ]
