@@ -140,8 +140,8 @@ struct Decl {
   std::vector<std::pair<std::string, Loc>> names;  // OpGroup members; Compose parts
   SetKind set_kind = SetKind::Rules;
   std::vector<Member> members;
-  ExternFn fn;    // Extern
-  ExprPtr body;   // Def: `def name(names...) = body`
+  ExternFn fn;   // Extern
+  ExprPtr body;  // Def: `def name(names...) = body`
 };
 
 struct FileAst {

@@ -184,7 +184,7 @@ struct ResolvedSet {
 struct ResolvedProgram {
   Program program;  // owns the sources and trees the rules point into
   std::map<std::string, ResolvedSet> sets;
-  std::map<std::string, HelperDecl> helpers;  // declared helpers (`extern fn`), by name
+  std::map<std::string, HelperDecl> helpers;       // declared helpers (`extern fn`), by name
   std::vector<std::unique_ptr<ResolvedDef>> defs;  // callees before their callers
   const ResolvedSet* find(std::string_view name) const;
 };
