@@ -185,9 +185,12 @@ class Resolver {
   Resolver(ResolvedProgram& out, Diagnostics& diags) : out_(out), diags_(diags) {}
 
   void run() {
+    // helper declarations first, so a def of a helper's name is refused wherever it stands
+    for (const auto& ast : out_.program.asts)
+      for (const Decl& d : ast->decls)
+        if (d.kind == Decl::Kind::Extern) declare_helper(d);
     for (const auto& ast : out_.program.asts) {
       for (const Decl& d : ast->decls) {
-        if (d.kind == Decl::Kind::Extern) declare_helper(d);
         if (d.kind == Decl::Kind::OpGroup) declare_group(d);
         if (d.kind == Decl::Kind::RuleSet || d.kind == Decl::Kind::Compose) declare_set(d);
         if (d.kind == Decl::Kind::Def) declare_def(d);
@@ -1610,7 +1613,7 @@ class Resolver {
       return;
     }
     const bool op = op_from_name(d.name) && std::isupper(static_cast<unsigned char>(d.name[0]));
-    if (op || is_builtin(d.name) || find_helper(d.name)) {
+    if (op || is_builtin(d.name) || find_helper(d.name) || out_.helpers.contains(d.name)) {
       diags_.error(d.loc, fmt::format("def '{}' has the name of {}", d.name,
                                       op                   ? "an op"
                                       : is_builtin(d.name) ? "a builtin function"

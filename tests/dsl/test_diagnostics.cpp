@@ -557,6 +557,14 @@ TEST(RwDiagnostics, DefErrors) {
                "def 'len' has the name of a builtin function", 2, 5);
   expect_error(with_rule("def f(n) = n\ndef Add(n) = n\n"), "def 'Add' has the name of an op", 2,
                5);
+  // a declared helper's name (declared only: no C++ helper of that name is linked), whether the
+  // declaration comes before or after the def
+  expect_error(
+      with_rule("def f(n) = n\nextern fn frob(a: int, b: int) -> int\ndef frob(a, b) = a\n"),
+      "def 'frob' has the name of a helper", 3, 5);
+  expect_error(
+      with_rule("def f(n) = n\ndef frob(a, b) = a\nextern fn frob(a: int, b: int) -> int\n"),
+      "def 'frob' has the name of a helper", 2, 5);
   expect_error(with_rule("def f(n, n) = n\n"), "parameter 'n' is given twice", 1, 10);
   expect_error(with_rule("def f(a, b) = a + b\n"), "def 'f' takes 2 argument(s), got 1", 3, 16);
   expect_error("def f(a) = a\nruleset r {\n  Add(x, y) => f(a: x)\n}\n",
