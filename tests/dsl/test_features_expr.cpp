@@ -227,3 +227,69 @@ TEST(RwExprFeatures, DeepestDefChainEvaluates) {
   EXPECT_EQ(load_rules_text("deep.rw", text, d), nullptr);
   EXPECT_NE(d.render().find("the def depth limit"), std::string::npos);
 }
+
+// The graph builders as UOp methods: each rule's result is the C++ builder's node, in both
+// executors; a builder's shape error is an error in the rule, at its location.
+TEST(RwExprFeatures, GraphBuildersAsMethods) {
+  const UOp buf = UOp::make(Op::Buffer, dtypes::float32, {},
+                            Arg::record("ParamArg", {{"slot", Arg::integer(0)},
+                                                     {"size", Arg::integer(24)},
+                                                     {"device", Arg::string("CPU")}}));
+  const UOp x = UOp::make(Op::Reshape, dtypes::float32, {buf, shape_to_uop({4, 6})});
+  const UOp v = UOp::variable("v", 1, 8), i = var("i");
+  auto unary = [&](Op op) { return UOp::make(op, dtypes::float32, {x}); };
+  auto binary = [&](Op op, const UOp& y) { return UOp::make(op, dtypes::float32, {x, y}); };
+  expect_rewrite("e_build", unary(Op::Exp2), x.reshape({6, 4}));
+  expect_rewrite("e_build", unary(Op::Log2), x.permute({1, 0}));
+  expect_rewrite("e_build", unary(Op::Sin), x.reshape({4, 1, 6}).expand({4, 3, 6}));
+  expect_rewrite("e_build", unary(Op::Sqrt), x.pad({1, 2}, {5, 9}).shrink({0, 1}, {4, 6}));
+  expect_rewrite("e_build", unary(Op::Reciprocal),
+                 x.flip({false, true}).r(Op::Add, {1}).reduce(Op::Max, {0, 1}));
+  expect_rewrite("e_build", binary(Op::Add, v), x.reshape({1, 24}).expand({SInt(v), 24}));
+  const std::vector<UOp> idx{i, i + c(1)};
+  expect_rewrite("e_build", binary(Op::Mul, i), x.index(idx).after(std::vector<UOp>{i}));
+  expect_rewrite("e_build", binary(Op::Max, i), x.index(idx));
+
+  const UOp bad = binary(Op::FDiv, x);
+  const ResolvedSet* s = program()->find("e_build");
+  ASSERT_NE(s, nullptr);
+  InterpretedMatcher interpreted(program(), *s);
+  RewriteContext ctx;
+  for (const RuleSetMatcher* m :
+       {compiled_rules("e_build"), static_cast<const RuleSetMatcher*>(&interpreted)}) {
+    ASSERT_NE(m, nullptr);
+    try {
+      m->apply(bad, ctx, nullptr);
+      ADD_FAILURE() << "a reshape of 24 elements to (5, 5) raised no error";
+    } catch (const RwError& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("features_expr.rw:"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("error in rule e_build"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("RESHAPE"), std::string::npos) << msg;
+    }
+  }
+}
+
+// Builder misuse: a wrong argument count or kind names the builder's signature.
+TEST(RwExprFeatures, GraphBuilderArgumentErrors) {
+  const UOp buf = UOp::make(Op::Buffer, dtypes::float32, {},
+                            Arg::record("ParamArg", {{"slot", Arg::integer(0)},
+                                                     {"size", Arg::integer(6)},
+                                                     {"device", Arg::string("CPU")}}));
+  const UOp x = UOp::make(Op::Exp2, dtypes::float32,
+                          {UOp::make(Op::Reshape, dtypes::float32, {buf, shape_to_uop({2, 3})})});
+  EXPECT_NE(eval_error("ruleset r {\n  Exp2(x) => x.pad((0, 0))\n}\n", x)
+                .find("x.pad(offsets, shape): 1 argument(s) given, expects 2"),
+            std::string::npos);
+  EXPECT_NE(eval_error("ruleset r {\n  Exp2(x) => x.permute(1)\n}\n", x)
+                .find("permute: argument 1 must be a tuple of ints"),
+            std::string::npos);
+  EXPECT_NE(eval_error("ruleset r {\n  Exp2(x) => x.flip((1, 0))\n}\n", x)
+                .find("flip: argument 1 must be a tuple of bools"),
+            std::string::npos);
+  EXPECT_NE(eval_error("ruleset r {\n  Exp2(x) => x.r(Add, (2,))\n}\n", x)
+                .find("REDUCE: axis 2 is out of range for shape"),
+            std::string::npos);
+  EXPECT_NE(eval_error("ruleset r {\n  Exp2(x) => x.frob(1)\n}\n", x).find("has no method 'frob'"),
+            std::string::npos);
+}
