@@ -293,3 +293,63 @@ TEST(RwExprFeatures, GraphBuilderArgumentErrors) {
   EXPECT_NE(eval_error("ruleset r {\n  Exp2(x) => x.frob(1)\n}\n", x).find("has no method 'frob'"),
             std::string::npos);
 }
+
+// rules/gradient.rw's movement and reduction gradients, written with the builder methods: both
+// executors give the same gradients, the adjoint movement for each op.
+TEST(RwExprFeatures, ShippedMovementGradientsAgree) {
+  Diagnostics d;
+  std::shared_ptr<const ResolvedProgram> p = load_rules(TINYRW_SOURCE_DIR "/rules/gradient.rw", d);
+  ASSERT_NE(p, nullptr) << d.render();
+  const ResolvedSet* s = p->find("grad");
+  ASSERT_NE(s, nullptr);
+  InterpretedMatcher interpreted(p, *s);
+  const RuleSetMatcher* compiled = compiled_rules("grad");
+  ASSERT_NE(compiled, nullptr);
+  const UOp buf = UOp::make(Op::Buffer, dtypes::float32, {},
+                            Arg::record("ParamArg", {{"slot", Arg::integer(0)},
+                                                     {"size", Arg::integer(24)},
+                                                     {"device", Arg::string("CPU")}}));
+  const UOp x = UOp::make(Op::Reshape, dtypes::float32, {buf, shape_to_uop({2, 3, 4})});
+  const UOp x1 = x.reshape({2, 1, 12});
+  struct Case {
+    UOp node, want;  // want: the first source's gradient of g (in the node's shape)
+  };
+  auto g_of = [](const UOp& n) {
+    int64_t size = 1;
+    for (const SInt& k : n.shape()) size *= k.value();
+    return UOp::make(Op::Reshape, dtypes::float32,
+                     {UOp::make(Op::Buffer, dtypes::float32, {},
+                                Arg::record("ParamArg", {{"slot", Arg::integer(1)},
+                                                         {"size", Arg::integer(size)},
+                                                         {"device", Arg::string("CPU")}})),
+                      shape_to_uop(n.shape())});
+  };
+  std::vector<UOp> nodes = {
+      x.reshape({6, 4}),           x.permute({1, 2, 0}),           x1.expand({2, 5, 12}),
+      x.pad({1, 0, 2}, {3, 3, 7}), x.shrink({1, 0, 2}, {1, 2, 2}), x.flip({true, false, true}),
+      x.reduce(Op::Add, {1}),      x.reduce(Op::Max, {0, 2}),      x.reduce(Op::Mul, {2})};
+  RewriteContext ctx;
+  for (const UOp& n : nodes) {
+    const UOp g = g_of(n);
+    std::optional<Value> a = compiled->apply(n, ctx, nullptr, &g);
+    std::optional<Value> b = interpreted.apply(n, ctx, nullptr, &g);
+    ASSERT_TRUE(a.has_value() && b.has_value()) << n.repr(2);
+    EXPECT_TRUE(*a == *b) << n.repr(2) << "\n" << a->repr() << "\n" << b->repr();
+    EXPECT_EQ(a->items().size(), n.nsrc()) << n.repr(2);
+    EXPECT_TRUE(a->items()[0].as_uop().shape_is(n.src(0).shape())) << n.repr(2);
+  }
+  // the adjoints, exactly
+  auto grad = [&](const UOp& n) {
+    const UOp g = g_of(n);
+    return interpreted.apply(n, ctx, nullptr, &g)->items()[0].as_uop();
+  };
+  const UOp p120 = x.permute({1, 2, 0});
+  EXPECT_TRUE(grad(p120) == g_of(p120).permute({2, 0, 1}));
+  const UOp e = x1.expand({2, 5, 12});
+  EXPECT_TRUE(grad(e) == g_of(e).r(Op::Add, {1}).reshape({2, 1, 12}));
+  const UOp pad = x.pad({1, 0, 2}, {3, 3, 7});
+  EXPECT_TRUE(grad(pad) == g_of(pad).shrink({1, 0, 2}, {2, 3, 4}));
+  const UOp sum = x.reduce(Op::Add, {1});  // PERMUTE then REDUCE over the first axis
+  ASSERT_EQ(sum.op(), Op::Reduce);
+  EXPECT_TRUE(grad(sum) == g_of(sum).reshape({1, 2, 4}).expand({3, 2, 4}));
+}
