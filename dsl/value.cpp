@@ -529,23 +529,22 @@ int64_t size_value(const Value& v) {
   return static_cast<int64_t>(i);
 }
 
-// The builders of ir/builders.h as UOp methods: a UOp argument stays one, a tuple holding a UOp is
-// a symbolic shape (its ints and UOps as one shape UOp), any other value its Arg. A variadic
-// builder (index, after, reduce_over) also takes its UOps as one tuple, spread in place.
+// The builders of ir/builders.h as UOp methods: a UOp argument stays one; a variadic builder
+// (index, after, reduce_over) also takes its UOps as one tuple, spread in place (an empty one
+// too: a 0-d index); elsewhere a tuple holding a UOp is a symbolic shape (its ints and UOps as one
+// shape UOp), and any other value its Arg.
 Value call_builder(const UOpBuilder& b, const UOp& u, std::span<const Value> args) {
   std::vector<BuilderArg> bargs;
   for (const Value& v : args) {
     if (v.is_uop()) {
       bargs.emplace_back(v.as_uop());
-      continue;
-    }
-    const bool has_uop =
-        v.kind() == Value::Kind::Tuple &&
-        std::any_of(v.items().begin(), v.items().end(), [](const Value& x) { return x.is_uop(); });
-    if (!has_uop) {
+    } else if (v.kind() != Value::Kind::Tuple) {
       bargs.emplace_back(v.to_arg());
     } else if (b.max_args == SIZE_MAX) {
       for (const Value& x : v.items()) bargs.emplace_back(x.as_uop());
+    } else if (std::none_of(v.items().begin(), v.items().end(),
+                            [](const Value& x) { return x.is_uop(); })) {
+      bargs.emplace_back(v.to_arg());
     } else {
       Shape s;
       for (const Value& x : v.items())

@@ -353,3 +353,50 @@ TEST(RwExprFeatures, ShippedMovementGradientsAgree) {
   ASSERT_EQ(sum.op(), Op::Reduce);
   EXPECT_TRUE(grad(sum) == g_of(sum).reshape({1, 2, 4}).expand({3, 2, 4}));
 }
+
+// rules/rangeify.rw's index math through movement ops, written with the builder methods: each
+// executor maps an index into a view to the index into its source, as written out here.
+TEST(RwExprFeatures, ShippedRangeifyIndexMath) {
+  Diagnostics d;
+  std::shared_ptr<const ResolvedProgram> p = load_rules(TINYRW_SOURCE_DIR "/rules/rangeify.rw", d);
+  ASSERT_NE(p, nullptr) << d.render();
+  InterpretedMatcher interpreted(p, *p->find("rangeify"));
+  const RuleSetMatcher* compiled = compiled_rules("rangeify");
+  ASSERT_NE(compiled, nullptr);
+  const UOp buf = UOp::make(Op::Buffer, dtypes::float32, {},
+                            Arg::record("ParamArg", {{"slot", Arg::integer(0)},
+                                                     {"size", Arg::integer(24)},
+                                                     {"device", Arg::string("CPU")}}));
+  const UOp x = UOp::make(Op::Reshape, dtypes::float32, {buf, shape_to_uop({2, 3, 4})});
+  const UOp r0 = UOp::range(c(6), 0), r1 = UOp::range(c(4), 1), r2 = UOp::range(c(5), 2);
+  const UOp two = UOp::cfloat(2.0);
+  auto idx = [](std::vector<UOp> v) { return v; };
+  struct Case {
+    UOp in, want;
+  };
+  // (6, 4) -> (2, 3, 4): flat = 0 + r1 * 1 + r0 * 4, then // 12, // 4 % 3, % 4
+  const UOp flat = c(0) + r1 * c(1) + r0 * c(4);
+  const UOp x13 = x.reshape({2, 1, 12});
+  const std::vector<Case> cases = {
+      {x.reshape({6, 4}).index(idx({r0, r1})),
+       x.index(
+           idx({flat.floordiv(c(12)), flat.floordiv(c(4)).floormod(c(3)), flat.floormod(c(4))}))},
+      {x.permute({1, 2, 0}).index(idx({r0, r1, r2})), x.index(idx({r2, r0, r1}))},
+      {x13.expand({2, 5, 12}).index(idx({r0, r2, r1})), x13.index(idx({r0, c(0), r1}))},
+      {x.shrink({1, 0, 2}, {1, 2, 2}).index(idx({r0, r1, r2})),
+       x.index(idx({r0 + c(1), r1, r2 + c(2)}))},
+      {x.flip({true, false, true}).index(idx({r0, r1, r2})),
+       x.index(idx({c(1) - r0, r1, c(3) - r2}))},
+      {(x * x).index(idx({r0, r1, r2})), x.index(idx({r0, r1, r2})) * x.index(idx({r0, r1, r2}))},
+      {UOp::make(Op::Reshape, dtypes::float32, {two, shape_to_uop({2, 2})}).index(idx({r0, r1})),
+       two},
+  };
+  RewriteContext ctx;
+  for (const Case& k : cases) {
+    for (const RuleSetMatcher* m : {compiled, static_cast<const RuleSetMatcher*>(&interpreted)}) {
+      std::optional<Value> got = m->apply(k.in, ctx, nullptr);
+      ASSERT_TRUE(got.has_value()) << k.in.repr(2);
+      EXPECT_TRUE(got->as_uop() == k.want) << got->repr() << "\nwant: " << k.want.repr(3);
+    }
+  }
+}
