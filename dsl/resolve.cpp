@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "ir/builders.h"
+
 namespace tinyrw::rw {
 
 // ---- dtype filters, arg matches, equality
@@ -1115,6 +1117,8 @@ class Resolver {
           r.dclass = dtype_arg_class(*d);
         else if (!named("op"))
           r.dclass = recv.dclass;
+      } else if (find_uop_builder(n)) {  // movement ops, reductions, INDEX, AFTER
+        r.dclass = recv.dclass;
       }
       return;
     }

@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <array>
+#include <climits>
 #include <cmath>
 #include <map>
 #include <optional>
 
 #include <fmt/format.h>
+
+#include "ir/builders.h"
 
 namespace tinyrw::rw {
 
@@ -519,6 +522,43 @@ std::vector<UOp> uop_list(const Value& v) {
   return out;
 }
 
+int64_t size_value(const Value& v) {
+  const i128 i = v.as_int();
+  if (i < INT64_MIN || i > INT64_MAX)
+    throw EvalError(fmt::format("size {} is out of range", to_string(i)));
+  return static_cast<int64_t>(i);
+}
+
+// The builders of ir/builders.h as UOp methods: a UOp argument stays one; a variadic builder
+// (index, after, reduce_over) also takes its UOps as one tuple, spread in place (an empty one
+// too: a 0-d index); elsewhere a tuple holding a UOp is a symbolic shape (its ints and UOps as one
+// shape UOp), and any other value its Arg.
+Value call_builder(const UOpBuilder& b, const UOp& u, std::span<const Value> args) {
+  std::vector<BuilderArg> bargs;
+  for (const Value& v : args) {
+    if (v.is_uop()) {
+      bargs.emplace_back(v.as_uop());
+    } else if (v.kind() != Value::Kind::Tuple) {
+      bargs.emplace_back(v.to_arg());
+    } else if (b.max_args == SIZE_MAX) {
+      for (const Value& x : v.items()) bargs.emplace_back(x.as_uop());
+    } else if (std::none_of(v.items().begin(), v.items().end(),
+                            [](const Value& x) { return x.is_uop(); })) {
+      bargs.emplace_back(v.to_arg());
+    } else {
+      Shape s;
+      for (const Value& x : v.items())
+        s.push_back(x.is_uop() ? SInt(x.as_uop()) : SInt(size_value(x)));
+      bargs.emplace_back(shape_to_uop(s));
+    }
+  }
+  try {
+    return Value::uop(call_uop_builder(b.name, u, bargs));
+  } catch (const GraphError& e) {
+    throw EvalError(e.what());  // reported with the rule's location
+  }
+}
+
 }  // namespace
 
 Value member(const Value& recv, std::string_view name) {
@@ -590,6 +630,7 @@ Value method(const Value& recv, std::string_view name, std::span<const Value> ar
     expect_args(name, args, 1, 1);
     return Value::uop((u.*(it->second))(operand(0)));
   }
+  if (const UOpBuilder* b = find_uop_builder(name)) return call_builder(*b, u, args);
   (void)named;
   throw EvalError(fmt::format("UOp has no method '{}'", name));
 }
@@ -860,9 +901,15 @@ std::optional<Type> member_type(Type recv, std::string_view name, bool is_call) 
     auto it = m.find(name);
     return it == m.end() ? std::nullopt : std::optional<Type>(it->second);
   };
+  // the graph builders of ir/builders.h (reshape, permute, ...) are UOp methods too
+  auto lookup_method = [&]() -> std::optional<Type> {
+    if (auto t = lookup(kUOpMethods)) return t;
+    if (find_uop_builder(name)) return Type::UOp;
+    return std::nullopt;
+  };
   switch (recv) {
     case Type::UOp:
-      return is_call ? lookup(kUOpMethods) : lookup(kUOpProps);
+      return is_call ? lookup_method() : lookup(kUOpProps);
     case Type::DType:
       if (is_call) return name == "vec" ? std::optional<Type>(Type::DType) : std::nullopt;
       return lookup(kDTypeProps);
@@ -871,7 +918,7 @@ std::optional<Type> member_type(Type recv, std::string_view name, bool is_call) 
     case Type::Op:
       return !is_call && name == "name" ? std::optional<Type>(Type::String) : std::nullopt;
     case Type::Any: {
-      if (auto t = is_call ? lookup(kUOpMethods) : lookup(kUOpProps)) return Type::Any;
+      if (auto t = is_call ? lookup_method() : lookup(kUOpProps)) return Type::Any;
       if (auto t = lookup(kDTypeProps); t && !is_call) return Type::Any;
       if (name == "len" || name == "name" || name == "vec") return Type::Any;
       return std::nullopt;

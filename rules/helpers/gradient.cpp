@@ -1,5 +1,5 @@
-// Adjoints of movement ops and reductions for rules/gradient.rw: each returns one gradient per
-// source of the node (none for the shape sources), built as tensor-level UOps.
+// Gradients for rules/gradient.rw that need more than a rewrite: AFTER and RETURNED route a
+// gradient by reading a CALL's accesses and bundling its outputs (ir/call.h), each one per source.
 #include <optional>
 
 #include <fmt/format.h>
@@ -9,79 +9,6 @@
 
 namespace tinyrw::rw {
 namespace {
-
-// Sums g over `axes` (keeping them as size 1).
-UOp sum_axes(const UOp& g, const std::vector<bool>& axes) {
-  std::vector<int64_t> reduced;
-  for (size_t k = 0; k < axes.size(); ++k)
-    if (axes[k]) reduced.push_back(static_cast<int64_t>(k));
-  return reduced.empty() ? g : g.r(Op::Add, reduced);
-}
-
-Value movement_grad(const UOp& x, const UOp& g) {
-  const UOp& a = x.src(0);
-  const Shape in = a.shape();
-  UOp ga;
-  switch (x.op()) {
-    case Op::Reshape:
-      ga = g.reshape(in);
-      break;
-    case Op::Permute: {
-      auto p = x.arg().items();
-      std::vector<int64_t> inv(p.size());
-      for (size_t k = 0; k < p.size(); ++k)
-        inv[static_cast<size_t>(p[k].as_int())] = static_cast<int64_t>(k);
-      ga = g.permute(inv);
-      break;
-    }
-    case Op::Expand: {
-      const Shape out = x.shape();
-      std::vector<bool> axes(out.size());
-      for (size_t k = 0; k < out.size(); ++k) axes[k] = in[k] == SInt(1) && out[k] != SInt(1);
-      ga = sum_axes(g, axes).reshape(in);
-      break;
-    }
-    case Op::Pad:
-      ga = g.shrink(uop_to_shape(x.src(1)), in);
-      break;
-    case Op::Shrink:
-      ga = g.pad(uop_to_shape(x.src(1)), in);
-      break;
-    case Op::Flip: {
-      std::vector<bool> flags;
-      for (const Arg& f : x.arg().items()) flags.push_back(f.as_bool());
-      ga = g.flip(flags);
-      break;
-    }
-    case Op::Reduce: {
-      const Op op = x.arg().items()[0].as_op();
-      const size_t n = static_cast<size_t>(x.arg().items()[1].as_int());
-      Shape kept(n, SInt(1));
-      kept.insert(kept.end(), in.begin() + static_cast<long>(n), in.end());
-      const UOp gb = g.reshape(kept).expand(in);  // broadcast back over the reduced axes
-      if (op == Op::Add) {
-        ga = gb;
-      } else if (op == Op::Max) {  // shared among the maxima
-        const UOp xb = x.reshape(kept).expand(in);
-        const UOp is_max = a.ne(xb).logical_not().cast(g.dtype());
-        std::vector<bool> axes(in.size(), false);
-        for (size_t k = 0; k < n; ++k) axes[k] = true;
-        const UOp count = sum_axes(is_max, axes).expand(in);
-        ga = is_max * gb * UOp::make(Op::Reciprocal, g.dtype(), {count});
-      } else if (op == Op::Mul) {
-        ga = gb * x.reshape(kept).expand(in) * UOp::make(Op::Reciprocal, a.dtype(), {a});
-      } else {
-        throw EvalError("no gradient for a reduction with " + std::string(op_name(op)));
-      }
-      break;
-    }
-    default:
-      throw EvalError("movement_grad of " + std::string(op_name(x.op())));
-  }
-  std::vector<Value> out{Value::uop(ga)};
-  for (size_t k = 1; k < x.nsrc(); ++k) out.emplace_back();
-  return Value::tuple(std::move(out));
-}
 
 // A kernel CALL `call` among an AFTER's deps over t: the index of the output it gives t (the
 // argument it writes that is t), or none when it only reads t. Aliasing t another way, or as two
@@ -167,13 +94,6 @@ const HelperRegistrar kAfterGrad({"after_grad", 2, 2, Type::Tuple,
                                   },
                                   "after_grad(after, g): the gradient of an AFTER per source (t, "
                                   "or the store or CALL writing it)"});
-
-const HelperRegistrar kMovementGrad(
-    {"movement_grad", 2, 2, Type::Tuple,
-     [](RewriteContext&, std::span<const Value> a) {
-       return movement_grad(a[0].as_uop(), a[1].as_uop());
-     },
-     "movement_grad(x, g): the gradient of a movement op or reduction per source"});
 
 }  // namespace
 }  // namespace tinyrw::rw

@@ -227,3 +227,176 @@ TEST(RwExprFeatures, DeepestDefChainEvaluates) {
   EXPECT_EQ(load_rules_text("deep.rw", text, d), nullptr);
   EXPECT_NE(d.render().find("the def depth limit"), std::string::npos);
 }
+
+// The graph builders as UOp methods: each rule's result is the C++ builder's node, in both
+// executors; a builder's shape error is an error in the rule, at its location.
+TEST(RwExprFeatures, GraphBuildersAsMethods) {
+  const UOp buf = UOp::make(Op::Buffer, dtypes::float32, {},
+                            Arg::record("ParamArg", {{"slot", Arg::integer(0)},
+                                                     {"size", Arg::integer(24)},
+                                                     {"device", Arg::string("CPU")}}));
+  const UOp x = UOp::make(Op::Reshape, dtypes::float32, {buf, shape_to_uop({4, 6})});
+  const UOp v = UOp::variable("v", 1, 8), i = var("i");
+  auto unary = [&](Op op) { return UOp::make(op, dtypes::float32, {x}); };
+  auto binary = [&](Op op, const UOp& y) { return UOp::make(op, dtypes::float32, {x, y}); };
+  expect_rewrite("e_build", unary(Op::Exp2), x.reshape({6, 4}));
+  expect_rewrite("e_build", unary(Op::Log2), x.permute({1, 0}));
+  expect_rewrite("e_build", unary(Op::Sin), x.reshape({4, 1, 6}).expand({4, 3, 6}));
+  expect_rewrite("e_build", unary(Op::Sqrt), x.pad({1, 2}, {5, 9}).shrink({0, 1}, {4, 6}));
+  expect_rewrite("e_build", unary(Op::Reciprocal),
+                 x.flip({false, true}).r(Op::Add, {1}).reduce(Op::Max, {0, 1}));
+  expect_rewrite("e_build", binary(Op::Add, v), x.reshape({1, 24}).expand({SInt(v), 24}));
+  const std::vector<UOp> idx{i, i + c(1)};
+  expect_rewrite("e_build", binary(Op::Mul, i), x.index(idx).after(std::vector<UOp>{i}));
+  expect_rewrite("e_build", binary(Op::Max, i), x.index(idx));
+
+  const UOp bad = binary(Op::FDiv, x);
+  const ResolvedSet* s = program()->find("e_build");
+  ASSERT_NE(s, nullptr);
+  InterpretedMatcher interpreted(program(), *s);
+  RewriteContext ctx;
+  for (const RuleSetMatcher* m :
+       {compiled_rules("e_build"), static_cast<const RuleSetMatcher*>(&interpreted)}) {
+    ASSERT_NE(m, nullptr);
+    try {
+      m->apply(bad, ctx, nullptr);
+      ADD_FAILURE() << "a reshape of 24 elements to (5, 5) raised no error";
+    } catch (const RwError& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("features_expr.rw:"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("error in rule e_build"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("RESHAPE"), std::string::npos) << msg;
+    }
+  }
+}
+
+// Builder misuse: a wrong argument count or kind names the builder's signature.
+TEST(RwExprFeatures, GraphBuilderArgumentErrors) {
+  const UOp buf = UOp::make(Op::Buffer, dtypes::float32, {},
+                            Arg::record("ParamArg", {{"slot", Arg::integer(0)},
+                                                     {"size", Arg::integer(6)},
+                                                     {"device", Arg::string("CPU")}}));
+  const UOp x = UOp::make(Op::Exp2, dtypes::float32,
+                          {UOp::make(Op::Reshape, dtypes::float32, {buf, shape_to_uop({2, 3})})});
+  EXPECT_NE(eval_error("ruleset r {\n  Exp2(x) => x.pad((0, 0))\n}\n", x)
+                .find("x.pad(offsets, shape): 1 argument(s) given, expects 2"),
+            std::string::npos);
+  EXPECT_NE(eval_error("ruleset r {\n  Exp2(x) => x.permute(1)\n}\n", x)
+                .find("permute: argument 1 must be a tuple of ints"),
+            std::string::npos);
+  EXPECT_NE(eval_error("ruleset r {\n  Exp2(x) => x.flip((1, 0))\n}\n", x)
+                .find("flip: argument 1 must be a tuple of bools"),
+            std::string::npos);
+  EXPECT_NE(eval_error("ruleset r {\n  Exp2(x) => x.r(Add, (2,))\n}\n", x)
+                .find("REDUCE: axis 2 is out of range for shape"),
+            std::string::npos);
+  EXPECT_NE(eval_error("ruleset r {\n  Exp2(x) => x.frob(1)\n}\n", x).find("has no method 'frob'"),
+            std::string::npos);
+}
+
+// rules/gradient.rw's movement and reduction gradients, written with the builder methods: both
+// executors give the same gradients, the adjoint movement for each op.
+TEST(RwExprFeatures, ShippedMovementGradientsAgree) {
+  Diagnostics d;
+  std::shared_ptr<const ResolvedProgram> p = load_rules(TINYRW_SOURCE_DIR "/rules/gradient.rw", d);
+  ASSERT_NE(p, nullptr) << d.render();
+  const ResolvedSet* s = p->find("grad");
+  ASSERT_NE(s, nullptr);
+  InterpretedMatcher interpreted(p, *s);
+  const RuleSetMatcher* compiled = compiled_rules("grad");
+  ASSERT_NE(compiled, nullptr);
+  const UOp buf = UOp::make(Op::Buffer, dtypes::float32, {},
+                            Arg::record("ParamArg", {{"slot", Arg::integer(0)},
+                                                     {"size", Arg::integer(24)},
+                                                     {"device", Arg::string("CPU")}}));
+  const UOp x = UOp::make(Op::Reshape, dtypes::float32, {buf, shape_to_uop({2, 3, 4})});
+  const UOp x1 = x.reshape({2, 1, 12});
+  struct Case {
+    UOp node, want;  // want: the first source's gradient of g (in the node's shape)
+  };
+  auto g_of = [](const UOp& n) {
+    int64_t size = 1;
+    for (const SInt& k : n.shape()) size *= k.value();
+    return UOp::make(Op::Reshape, dtypes::float32,
+                     {UOp::make(Op::Buffer, dtypes::float32, {},
+                                Arg::record("ParamArg", {{"slot", Arg::integer(1)},
+                                                         {"size", Arg::integer(size)},
+                                                         {"device", Arg::string("CPU")}})),
+                      shape_to_uop(n.shape())});
+  };
+  std::vector<UOp> nodes = {
+      x.reshape({6, 4}),           x.permute({1, 2, 0}),           x1.expand({2, 5, 12}),
+      x.pad({1, 0, 2}, {3, 3, 7}), x.shrink({1, 0, 2}, {1, 2, 2}), x.flip({true, false, true}),
+      x.reduce(Op::Add, {1}),      x.reduce(Op::Max, {0, 2}),      x.reduce(Op::Mul, {2})};
+  RewriteContext ctx;
+  for (const UOp& n : nodes) {
+    const UOp g = g_of(n);
+    std::optional<Value> a = compiled->apply(n, ctx, nullptr, &g);
+    std::optional<Value> b = interpreted.apply(n, ctx, nullptr, &g);
+    ASSERT_TRUE(a.has_value() && b.has_value()) << n.repr(2);
+    EXPECT_TRUE(*a == *b) << n.repr(2) << "\n" << a->repr() << "\n" << b->repr();
+    EXPECT_EQ(a->items().size(), n.nsrc()) << n.repr(2);
+    EXPECT_TRUE(a->items()[0].as_uop().shape_is(n.src(0).shape())) << n.repr(2);
+  }
+  // the adjoints, exactly
+  auto grad = [&](const UOp& n) {
+    const UOp g = g_of(n);
+    return interpreted.apply(n, ctx, nullptr, &g)->items()[0].as_uop();
+  };
+  const UOp p120 = x.permute({1, 2, 0});
+  EXPECT_TRUE(grad(p120) == g_of(p120).permute({2, 0, 1}));
+  const UOp e = x1.expand({2, 5, 12});
+  EXPECT_TRUE(grad(e) == g_of(e).r(Op::Add, {1}).reshape({2, 1, 12}));
+  const UOp pad = x.pad({1, 0, 2}, {3, 3, 7});
+  EXPECT_TRUE(grad(pad) == g_of(pad).shrink({1, 0, 2}, {2, 3, 4}));
+  const UOp sum = x.reduce(Op::Add, {1});  // PERMUTE then REDUCE over the first axis
+  ASSERT_EQ(sum.op(), Op::Reduce);
+  EXPECT_TRUE(grad(sum) == g_of(sum).reshape({1, 2, 4}).expand({3, 2, 4}));
+}
+
+// rules/rangeify.rw's index math through movement ops, written with the builder methods: each
+// executor maps an index into a view to the index into its source, as written out here.
+TEST(RwExprFeatures, ShippedRangeifyIndexMath) {
+  Diagnostics d;
+  std::shared_ptr<const ResolvedProgram> p = load_rules(TINYRW_SOURCE_DIR "/rules/rangeify.rw", d);
+  ASSERT_NE(p, nullptr) << d.render();
+  InterpretedMatcher interpreted(p, *p->find("rangeify"));
+  const RuleSetMatcher* compiled = compiled_rules("rangeify");
+  ASSERT_NE(compiled, nullptr);
+  const UOp buf = UOp::make(Op::Buffer, dtypes::float32, {},
+                            Arg::record("ParamArg", {{"slot", Arg::integer(0)},
+                                                     {"size", Arg::integer(24)},
+                                                     {"device", Arg::string("CPU")}}));
+  const UOp x = UOp::make(Op::Reshape, dtypes::float32, {buf, shape_to_uop({2, 3, 4})});
+  const UOp r0 = UOp::range(c(6), 0), r1 = UOp::range(c(4), 1), r2 = UOp::range(c(5), 2);
+  const UOp two = UOp::cfloat(2.0);
+  auto idx = [](std::vector<UOp> v) { return v; };
+  struct Case {
+    UOp in, want;
+  };
+  // (6, 4) -> (2, 3, 4): flat = 0 + r1 * 1 + r0 * 4, then // 12, // 4 % 3, % 4
+  const UOp flat = c(0) + r1 * c(1) + r0 * c(4);
+  const UOp x13 = x.reshape({2, 1, 12});
+  const std::vector<Case> cases = {
+      {x.reshape({6, 4}).index(idx({r0, r1})),
+       x.index(
+           idx({flat.floordiv(c(12)), flat.floordiv(c(4)).floormod(c(3)), flat.floormod(c(4))}))},
+      {x.permute({1, 2, 0}).index(idx({r0, r1, r2})), x.index(idx({r2, r0, r1}))},
+      {x13.expand({2, 5, 12}).index(idx({r0, r2, r1})), x13.index(idx({r0, c(0), r1}))},
+      {x.shrink({1, 0, 2}, {1, 2, 2}).index(idx({r0, r1, r2})),
+       x.index(idx({r0 + c(1), r1, r2 + c(2)}))},
+      {x.flip({true, false, true}).index(idx({r0, r1, r2})),
+       x.index(idx({c(1) - r0, r1, c(3) - r2}))},
+      {(x * x).index(idx({r0, r1, r2})), x.index(idx({r0, r1, r2})) * x.index(idx({r0, r1, r2}))},
+      {UOp::make(Op::Reshape, dtypes::float32, {two, shape_to_uop({2, 2})}).index(idx({r0, r1})),
+       two},
+  };
+  RewriteContext ctx;
+  for (const Case& k : cases) {
+    for (const RuleSetMatcher* m : {compiled, static_cast<const RuleSetMatcher*>(&interpreted)}) {
+      std::optional<Value> got = m->apply(k.in, ctx, nullptr);
+      ASSERT_TRUE(got.has_value()) << k.in.repr(2);
+      EXPECT_TRUE(got->as_uop() == k.want) << got->repr() << "\nwant: " << k.want.repr(3);
+    }
+  }
+}
