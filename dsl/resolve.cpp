@@ -1574,7 +1574,7 @@ class Resolver {
     static const std::map<std::string_view, std::pair<size_t, size_t>> kArity = {
         {"zip", {1, SIZE_MAX}}, {"enumerate", {1, 2}}, {"range", {1, 3}}, {"sum", {1, 2}},
         {"prod", {1, 1}},       {"all", {1, 1}},       {"any", {1, 1}},   {"argsort", {1, 1}},
-        {"tuple", {1, 1}},      {"len", {1, 1}}};
+        {"tuple", {1, 1}},      {"len", {1, 1}},       {"fold", {2, 2}}};
     const size_t n = r.kids.size();
     if ((r.name == "max" || r.name == "min") && n == 1) {
       if (r.kids[0].type != Type::Tuple && r.kids[0].type != Type::Any)
@@ -1595,7 +1595,14 @@ class Resolver {
     }
     for (size_t i = 0; i < n; ++i) {
       const Type t = r.kids[i].type;
-      const bool want_tuple = r.name == "zip" || (i == 0 && r.name != "range");
+      if (r.name == "fold" && i == 0) {  // fold(Op, t): an op first
+        if (t != Type::Op && t != Type::Any)
+          diags_.error(r.kids[i].loc,
+                       fmt::format("'fold' needs an op first, got {}", type_name(t)));
+        continue;
+      }
+      const bool want_tuple =
+          r.name == "zip" || (i == 0 && r.name != "range") || (r.name == "fold" && i == 1);
       if (want_tuple && t != Type::Tuple && t != Type::Any) {
         diags_.error(r.kids[i].loc,
                      fmt::format("'{}' needs a tuple, got {}", r.name, type_name(t)));

@@ -708,8 +708,8 @@ Value construct(Op op, std::span<const Value> args) {
 
 namespace {
 
-// Builtins over tuples: zip, enumerate, range, sum, prod, all, any, argsort, tuple, and max/min of
-// one tuple. nullopt for any other name.
+// Builtins over tuples: zip, enumerate, range, sum, prod, all, any, argsort, tuple, fold, and
+// max/min of one tuple. nullopt for any other name.
 std::optional<Value> tuple_builtin(std::string_view name, std::span<const Value> args) {
   if (name == "zip") {
     if (args.empty()) throw EvalError("zip takes at least 1 argument, got 0");
@@ -754,6 +754,15 @@ std::optional<Value> tuple_builtin(std::string_view name, std::span<const Value>
     Value acc = args.size() > 1 ? args[1] : Value::integer(name == "sum" ? 0 : 1);
     for (size_t i = 0; i < items.size(); ++i)
       acc = i == 0 && args.size() == 1 ? items[0] : binary(op, acc, items[i]);
+    return acc;
+  }
+  if (name == "fold") {  // fold(Op, t): ((t0 op t1) op t2) ..., as tinygrad folds with reduce()
+    expect_args(name, args, 2, 2);
+    const Op op = args[0].as_op();
+    const auto& items = items_of(args[1]);
+    if (items.empty()) throw EvalError("fold() of an empty tuple");
+    Value acc = items[0];
+    for (size_t i = 1; i < items.size(); ++i) acc = construct(op, std::array{acc, items[i]});
     return acc;
   }
   if (name == "all" || name == "any") {
@@ -873,7 +882,7 @@ std::optional<Type> builtin_type(std::string_view name) {
       {"uop", Type::UOp},        {"zip", Type::Tuple},  {"enumerate", Type::Tuple},
       {"range", Type::Tuple},    {"sum", Type::Any},    {"prod", Type::Any},
       {"all", Type::Bool},       {"any", Type::Bool},   {"argsort", Type::Tuple},
-      {"tuple", Type::Tuple}};
+      {"tuple", Type::Tuple},    {"fold", Type::UOp}};
   auto it = kTypes.find(name);
   if (it == kTypes.end()) return std::nullopt;
   return it->second;

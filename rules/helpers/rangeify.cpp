@@ -11,28 +11,8 @@ std::vector<UOp> idx_of(const UOp& i) {
 }
 
 UOp make_index(const UOp& x, const std::vector<UOp>& idx) { return x.index(idx); }
-Dims dims_of(const UOp& shape_uop) { return to_dims(uop_to_shape(shape_uop)); }
 Dims shape_of(const UOp& x) { return to_dims(x.shape()); }
 UOp ci(int64_t v) { return UOp::cint(v); }
-
-// Kept here: its valid mask is a left fold of & over the padded axes, which the language cannot
-// write yet (a view of a constant is matched by the rule before it).
-UOp index_pad(const UOp& i) {
-  const UOp& p = i.src(0);
-  const UOp& x = p.src(0);
-  const Dims off = dims_of(p.src(1)), in = shape_of(x);
-  std::vector<UOp> idx = idx_of(i);
-  UOp valid;
-  for (size_t k = 0; k < idx.size(); ++k) {
-    if (off[k] == 0 && dims_of(p.src(2))[k] == in[k]) continue;
-    const UOp lo = idx[k].ge(ci(off[k])), hi = idx[k].lt(ci(off[k] + in[k]));
-    valid = valid ? (valid & lo & hi) : (lo & hi);
-    idx[k] = idx[k] - ci(off[k]);
-  }
-  const UOp inner = make_index(x, idx);
-  if (!valid) return inner;
-  return valid.where(inner, UOp::constant(x.dtype(), Arg::integer(0)));
-}
 
 // REDUCE over the first n axes: new ranges for them, a reduction of the source indexed by them.
 // Kept here: the new ranges are numbered by the pass's RangeifyContext.
@@ -50,12 +30,6 @@ UOp index_reduce(RewriteContext& ctx, const UOp& i) {
   for (const UOp& u : idx_of(i)) idx.push_back(u);
   return make_index(x, idx).reduce_over(op, ranges);
 }
-
-const HelperRegistrar kIndexPad({"index_pad", 1, 1, Type::UOp,
-                                 [](RewriteContext&, std::span<const Value> a) {
-                                   return Value::uop(index_pad(a[0].as_uop()));
-                                 },
-                                 "Index(Pad(x), i...): shifted index, zero outside the source"});
 
 const HelperRegistrar kIndexReduce(
     {"index_reduce", 1, 1, Type::UOp,

@@ -542,6 +542,10 @@ TEST(RwDiagnostics, ExpressionFeatureErrors) {
                18);
   expect_error(rule("Add(x:int, y:int) => (x < y) + x"),
                "'+' needs operands of one dtype class, got bool and int", 2, 32);
+  // fold(Op, t): an op, then a tuple
+  expect_error(rule("Add(x, y) => fold(1, (x, y))"), "'fold' needs an op first, got int", 2, 21);
+  expect_error(rule("Add(x, y) => fold(And, x)"), "'fold' needs a tuple, got UOp", 2, 26);
+  expect_error(rule("Add(x, y) => fold(And)"), "'fold' takes 2 argument(s), got 1", 2, 16);
 }
 
 TEST(RwDiagnostics, DefErrors) {

@@ -182,7 +182,7 @@ TEST(RwFeatures, PreludeDeclaresEveryRegisteredHelper) {
   }
   for (const Helper* h : all_helpers()) registered.insert(h->name);
   EXPECT_EQ(declared, registered) << "every HelperRegistrar needs its `extern fn` line";
-  EXPECT_GE(declared.size(), 30u);
+  EXPECT_GE(declared.size(), 10u);  // not vacuous (the count falls as helpers move into .rw)
 }
 
 // A helper declared but not linked: the checker accepts the call (rwc never links helpers); the

@@ -390,6 +390,15 @@ TEST(RwExprFeatures, ShippedRangeifyIndexMath) {
       {(x * x).index(idx({r0, r1, r2})), x.index(idx({r0, r1, r2})) * x.index(idx({r0, r1, r2}))},
       {UOp::make(Op::Reshape, dtypes::float32, {two, shape_to_uop({2, 2})}).index(idx({r0, r1})),
        two},
+      // a pad changing nothing is no mask; one over axes 0 and 2: the source shifted back, and
+      // (r0 >= 1) & (r0 < 3) & (r2 >= 2) & (r2 < 6) folded from the left, 0 outside
+      {UOp::make(Op::Pad, dtypes::float32, {x, shape_to_uop({0, 0, 0}), shape_to_uop({2, 3, 4})})
+           .index(idx({r0, r1, r2})),
+       x.index(idx({r0, r1, r2}))},
+      {x.pad({1, 0, 2}, {4, 3, 8}).index(idx({r0, r1, r2})),
+       (((r0.ge(c(1)) & r0.lt(c(3))) & r2.ge(c(2))) & r2.lt(c(6)))
+           .where(x.index(idx({r0 - c(1), r1, r2 - c(2)})),
+                  UOp::constant(dtypes::float32, Arg::integer(0)))},
   };
   RewriteContext ctx;
   for (const Case& k : cases) {
@@ -399,4 +408,19 @@ TEST(RwExprFeatures, ShippedRangeifyIndexMath) {
       EXPECT_TRUE(got->as_uop() == k.want) << got->repr() << "\nwant: " << k.want.repr(3);
     }
   }
+}
+
+// fold(Op, t) builds the op from the left, as an op constructor would; an empty tuple has no value.
+TEST(RwExprFeatures, FoldBuildsFromTheLeft) {
+  const UOp a = UOp::variable("a", 0, 9), b = UOp::variable("b", 0, 9),
+            n = UOp::variable("n", 0, 9);
+  const UOp p = a.lt(n), q = b.lt(n), r = a.lt(b);
+  const Value items = Value::tuple({Value::uop(p), Value::uop(q), Value::uop(r)});
+  const std::vector<Value> args{Value::op(Op::And), items};
+  EXPECT_TRUE(call_builtin("fold", args, {}).as_uop() == ((p & q) & r));
+  const std::vector<Value> sums{Value::op(Op::Add),
+                                Value::tuple({Value::uop(a), Value::integer(2)})};
+  EXPECT_TRUE(call_builtin("fold", sums, {}).as_uop() == a + UOp::cint(2));
+  const std::vector<Value> empty{Value::op(Op::And), Value::tuple({})};
+  EXPECT_THROW(call_builtin("fold", empty, {}), EvalError);
 }
