@@ -869,6 +869,9 @@ Value call_builtin(std::string_view name, std::span<const Value> args,
       else
         throw EvalError("uop takes src: and arg: after the op and dtype");
     }
+    // a constant's value in its dtype's kind (a float 0.0, not the int 0), as const_like gives it
+    if (args[0].as_op() == Op::Const && src.empty())
+      return Value::uop(UOp::constant(args[1].as_dtype(), arg));
     return Value::uop(UOp::make(args[0].as_op(), args[1].as_dtype(), src, std::move(arg)));
   }
   throw EvalError(fmt::format("unknown function '{}'", name));

@@ -424,3 +424,13 @@ TEST(RwExprFeatures, FoldBuildsFromTheLeft) {
   const std::vector<Value> empty{Value::op(Op::And), Value::tuple({})};
   EXPECT_THROW(call_builtin("fold", empty, {}), EvalError);
 }
+
+// uop(Const, dtype, arg: v) holds v in its dtype's kind, the node const_like builds: a float
+// constant made from the int 0 is the float 0.0.
+TEST(RwExprFeatures, UopConstIsTheConstantOfItsDtype) {
+  const std::vector<std::string> names{"", "", "arg"};
+  const std::vector<Value> args{Value::op(Op::Const), Value::dtype(dtypes::float32),
+                                Value::integer(0)};
+  const UOp got = call_builtin("uop", args, names).as_uop();
+  EXPECT_TRUE(got == UOp::constant(dtypes::float32, Arg::real(0.0))) << got.repr();
+}
