@@ -7,6 +7,7 @@
 
 #include "dsl/compiled.h"
 #include "dsl/interp.h"
+#include "ir/builders.h"
 #include "ir/rewrite.h"
 
 using namespace tinyrw;
@@ -174,11 +175,7 @@ TEST(RwExprFeatures, ShrinkGradientInOneLine) {
   const RuleSetMatcher* compiled = compiled_rules("e_grad");
   ASSERT_NE(compiled, nullptr);
   InterpretedMatcher interpreted(program(), *s);
-  const UOp buf = UOp::make(Op::Buffer, dtypes::float32, {},
-                            Arg::record("ParamArg", {{"slot", Arg::integer(0)},
-                                                     {"size", Arg::integer(24)},
-                                                     {"device", Arg::string("CPU")}}));
-  const UOp x = UOp::make(Op::Reshape, dtypes::float32, {buf, shape_to_uop({4, 6})});
+  const UOp x = buffer_view(buffer_uop(dtypes::float32, 0, 24, "CPU"), {4, 6});
   const UOp shrink =
       UOp::make(Op::Shrink, dtypes::float32, {x, shape_to_uop({1, 2}), shape_to_uop({2, 3})});
   const UOp g = UOp::variable("g", 0, 1, dtypes::float32);
@@ -231,11 +228,7 @@ TEST(RwExprFeatures, DeepestDefChainEvaluates) {
 // The graph builders as UOp methods: each rule's result is the C++ builder's node, in both
 // executors; a builder's shape error is an error in the rule, at its location.
 TEST(RwExprFeatures, GraphBuildersAsMethods) {
-  const UOp buf = UOp::make(Op::Buffer, dtypes::float32, {},
-                            Arg::record("ParamArg", {{"slot", Arg::integer(0)},
-                                                     {"size", Arg::integer(24)},
-                                                     {"device", Arg::string("CPU")}}));
-  const UOp x = UOp::make(Op::Reshape, dtypes::float32, {buf, shape_to_uop({4, 6})});
+  const UOp x = buffer_view(buffer_uop(dtypes::float32, 0, 24, "CPU"), {4, 6});
   const UOp v = UOp::variable("v", 1, 8), i = var("i");
   auto unary = [&](Op op) { return UOp::make(op, dtypes::float32, {x}); };
   auto binary = [&](Op op, const UOp& y) { return UOp::make(op, dtypes::float32, {x, y}); };
@@ -272,12 +265,8 @@ TEST(RwExprFeatures, GraphBuildersAsMethods) {
 
 // Builder misuse: a wrong argument count or kind names the builder's signature.
 TEST(RwExprFeatures, GraphBuilderArgumentErrors) {
-  const UOp buf = UOp::make(Op::Buffer, dtypes::float32, {},
-                            Arg::record("ParamArg", {{"slot", Arg::integer(0)},
-                                                     {"size", Arg::integer(6)},
-                                                     {"device", Arg::string("CPU")}}));
   const UOp x = UOp::make(Op::Exp2, dtypes::float32,
-                          {UOp::make(Op::Reshape, dtypes::float32, {buf, shape_to_uop({2, 3})})});
+                          {buffer_view(buffer_uop(dtypes::float32, 0, 6, "CPU"), {2, 3})});
   EXPECT_NE(eval_error("ruleset r {\n  Exp2(x) => x.pad((0, 0))\n}\n", x)
                 .find("x.pad(offsets, shape): 1 argument(s) given, expects 2"),
             std::string::npos);
@@ -305,11 +294,7 @@ TEST(RwExprFeatures, ShippedMovementGradientsAgree) {
   InterpretedMatcher interpreted(p, *s);
   const RuleSetMatcher* compiled = compiled_rules("grad");
   ASSERT_NE(compiled, nullptr);
-  const UOp buf = UOp::make(Op::Buffer, dtypes::float32, {},
-                            Arg::record("ParamArg", {{"slot", Arg::integer(0)},
-                                                     {"size", Arg::integer(24)},
-                                                     {"device", Arg::string("CPU")}}));
-  const UOp x = UOp::make(Op::Reshape, dtypes::float32, {buf, shape_to_uop({2, 3, 4})});
+  const UOp x = buffer_view(buffer_uop(dtypes::float32, 0, 24, "CPU"), {2, 3, 4});
   const UOp x1 = x.reshape({2, 1, 12});
   struct Case {
     UOp node, want;  // want: the first source's gradient of g (in the node's shape)
@@ -317,12 +302,7 @@ TEST(RwExprFeatures, ShippedMovementGradientsAgree) {
   auto g_of = [](const UOp& n) {
     int64_t size = 1;
     for (const SInt& k : n.shape()) size *= k.value();
-    return UOp::make(Op::Reshape, dtypes::float32,
-                     {UOp::make(Op::Buffer, dtypes::float32, {},
-                                Arg::record("ParamArg", {{"slot", Arg::integer(1)},
-                                                         {"size", Arg::integer(size)},
-                                                         {"device", Arg::string("CPU")}})),
-                      shape_to_uop(n.shape())});
+    return buffer_view(buffer_uop(dtypes::float32, 1, size, "CPU"), n.shape());
   };
   std::vector<UOp> nodes = {
       x.reshape({6, 4}),           x.permute({1, 2, 0}),           x1.expand({2, 5, 12}),
@@ -363,11 +343,7 @@ TEST(RwExprFeatures, ShippedRangeifyIndexMath) {
   InterpretedMatcher interpreted(p, *p->find("rangeify"));
   const RuleSetMatcher* compiled = compiled_rules("rangeify");
   ASSERT_NE(compiled, nullptr);
-  const UOp buf = UOp::make(Op::Buffer, dtypes::float32, {},
-                            Arg::record("ParamArg", {{"slot", Arg::integer(0)},
-                                                     {"size", Arg::integer(24)},
-                                                     {"device", Arg::string("CPU")}}));
-  const UOp x = UOp::make(Op::Reshape, dtypes::float32, {buf, shape_to_uop({2, 3, 4})});
+  const UOp x = buffer_view(buffer_uop(dtypes::float32, 0, 24, "CPU"), {2, 3, 4});
   const UOp r0 = UOp::range(c(6), 0), r1 = UOp::range(c(4), 1), r2 = UOp::range(c(5), 2);
   const UOp two = UOp::cfloat(2.0);
   auto idx = [](std::vector<UOp> v) { return v; };
