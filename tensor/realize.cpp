@@ -24,8 +24,10 @@
 #include "ir/graph.h"
 #include "ir/viz.h"
 #include "rules/helpers/rangeify.h"
+#include "rules/helpers/schedule.h"
 #include "rules_gen/call.h"
 #include "rules_gen/rangeify.h"
+#include "rules_gen/schedule.h"
 #include "rules_gen/spec.h"
 #include "runtime/cpu.h"
 #include "runtime/interp.h"
@@ -39,7 +41,8 @@ namespace tinyrw {
 namespace {
 
 int g_kernel_count = 0;
-std::string g_device;  // "" = the default
+std::vector<int64_t> g_kernel_outputs;  // the elements each kernel of the last realize wrote
+std::string g_device;                   // "" = the default
 
 }  // namespace
 
@@ -105,6 +108,7 @@ struct Realizer {
     if (spec_enabled()) verify(value, rules::spec_kernel());
     const UOp dest_index = dest ? store_index(dest, ranges, *out, ctx) : UOp();
     ++g_kernel_count;
+    g_kernel_outputs.push_back(n);
     const std::string device = default_device();
     const auto t0 = std::chrono::steady_clock::now();
     if (device == "CPU") {
@@ -171,6 +175,7 @@ struct Realizer {
     }
     const std::string name = CallInfo::of(call).name;
     ++g_kernel_count;
+    g_kernel_outputs.push_back(0);
     if (cpu) {
       std::vector<std::pair<int64_t, int64_t>> sizes;
       for (const auto& [id, st] : buffers) sizes.emplace_back(id, st->size);
@@ -532,7 +537,6 @@ struct Realizer {
     if (spec_enabled())
       for (const UOp& r : tensor_roots)
         verify_with_calls(r, rules::spec_tensor(), rules::spec_kernel_body());
-    const rw::RuleSetMatcher& boundary = rules::kernel_boundary();
     // function CALLs inlined (rules/call.rw); kernel CALLs stay, as units of the schedule
     UOp all = UOp::sink(tensor_roots);
     const std::vector<UOp> before_inlining = toposort(all, nullptr, /*enter_calls=*/false);
@@ -547,76 +551,45 @@ struct Realizer {
           return !((u.op() == Op::Store || is_kernel_call(u)) && executed(u));
         },
         /*enter_calls=*/false);
-    // a kernel CALL's arguments in buffers: computed ones become kernels of their own first
-    std::unordered_set<UOp> needs_buffer;
-    // so does the value of an assignment that reads a buffer another assignment of this schedule
-    // writes (or its own target, written through a view): its reads then run before any of those
-    // writes, and slices of one buffer assigned from themselves order as all reads, then all
-    // writes. (A whole-buffer assignment reading only its own target computes into a temporary.)
+    // The facts rules/schedule.rw decides the kernel boundaries by (rules/helpers/schedule.h).
+    rw::ScheduleContext facts;
+    facts.roots.insert(roots.begin(), roots.end());
+    facts.max_fused_depth = kMaxFusedDepth;
     std::vector<UOp> stores;
     std::unordered_map<int64_t, int> writers;  // pending assignments per buffer
-    for (const UOp& u : order)
-      if (u.op() == Op::Store && !executed(u)) {
-        stores.push_back(u);
-        ++writers[storage_of(view_root(u.src(0)))];
-      }
-    for (const UOp& st : stores) {
-      const UOp& value = st.src(1);
-      if (is_buffer_view(base_view(value))) continue;
-      const int64_t own = storage_of(view_root(st.src(0)));
-      const bool partial = !is_buffer_view(base_view(st.src(0)));
-      for (int64_t slot : read_storages(value)) {
-        const int others = writers[slot] - (slot == own ? 1 : 0);
-        if (others > 0 || (slot == own && partial)) needs_buffer.insert(value);
-      }
-    }
     for (const UOp& u : order) {
       if (u.op() == Op::Call && !is_kernel_call(u))
         throw std::logic_error("realize: a function CALL was left after inlining");
-      if (!is_kernel_call(u)) continue;
-      for (size_t a = 1; a < u.nsrc(); ++a)
-        if (!is_buffer_view(base_view(u.src(a)))) needs_buffer.insert(u.src(a));
+      if (u.op() == Op::Call) facts.call_arguments.insert(u.src().begin() + 1, u.src().end());
+      if ((u.op() != Op::Store && u.op() != Op::Call) || executed(u)) continue;
+      facts.pending.insert(u);
+      if (u.op() == Op::Store) {
+        stores.push_back(u);
+        ++writers[storage_of(view_root(u.src(0)))];
+      }
     }
-    // the views an assignment writes through stay views of its buffer: the depth limit never
-    // cuts them into a copy (a custom kernel's arguments other than buffers are copies anyway)
-    std::unordered_set<UOp> pinned;
+    // an assignment's value that reads a buffer another assignment of this schedule writes (or
+    // its own target, written through a view): if realized first, its reads run before any of
+    // those writes, and slices of one buffer assigned from themselves order as all reads, then
+    // all writes. (A whole-buffer assignment reading only its own target computes into a
+    // temporary instead.)
+    for (const UOp& st : stores) {
+      const int64_t own = storage_of(view_root(st.src(0)));
+      const bool partial = !is_buffer_view(base_view(st.src(0)));
+      for (int64_t slot : read_storages(st.src(1)))
+        if (writers[slot] - (slot == own ? 1 : 0) > 0 || (slot == own && partial))
+          facts.hazards.insert(st.src(1));
+    }
+    // the views an assignment writes through stay views of its buffer
     for (const UOp& st : stores)
       for (UOp v = st.src(0); v.op() == Op::After || groups::movement().contains(v.op());
            v = v.src(0))
-        if (!pinned.insert(v).second) break;
-    // per fused op, the longest chain of fused elementwise and movement ops ending in it
-    std::unordered_map<UOp, int> fused_depth;
-    std::unordered_set<UOp> root_set(roots.begin(), roots.end());
+        if (!facts.pinned.insert(v).second) break;
     std::vector<Kernel> ks;
     std::unordered_map<UOp, size_t> kernel_of;
     std::unordered_map<UOp, UOp> done;  // kernel outputs, and each assignment chain's buffer view
     std::unordered_map<UOp, UOp> computed;  // the buffer view each computed kernel filled
-    RewriteContext rctx;
-    for (const UOp& u : order) {
-      if (u == all) continue;
-      // an assignment chain reads its buffer; a chain over a view, that view of the buffer
-      if (u.op() == Op::After) done.emplace(u, substitute(base_view(u), done, /*walk=*/true));
-      bool is_kernel = false;
-      if (u.op() == Op::Store || u.op() == Op::Call) {
-        is_kernel = !executed(u);
-      } else if (u.op() == Op::After) {  // a root chain over a view: copied out of the buffer
-        is_kernel = root_set.contains(u) && !is_buffer_view(base_view(u));
-      } else if (u.op() != Op::Buffer) {
-        is_kernel = (root_set.contains(u) && !is_buffer_view(u)) || needs_buffer.contains(u) ||
-                    boundary.apply(u, rctx, nullptr).has_value();
-        if (!is_kernel &&
-            (groups::elementwise().contains(u.op()) || groups::movement().contains(u.op()))) {
-          int depth = 1;
-          for (const UOp& s : u.src())
-            if (auto it = fused_depth.find(s); it != fused_depth.end())
-              depth = std::max(depth, it->second + 1);
-          if (depth >= kMaxFusedDepth && !pinned.contains(u))
-            is_kernel = true;  // kMaxFusedDepth: the rest of the chain reads this op's buffer
-          else
-            fused_depth.emplace(u, depth);
-        }
-      }
-      if (!is_kernel) continue;
+    auto add_kernel = [&](const UOp& u) {
       Kernel k;
       k.node = u;
       if (u.op() == Op::Store || u.op() == Op::Call) k.writes = written_storages(u);
@@ -634,6 +607,30 @@ struct Realizer {
       if (u.op() == Op::Call) check_kernel_call(u);
       kernel_of.emplace(u, ks.size());
       ks.push_back(std::move(k));
+    };
+    const rw::RuleSetMatcher& boundary = rules::kernel_boundary();
+    RewriteContext rctx{.user = &facts};
+    for (const UOp& u : order) {
+      if (u == all) continue;
+      // an assignment chain reads its buffer; a chain over a view, that view of the buffer
+      if (u.op() == Op::After) done.emplace(u, substitute(base_view(u), done, /*walk=*/true));
+      // the node a rule realizes: u, or a source below it fused so far (depth_limit_broadcast)
+      const std::optional<rw::Value> r = boundary.apply(u, rctx, nullptr);
+      const UOp cut = r ? r->as_uop().src(0) : UOp();
+      if (cut && cut != u) {
+        if (!facts.depth.erase(cut))
+          throw std::logic_error("realize: a kernel-boundary rule realized a source not fused");
+        add_kernel(cut);
+        // the views between it and u now start from its buffer (other users of them keep their
+        // older, longer depths: they may be cut earlier than needed, never later)
+        std::vector<UOp> path;
+        for (UOp v = u.src(0); v != cut; v = v.src(0)) path.push_back(v);
+        for (auto it = path.rbegin(); it != path.rend(); ++it) facts.fuse(*it);
+      }
+      if (cut == u)
+        add_kernel(u);
+      else
+        facts.fuse(u);
     }
     for (Kernel& k : ks) analyze(k, kernel_of);
     const std::vector<size_t> schedule = order_kernels(ks);  // throws before anything runs
@@ -721,6 +718,7 @@ struct Realizer {
 };
 
 int last_kernel_count() { return g_kernel_count; }
+const std::vector<int64_t>& last_kernel_outputs() { return g_kernel_outputs; }
 
 int debug_level() {
   const char* d = std::getenv("DEBUG");
@@ -770,6 +768,7 @@ void Tensor::realize_all(const std::vector<Tensor*>& tensors) {
     roots.push_back(t->uop_);
   }
   g_kernel_count = 0;
+  g_kernel_outputs.clear();
   std::vector<std::shared_ptr<Storage>> kept;
   const std::vector<UOp> views = r.realize(roots, kept);
   for (size_t i = 0; i < tensors.size(); ++i) {

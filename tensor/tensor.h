@@ -43,8 +43,9 @@ class StorageList {
   std::shared_ptr<Node> node_;
 };
 
-// The deepest chain of elementwise and movement ops fused into one kernel. A deeper chain is cut:
-// the op at this depth is realized into a buffer of its own, and the rest reads it. LLVM's time on
+// The deepest chain of elementwise and movement ops fused into one kernel. A deeper chain is cut
+// (rules/schedule.rw, depth_limit): the op at this depth is realized into a buffer of its own, and
+// the rest reads it; a broadcast (EXPAND) at this depth is not, its source is. LLVM's time on
 // one kernel grows faster than linearly with its length (index math of 10,000 reshape/transpose
 // levels took 220 s in one kernel), so a long chain compiles as several short kernels instead.
 inline constexpr int kMaxFusedDepth = 256;
@@ -255,8 +256,10 @@ class Tensor {
   friend struct Realizer;
 };
 
-// How many kernels the last realize() ran (for fusion tests).
+// How many kernels the last realize() ran, and how many elements each wrote in the order they ran
+// (a custom kernel, which writes its arguments in place: 0), for fusion tests.
 int last_kernel_count();
+const std::vector<int64_t>& last_kernel_outputs();
 
 // Devices: INTERP (the reference) and CPU (LLVM JIT). The default is $DEV, else CPU when it is
 // available, else INTERP. set_default_device("") restores that default.

@@ -254,6 +254,28 @@ TEST_P(DeviceEdges, LongChainsAreCutAtTheFusedDepthLimit) {
   }
 }
 
+// A chain that reaches the fused depth limit at a broadcast, or at a view of one, is cut at the
+// broadcast's source (rules/schedule.rw, depth_limit_broadcast): the cut stores the 3 elements of
+// the source, never the 3000 of the broadcast. The lengths tried put each op near the end of the
+// chain at the limit once (the EXPAND, then the transpose of it, where the cut stored 3000).
+TEST_P(DeviceEdges, TheDepthLimitCutsABroadcastAtItsSource) {
+  const Tensor x = Tensor::from_vector(std::vector<float>{1, 2, 3}, {3}).realize();
+  for (int n = kMaxFusedDepth - 8; n <= kMaxFusedDepth + 2; ++n) {
+    Tensor y = x;
+    for (int i = 0; i < n; ++i) y = y + 1.0;
+    const Tensor wide = y.reshape({1, 3}).expand({1000, 3});
+    const float k = static_cast<float>(n);
+    const std::vector<float> want{1000 * (1 + k), 1000 * (2 + k), 1000 * (3 + k)};
+    for (Tensor s : {wide.sum({0}), wide.transpose().sum({1})}) {
+      s.realize();
+      const std::vector<int64_t>& outputs = last_kernel_outputs();
+      EXPECT_LE(outputs.size(), 2u) << n << " ops";  // at most one cut, and the sum
+      for (const int64_t size : outputs) EXPECT_LE(size, 3) << n << " ops";
+      EXPECT_EQ(s.data<float>(), want) << n << " ops";
+    }
+  }
+}
+
 // A view that an assignment writes through is never cut into a copy, however deep: the values
 // land in the target buffer where the view's index map puts them. (The buffer is read back
 // through the same chain continued until its permutation is the identity.)

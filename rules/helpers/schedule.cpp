@@ -1,0 +1,96 @@
+// The facts rules/schedule.rw decides kernel boundaries by, read from the ScheduleContext that
+// tensor/realize.cpp fills: analyses of the whole schedule (which tensors are asked for, which
+// assignments read what others write, how deep a fused chain is), not rewrites. Outside a
+// realize (no context) they describe an empty schedule: no roots, nothing pending, no depth limit.
+#include "rules/helpers/schedule.h"
+
+#include <algorithm>
+
+#include "dsl/value.h"
+#include "ir/builders.h"
+
+namespace tinyrw::rw {
+
+int ScheduleContext::fused_depth(const UOp& u) const {
+  if (!groups::elementwise().contains(u.op()) && !groups::movement().contains(u.op())) return 0;
+  int d = 1;
+  for (const UOp& s : u.src())
+    if (auto it = depth.find(s); it != depth.end()) d = std::max(d, it->second + 1);
+  return d;
+}
+
+void ScheduleContext::fuse(const UOp& u) {
+  if (const int d = fused_depth(u); d > 0) depth[u] = d;
+}
+
+UOp ScheduleContext::broadcast_source(const UOp& u) const {
+  UOp x;
+  for (UOp v = u; groups::movement().contains(v.op()) && (v == u || depth.contains(v));
+       v = v.src(0))
+    if (v.op() == Op::Expand) x = v.src(0);  // the lowest EXPAND's source wins
+  return x && depth.contains(x) ? x : UOp();
+}
+
+namespace {
+
+const ScheduleContext& schedule(const RewriteContext& ctx) {
+  static const ScheduleContext kEmpty;
+  return ctx.user ? ctx.as<ScheduleContext>() : kEmpty;
+}
+
+// A set membership fact: `name(u)` is whether u is in the context's set `member`.
+Helper fact(const char* name, std::unordered_set<UOp> ScheduleContext::*member, const char* doc) {
+  Helper h{name, 1, 1, Type::Bool, nullptr, doc};
+  h.fn = [member](RewriteContext& ctx, std::span<const Value> a) {
+    return Value::boolean((schedule(ctx).*member).contains(a[0].as_uop()));
+  };
+  return h;
+}
+
+const HelperRegistrar kIsRoot(fact("is_root", &ScheduleContext::roots,
+                                   "is_root(u): u is one of the tensors being realized"));
+const HelperRegistrar kPending(fact("pending", &ScheduleContext::pending,
+                                    "pending(e): an assignment or kernel CALL not yet run"));
+const HelperRegistrar kIsCallArgument(
+    fact("is_call_argument", &ScheduleContext::call_arguments,
+         "is_call_argument(u): u is an argument of a kernel CALL"));
+const HelperRegistrar kReadsPendingWrite(
+    fact("reads_pending_write", &ScheduleContext::hazards,
+         "reads_pending_write(u): u is a pending assignment's value that reads a buffer another "
+         "pending assignment writes (or its own target, written through a view)"));
+const HelperRegistrar kPinned(fact("pinned", &ScheduleContext::pinned,
+                                   "pinned(u): an assignment writes through the view u"));
+
+const HelperRegistrar kFusedDepth(
+    {"fused_depth", 1, 1, Type::Int,
+     [](RewriteContext& ctx, std::span<const Value> a) {
+       return Value::integer(schedule(ctx).fused_depth(a[0].as_uop()));
+     },
+     "fused_depth(u): the longest fused chain ending in u, were u fused"});
+const HelperRegistrar kMaxFusedDepth(
+    {"max_fused_depth", 0, 0, Type::Int,
+     [](RewriteContext& ctx, std::span<const Value>) {
+       return Value::integer(schedule(ctx).max_fused_depth);
+     },
+     "max_fused_depth(): the deepest chain one kernel fuses (kMaxFusedDepth in a realize)"});
+const HelperRegistrar kBroadcastSource(
+    {"broadcast_source", 1, 1, Type::UOp,
+     [](RewriteContext& ctx, std::span<const Value> a) {
+       const UOp x = schedule(ctx).broadcast_source(a[0].as_uop());
+       return x ? Value::uop(x) : Value();
+     },
+     "broadcast_source(u): the fused source of the broadcast u is a view of, or none"});
+
+// A primitive, no fact: a BUFFER, a view of a whole one (ir/builders.h), or an assignment chain
+// over either holds its elements in that buffer as they stand.
+const HelperRegistrar kBuffered(
+    {"buffered", 1, 1, Type::Bool,
+     [](RewriteContext&, std::span<const Value> a) {
+       UOp u = a[0].as_uop();
+       while (u.op() == Op::After) u = u.src(0);
+       return Value::boolean(u.op() == Op::Buffer || is_buffer_view(u));
+     },
+     "buffered(u): u is a BUFFER, a buffer view, or an assignment chain over one"});
+
+}  // namespace
+}  // namespace tinyrw::rw

@@ -1,0 +1,142 @@
+// The kernel-boundary rules (rules/schedule.rw) on hand-made schedule facts, in both executors at
+// once (the differential matcher: the compiled set and the interpreter must agree on the result
+// and on the rule that fired): each rule fires where its fact holds, and names the node it
+// realizes. tests/tensor checks the kernels realize() makes with them.
+#include <gtest/gtest.h>
+
+#include "dsl/interp.h"
+#include "ir/builders.h"
+#include "rules/helpers/schedule.h"
+#include "rules_gen/schedule.h"
+
+using namespace tinyrw;
+using namespace tinyrw::rw;
+
+namespace {
+
+class ScheduleRules : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Diagnostics d;
+    prog_ = load_rules(TINYRW_SOURCE_DIR "/rules/schedule.rw", d);
+    ASSERT_NE(prog_, nullptr) << d.render();
+    interp_ = std::make_unique<InterpretedMatcher>(prog_, *prog_->find("kernel_boundary"));
+    diff_ = std::make_unique<DifferentialMatcher>(rules::kernel_boundary(), *interp_);
+  }
+  // The rule that fires on u ("" when none) and the node it realizes.
+  std::pair<std::string, UOp> decide(const UOp& u, ScheduleContext* facts) {
+    RewriteContext ctx{.user = facts};
+    const RuleInfo* fired = nullptr;
+    const std::optional<Value> r = diff_->apply(u, ctx, &fired);
+    if (!r) return {"", UOp()};
+    EXPECT_EQ(r->as_uop().op(), Op::Stage);
+    return {fired->name, r->as_uop().src(0)};
+  }
+  std::string rule(const UOp& u, ScheduleContext* facts) { return decide(u, facts).first; }
+
+  // a buffer view, a value computed from it, and an assignment of that value to the buffer
+  const UOp buf = buffer_uop(dtypes::float32, 1, 3, "CPU");
+  const UOp view = buffer_view(buf, to_shape({3}));
+  const UOp sum = view + view;
+  const UOp store = UOp::make(Op::Store, dtypes::void_, {view, sum}, Arg::integer(7));
+  const UOp chain = view.after({store});                       // the buffer after the store
+  const UOp chain_of_view = view.flip({true}).after({store});  // ... through a view of it
+
+  std::shared_ptr<const ResolvedProgram> prog_;
+  std::unique_ptr<InterpretedMatcher> interp_;
+  std::unique_ptr<DifferentialMatcher> diff_;
+};
+
+}  // namespace
+
+// Outside a realize (no facts) only the ops that mean a buffer are realized.
+TEST_F(ScheduleRules, WithoutFactsOnlyContiguousAndReduceAreRealized) {
+  const UOp c = UOp::make(Op::Contiguous, dtypes::float32, {sum});
+  const UOp r = sum.reduce(Op::Add, {0});
+  EXPECT_EQ(decide(c, nullptr), std::make_pair(std::string("kernel_boundary.contiguous"), c));
+  EXPECT_EQ(decide(r, nullptr), std::make_pair(std::string("kernel_boundary.reduce"), r));
+  for (const UOp& u : {sum, view, buf, store, chain})
+    EXPECT_EQ(rule(u, nullptr), "") << op_name(u.op());
+}
+
+TEST_F(ScheduleRules, RootsAreRealizedUnlessAlreadyInABuffer) {
+  ScheduleContext facts;
+  facts.roots = {sum, view, buf, chain, chain_of_view};
+  EXPECT_EQ(decide(sum, &facts), std::make_pair(std::string("kernel_boundary.root"), sum));
+  EXPECT_EQ(rule(view, &facts), "");
+  EXPECT_EQ(rule(buf, &facts), "");
+  EXPECT_EQ(rule(chain, &facts), "");
+  // an assignment chain over a view is copied out of its buffer
+  EXPECT_EQ(rule(chain_of_view, &facts), "kernel_boundary.root");
+}
+
+TEST_F(ScheduleRules, PendingEffectsAreStepsOfTheSchedule) {
+  ScheduleContext facts;
+  EXPECT_EQ(rule(store, &facts), "");  // not pending: it ran in an earlier realize
+  facts.pending = {store};
+  EXPECT_EQ(decide(store, &facts), std::make_pair(std::string("kernel_boundary.effect"), store));
+}
+
+// A custom kernel's arguments and the values with a read-after-write hazard are realized when
+// computed; what is read in place (a buffer, a view of one, an assignment chain) is not copied.
+TEST_F(ScheduleRules, CallArgumentsAndHazardsAreRealizedWhenComputed) {
+  ScheduleContext facts;
+  facts.call_arguments = {sum, view, chain, chain_of_view};
+  EXPECT_EQ(rule(sum, &facts), "kernel_boundary.call_argument");
+  for (const UOp& u : {view, chain, chain_of_view})
+    EXPECT_EQ(rule(u, &facts), "") << op_name(u.op());
+  ScheduleContext hazards;
+  hazards.hazards = {sum, view, chain_of_view};
+  EXPECT_EQ(rule(sum, &hazards), "kernel_boundary.hazard");
+  for (const UOp& u : {view, chain_of_view}) EXPECT_EQ(rule(u, &hazards), "") << op_name(u.op());
+}
+
+// The depth limit cuts the op at the limit, except a view an assignment writes through; at a
+// broadcast it cuts the broadcast's source instead (when that is not such a view).
+TEST_F(ScheduleRules, TheDepthLimitCutsAtTheLimitAndABroadcastAtItsSource) {
+  ScheduleContext facts;
+  facts.max_fused_depth = 3;
+  facts.depth = {{sum, 2}};
+  const UOp prod = sum * sum;  // depth 3
+  const UOp shallow = view * view;
+  EXPECT_EQ(decide(prod, &facts), std::make_pair(std::string("kernel_boundary.depth_limit"), prod));
+  EXPECT_EQ(rule(shallow, &facts), "");
+  facts.pinned = {prod};
+  EXPECT_EQ(rule(prod, &facts), "");
+
+  const UOp row = sum.reshape(to_shape({1, 3}));
+  const UOp wide = row.expand(to_shape({4, 3}));
+  facts.pinned.clear();
+  facts.depth[row] = 2;  // the EXPAND is at depth 3: its source is realized
+  EXPECT_EQ(decide(wide, &facts),
+            std::make_pair(std::string("kernel_boundary.depth_limit_broadcast"), row));
+  // a view of the broadcast at the limit: the same source is cut
+  facts.depth[wide] = 2;
+  const UOp turned = wide.permute({1, 0});
+  EXPECT_EQ(decide(turned, &facts),
+            std::make_pair(std::string("kernel_boundary.depth_limit_broadcast"), row));
+  // a source an assignment writes through: the view at the limit itself is cut
+  facts.pinned = {row};
+  EXPECT_EQ(decide(turned, &facts),
+            std::make_pair(std::string("kernel_boundary.depth_limit"), turned));
+  // a view of a broadcast that is not fused (realized already) is cut itself
+  facts.pinned.clear();
+  facts.depth.erase(wide);
+  facts.depth[turned] = 2;
+  const UOp flat = turned.reshape(to_shape({12}));
+  EXPECT_EQ(decide(flat, &facts), std::make_pair(std::string("kernel_boundary.depth_limit"), flat));
+}
+
+// The rules read the facts through declared helpers; fused_depth counts elementwise and movement
+// ops only (a REDUCE, a CONTIGUOUS or a buffer starts no chain).
+TEST_F(ScheduleRules, FusedDepthCountsElementwiseAndMovementOps) {
+  ScheduleContext facts;
+  facts.fuse(view);
+  EXPECT_EQ(facts.depth.at(view), 1);  // a buffer view is a RESHAPE
+  facts.fuse(sum);
+  EXPECT_EQ(facts.depth.at(sum), 2);
+  const UOp r = sum.reduce(Op::Add, {0});
+  facts.fuse(r);
+  EXPECT_FALSE(facts.depth.contains(r));
+  EXPECT_EQ(facts.fused_depth(r.reshape(to_shape({1}))), 1);
+}
