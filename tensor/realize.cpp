@@ -1,5 +1,5 @@
 // realize(): inlines function CALLs (rules/call.rw), cuts the tensor graphs into kernels
-// (rules/rangeify.rw decides where), assignments (a STORE into a buffer or a view of one) and
+// (rules/schedule.rw decides where), assignments (a STORE into a buffer or a view of one) and
 // kernel CALLs (custom kernels, whose accesses ir/call.h derives), orders them so that every read
 // sees exactly the assignments it was made after (per buffer region), lowers each kernel with the
 // rangeify and symbolic rules, and runs it on INTERP or CPU.
@@ -529,29 +529,9 @@ struct Realizer {
     return out;
   }
 
-  // Realizes `roots` together (and every kernel boundary and pending assignment below them) and
-  // returns each root's buffer view.
-  std::vector<UOp> realize(const std::vector<UOp>& tensor_roots,
-                           std::vector<std::shared_ptr<Storage>>& keep) {
-    viz::Group group("realize");
-    if (spec_enabled())
-      for (const UOp& r : tensor_roots)
-        verify_with_calls(r, rules::spec_tensor(), rules::spec_kernel_body());
-    // function CALLs inlined (rules/call.rw); kernel CALLs stay, as units of the schedule
-    UOp all = UOp::sink(tensor_roots);
-    const std::vector<UOp> before_inlining = toposort(all, nullptr, /*enter_calls=*/false);
-    if (std::any_of(before_inlining.begin(), before_inlining.end(),
-                    [](const UOp& u) { return u.op() == Op::Returned; }))
-      all = graph_rewrite(all, &rules::calls(), {.enter_calls = false, .name = "inline calls"});
-    const std::vector<UOp> roots(all.src().begin(), all.src().end());
-    // what an executed effect computed is done: nothing under it is scheduled again
-    const std::vector<UOp> order = toposort(
-        all,
-        [this](const UOp& u) {
-          return !((u.op() == Op::Store || is_kernel_call(u)) && executed(u));
-        },
-        /*enter_calls=*/false);
-    // The facts rules/schedule.rw decides the kernel boundaries by (rules/helpers/schedule.h).
+  // The facts rules/schedule.rw decides the kernel boundaries by (rules/helpers/schedule.h):
+  // analyses of the whole schedule, not rewrites. `order`: the nodes to schedule, sources first.
+  rw::ScheduleContext schedule_facts(const std::vector<UOp>& order, const std::vector<UOp>& roots) {
     rw::ScheduleContext facts;
     facts.roots.insert(roots.begin(), roots.end());
     facts.max_fused_depth = kMaxFusedDepth;
@@ -585,28 +565,59 @@ struct Realizer {
       for (UOp v = st.src(0); v.op() == Op::After || groups::movement().contains(v.op());
            v = v.src(0))
         if (!facts.pinned.insert(v).second) break;
+    return facts;
+  }
+
+  // A unit of the schedule for node u (its writes, and the checks that can fail before anything
+  // runs: a store through a view that does not address its buffer element by element, a custom
+  // kernel that would go out of bounds).
+  Kernel make_kernel(const UOp& u) {
+    Kernel k;
+    k.node = u;
+    if (u.op() == Op::Store || u.op() == Op::Call) k.writes = written_storages(u);
+    k.write_regions.assign(k.writes.size(), Region{});
+    if (u.op() == Op::Store) {
+      const std::optional<Region> r = lowered_region(u.src(0));
+      if (!r)
+        throw TensorError(
+            "cannot assign through this view: its elements do not map one to one onto the "
+            "target buffer");
+      k.write_regions[0] = *r;
+    }
+    if (u.op() == Op::Call) check_kernel_call(u);
+    return k;
+  }
+
+  // Realizes `roots` together (and every kernel boundary and pending assignment below them) and
+  // returns each root's buffer view.
+  std::vector<UOp> realize(const std::vector<UOp>& tensor_roots,
+                           std::vector<std::shared_ptr<Storage>>& keep) {
+    viz::Group group("realize");
+    if (spec_enabled())
+      for (const UOp& r : tensor_roots)
+        verify_with_calls(r, rules::spec_tensor(), rules::spec_kernel_body());
+    // function CALLs inlined (rules/call.rw); kernel CALLs stay, as units of the schedule
+    UOp all = UOp::sink(tensor_roots);
+    const std::vector<UOp> before_inlining = toposort(all, nullptr, /*enter_calls=*/false);
+    if (std::any_of(before_inlining.begin(), before_inlining.end(),
+                    [](const UOp& u) { return u.op() == Op::Returned; }))
+      all = graph_rewrite(all, &rules::calls(), {.enter_calls = false, .name = "inline calls"});
+    const std::vector<UOp> roots(all.src().begin(), all.src().end());
+    // what an executed effect computed is done: nothing under it is scheduled again
+    const std::vector<UOp> order = toposort(
+        all,
+        [this](const UOp& u) {
+          return !((u.op() == Op::Store || is_kernel_call(u)) && executed(u));
+        },
+        /*enter_calls=*/false);
+    rw::ScheduleContext facts = schedule_facts(order, roots);
     std::vector<Kernel> ks;
     std::unordered_map<UOp, size_t> kernel_of;
     std::unordered_map<UOp, UOp> done;  // kernel outputs, and each assignment chain's buffer view
     std::unordered_map<UOp, UOp> computed;  // the buffer view each computed kernel filled
     auto add_kernel = [&](const UOp& u) {
-      Kernel k;
-      k.node = u;
-      if (u.op() == Op::Store || u.op() == Op::Call) k.writes = written_storages(u);
-      k.write_regions.assign(k.writes.size(), Region{});
-      // checked now, before anything runs: a store through a view that does not address its
-      // buffer element by element, a custom kernel that would go out of bounds
-      if (u.op() == Op::Store) {
-        const std::optional<Region> r = lowered_region(u.src(0));
-        if (!r)
-          throw TensorError(
-              "cannot assign through this view: its elements do not map one to one onto the "
-              "target buffer");
-        k.write_regions[0] = *r;
-      }
-      if (u.op() == Op::Call) check_kernel_call(u);
       kernel_of.emplace(u, ks.size());
-      ks.push_back(std::move(k));
+      ks.push_back(make_kernel(u));
     };
     const rw::RuleSetMatcher& boundary = rules::kernel_boundary();
     RewriteContext rctx{.user = &facts};
@@ -624,7 +635,7 @@ struct Realizer {
         // the views between it and u now start from its buffer (other users of them keep their
         // older, longer depths: they may be cut earlier than needed, never later)
         std::vector<UOp> path;
-        for (UOp v = u.src(0); v != cut; v = v.src(0)) path.push_back(v);
+        for (UOp v = u.src(0); v != cut && v.nsrc() > 0; v = v.src(0)) path.push_back(v);
         for (auto it = path.rbegin(); it != path.rend(); ++it) facts.fuse(*it);
       }
       if (cut == u)
