@@ -621,13 +621,16 @@ struct Realizer {
     };
     const rw::RuleSetMatcher& boundary = rules::kernel_boundary();
     RewriteContext rctx{.user = &facts};
+    std::vector<std::pair<UOp, const RuleInfo*>> decisions;  // for VIZ: what each rule realized
     for (const UOp& u : order) {
       if (u == all) continue;
       // an assignment chain reads its buffer; a chain over a view, that view of the buffer
       if (u.op() == Op::After) done.emplace(u, substitute(base_view(u), done, /*walk=*/true));
       // the node a rule realizes: u, or a source below it fused so far (depth_limit_broadcast)
-      const std::optional<rw::Value> r = boundary.apply(u, rctx, nullptr);
+      const RuleInfo* fired = nullptr;
+      const std::optional<rw::Value> r = boundary.apply(u, rctx, &fired);
       const UOp cut = r ? r->as_uop().src(0) : UOp();
+      if (cut && viz::enabled()) decisions.emplace_back(r->as_uop(), fired);
       if (cut && cut != u) {
         if (!facts.depth.erase(cut))
           throw std::logic_error("realize: a kernel-boundary rule realized a source not fused");
@@ -643,6 +646,7 @@ struct Realizer {
       else
         facts.fuse(u);
     }
+    record_boundaries(all, decisions);
     for (Kernel& k : ks) analyze(k, kernel_of);
     const std::vector<size_t> schedule = order_kernels(ks);  // throws before anything runs
 
@@ -712,6 +716,21 @@ struct Realizer {
         UOp::make(Op::Store, dtypes::void_, {view, UOp::constant(view.dtype(), Arg::integer(0))},
                   Arg::integer(id));
     return view.after({marker});
+  }
+
+  // The kernel boundaries in the VIZ trace: one step per realized node, from the node to the
+  // STAGE a rule of rules/schedule.rw answered, and as the result the graph with those STAGEs.
+  static void record_boundaries(const UOp& graph,
+                                const std::vector<std::pair<UOp, const RuleInfo*>>& decisions,
+                                std::source_location loc = std::source_location::current()) {
+    if (!viz::enabled()) return;
+    const int call = viz::begin_rewrite("kernel boundaries", loc, graph, 0, "stage");
+    std::unordered_map<UOp, UOp> staged;
+    for (const auto& [stage, rule] : decisions) {
+      viz::record_match(call, stage.src(0), stage, rule, std::chrono::nanoseconds(0));
+      staged.emplace(stage.src(0), stage);
+    }
+    viz::end_rewrite(call, substitute(graph, staged, /*walk=*/true));
   }
 
   // A stage that is not a graph_rewrite (scheduling, linearization) in the VIZ trace: one call

@@ -6,6 +6,9 @@
 #include <numeric>
 #include <random>
 
+#include <nlohmann/json.hpp>
+
+#include "ir/viz.h"
 #include "on_device.h"
 #include "tensor/tensor.h"
 
@@ -186,6 +189,29 @@ TEST(TensorFusion, KernelCounts) {
   EXPECT_EQ(last_kernel_count(), 1);
   (void)(a - a.mean()).to_doubles();
   EXPECT_LE(last_kernel_count(), 2);
+  set_default_device("");
+}
+
+// A VIZ trace shows where realize() cut the graph: one "kernel boundaries" call whose steps each
+// realize a node by a named rule of rules/schedule.rw (here the REDUCE of the mean, then the root).
+TEST(TensorFusion, VizRecordsTheKernelBoundaryRules) {
+  set_default_device("INTERP");
+  const Tensor a = Tensor::from_vector(iota_values(8), {8}).realize();
+  viz::clear();
+  viz::enable();
+  (void)(a - a.mean()).to_doubles();
+  viz::disable();
+  const auto doc = nlohmann::json::parse(viz::to_json());
+  viz::clear();
+  std::vector<std::string> rules;
+  for (const auto& call : doc["calls"])
+    if (call["name"] == "kernel boundaries")
+      for (const auto& m : call["matches"]) {
+        rules.push_back(m["rule"]["name"]);
+        EXPECT_EQ(m["rule"]["file"], "rules/schedule.rw");
+      }
+  EXPECT_EQ(rules, (std::vector<std::string>{"kernel_boundary.reduce", "kernel_boundary.root"}));
+  EXPECT_EQ(last_kernel_count(), 2);
   set_default_device("");
 }
 
