@@ -729,6 +729,9 @@ void emit_leaf(Writer& w, int ind, const Leaf& leaf, const ShownPaths& paths, Se
       w.line(ind + 1, fmt::format("const Value v_{} = {};",
                                   ident(r.slot_names[static_cast<size_t>(st.slot)]),
                                   ExprEmitter::as_value(c)));
+    } else if (st.is_require && st.raises) {
+      w.line(ind + 1, fmt::format("if (!{}) throw EvalError({});", ExprEmitter::as_bool(c),
+                                  cpp_string(st.why)));
     } else if (st.is_require) {
       w.line(ind + 1, fmt::format("if (!{}) return Value::fail({});", ExprEmitter::as_bool(c),
                                   cpp_string(st.why)));

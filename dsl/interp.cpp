@@ -214,7 +214,8 @@ std::optional<Value> InterpretedMatcher::apply(const UOp& node, RewriteContext& 
           if (st.is_let) {
             slots.values[static_cast<size_t>(st.slot)] = std::move(v);
           } else if (!v.as_bool()) {
-            if (st.is_require) out = Value::fail(st.why);  // the verifier fails here
+            if (st.is_require && st.raises) throw EvalError(st.why);  // a rewrite stops here
+            if (st.is_require) out = Value::fail(st.why);             // the verifier fails here
             pass = false;
             break;
           }

@@ -493,7 +493,7 @@ class Resolver {
       Step s;
       s.expr = expr(*c.expr, rc);
       if (c.kind == Clause::Kind::Require) {
-        require_step(s, c.name, c.loc, set.kind);
+        require_step(s, c.name, set.kind);
       } else if (c.kind == Clause::Kind::Let) {
         if (rc.slot_of(c.name) >= 0) {
           diags_.error(c.loc, fmt::format("'{}' is already bound", c.name));
@@ -509,11 +509,17 @@ class Resolver {
       steps.push_back(std::move(s));
     }
     RExpr result;
-    if (is_require(*m.result)) {
+    if (is_require(*m.result) && set.kind != SetKind::Verifier) {
+      diags_.error(m.result->loc,
+                   "'=> require(...)' is a verifier result; a rewrite or gradient rule has it as "
+                   "a clause before its '=>'");
+      result.loc = m.result->loc;
+      result.type = Type::Any;
+    } else if (is_require(*m.result)) {
       // `=> require(cond, "why")`: a last require clause, then ok
       Step s;
       s.expr = expr(*m.result->kids[0], rc);
-      require_step(s, m.result->kids[1]->literal.as_string(), m.result->loc, set.kind);
+      require_step(s, m.result->kids[1]->literal.as_string(), set.kind);
       steps.push_back(std::move(s));
       result.loc = m.result->loc;
       result.value = Value::ok();
@@ -595,15 +601,15 @@ class Resolver {
     return false;
   }
 
-  // ---- require(cond, "why"), a clause or a whole result of verifier rules
+  // ---- require(cond, "why"), a clause or a whole result of a rule (verifiers: a result)
   static bool is_require(const Expr& e) {
     return e.kind == ExprKind::Call && e.name == "require" && e.kids.size() == 2 &&
            e.kids[1]->kind == ExprKind::Literal && e.kids[1]->literal.is_string();
   }
-  void require_step(Step& s, std::string why, const Loc& at, SetKind kind) {
+  void require_step(Step& s, std::string why, SetKind kind) {
     s.is_require = true;
+    s.raises = kind != SetKind::Verifier;  // a rewrite or gradient has no "fail" result
     s.why = std::move(why);
-    if (kind != SetKind::Verifier) diags_.error(at, "'require' is only for verifier rules");
     if (!guard_type_ok(s.expr.type))
       diags_.error(s.expr.loc,
                    fmt::format("require needs a bool condition, got {}", type_name(s.expr.type)));

@@ -157,7 +157,10 @@ struct Step {
   bool is_let = false;  // let slot = expr; otherwise a guard
   int slot = -1;
   RExpr expr;
-  bool is_require = false;  // require(expr, "why"): false fails the verifier with `why`
+  // require(expr, "why"): where false, a verifier fails with `why`, and any other rule stops the
+  // rewrite with the error `why` (raises)
+  bool is_require = false;
+  bool raises = false;
   std::string why;
 };
 

@@ -283,8 +283,12 @@ TEST(RwDiagnostics, DeclaredHelpers) {
 }
 
 TEST(RwDiagnostics, RequireErrors) {
-  expect_error("ruleset r {\n  Add(x, y) require(x.dtype == y.dtype, \"no\") => x\n}\n",
-               "'require' is only for verifier rules", 2, 13);
+  expect_error("ruleset r {\n  Add(x, y) => require(x.dtype == y.dtype, \"no\")\n}\n",
+               "'=> require(...)' is a verifier result; a rewrite or gradient rule has it as a "
+               "clause before its '=>'",
+               2, 16);
+  expect_error("ruleset r {\n  Add(x, y) require(x, \"no\") => x\n}\n",
+               "require needs a bool condition, got UOp", 2, 21);
   expect_error("verifier v {\n  Add(x, _) => require(x.dtype == int32, \"no\") && True\n}\n",
                "require(cond, \"why\") is a clause or the whole result of a rule", 2, 16);
   expect_error("verifier v {\n  Add(x, _) => require(x, \"no\")\n}\n",
