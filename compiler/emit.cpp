@@ -766,7 +766,7 @@ void emit_tree(Writer& w, int ind, const std::vector<TreeNode>& list, const Show
   }
 }
 
-// The typed accessor of a rule set: `rules::lower()`. Set names are identifiers; one that is a
+// The typed accessor of a rule set: `rules::rangeify()`. Set names are identifiers; one that is a
 // C++ keyword gets a trailing '_'.
 std::string accessor_name(const std::string& set) {
   static const std::set<std::string_view> kKeywords = {

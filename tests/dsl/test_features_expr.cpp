@@ -9,6 +9,7 @@
 #include "dsl/interp.h"
 #include "ir/builders.h"
 #include "ir/rewrite.h"
+#include "rules/helpers/rangeify.h"
 
 using namespace tinyrw;
 using namespace tinyrw::rw;
@@ -383,6 +384,73 @@ TEST(RwExprFeatures, ShippedRangeifyIndexMath) {
       ASSERT_TRUE(got.has_value()) << k.in.repr(2);
       EXPECT_TRUE(got->as_uop() == k.want) << got->repr() << "\nwant: " << k.want.repr(3);
     }
+  }
+}
+
+// rules/rangeify.rw's checks and its one stateful rule, in both executors: a padded constant is
+// itself only if it is 0; an INDEX whose count differs from the view's rank is refused (the zips
+// of the index math would drop indices); a REDUCE gets new ranges numbered by the pass's context.
+TEST(RwExprFeatures, ShippedRangeifyChecksAndReduce) {
+  Diagnostics d;
+  std::shared_ptr<const ResolvedProgram> p = load_rules(TINYRW_SOURCE_DIR "/rules/rangeify.rw", d);
+  ASSERT_NE(p, nullptr) << d.render();
+  InterpretedMatcher interpreted(p, *p->find("rangeify"));
+  const RuleSetMatcher* compiled = compiled_rules("rangeify");
+  ASSERT_NE(compiled, nullptr);
+  const std::vector<const RuleSetMatcher*> both{compiled, &interpreted};
+  const UOp x = buffer_view(buffer_uop(dtypes::float32, 0, 24, "CPU"), {2, 3, 4});
+  const UOp r0 = UOp::range(c(6), 0), r1 = UOp::range(c(4), 1), r2 = UOp::range(c(5), 2);
+  auto pad_of = [](const UOp& v) {  // a rank-1 PAD of a (shapeless) constant, built unchecked
+    return UOp::make(Op::Pad, v.dtype(), {v, shape_to_uop({1}), shape_to_uop({4})});
+  };
+  auto error_of = [](const RuleSetMatcher* m, const UOp& u, RewriteContext& ctx) {
+    try {
+      m->apply(u, ctx, nullptr);
+    } catch (const RwError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const UOp zero = UOp::cfloat(0.0), two = UOp::cfloat(2.0);
+  for (const RuleSetMatcher* m : both) {
+    RewriteContext ctx;
+    EXPECT_TRUE(m->apply(pad_of(zero).index(std::vector<UOp>{r0}), ctx, nullptr)->as_uop() == zero);
+    // 2 padded: where the padding starts is lost with the constant's shape, so it is an error,
+    // never 2 everywhere
+    EXPECT_NE(
+        error_of(m, pad_of(two).index(std::vector<UOp>{r0}), ctx)
+            .find("error in rule rangeify.pad_unmasked: INDEX of a PAD: the index count differs"),
+        std::string::npos)
+        << error_of(m, pad_of(two).index(std::vector<UOp>{r0}), ctx);
+    const std::vector<UOp> two_idx{r0, r1};  // three axes, two indices
+    EXPECT_NE(
+        error_of(
+            m, UOp::make(Op::Expand, dtypes::float32, {x, shape_to_uop({2, 3, 4})}).index(two_idx),
+            ctx)
+            .find("INDEX of an EXPAND: the index count differs from the rank"),
+        std::string::npos);
+    EXPECT_NE(error_of(m, x.shrink({1, 0, 0}, {1, 3, 4}).index(two_idx), ctx)
+                  .find("INDEX of a SHRINK: the index count differs from the rank"),
+              std::string::npos);
+    EXPECT_NE(error_of(m, x.flip({true, false, false}).index(two_idx), ctx)
+                  .find("INDEX of a FLIP: the index count differs from the rank"),
+              std::string::npos);
+    EXPECT_NE(error_of(m, x.reduce_first(Op::Add, 1).index(std::vector<UOp>{r0}), ctx)
+                  .find("INDEX of a REDUCE: the index count is wrong"),
+              std::string::npos);
+    // REDUCE over the first axis: a new range of size 2, numbered from the context's counter
+    RangeifyContext rc{.next_axis = 7};
+    RewriteContext with_rc{.user = &rc};
+    const UOp got =
+        m->apply(x.reduce_first(Op::Max, 1).index(std::vector<UOp>{r1, r2}), with_rc, nullptr)
+            ->as_uop();
+    const UOp fresh = UOp::range(c(2), 7);
+    EXPECT_TRUE(got == x.index(std::vector<UOp>{fresh, r1, r2}).reduce_over(Op::Max, {&fresh, 1}))
+        << got.repr(3);
+    EXPECT_EQ(rc.next_axis, 8);
+    EXPECT_NE(error_of(m, x.reduce_first(Op::Max, 1).index(std::vector<UOp>{r1, r2}), ctx)
+                  .find("new_ranges needs a RangeifyContext"),
+              std::string::npos);
   }
 }
 
