@@ -8,6 +8,7 @@
 #include "dsl/compiled.h"
 #include "dsl/interp.h"
 #include "ir/builders.h"
+#include "ir/call.h"
 #include "ir/rewrite.h"
 #include "rules/helpers/rangeify.h"
 
@@ -333,6 +334,103 @@ TEST(RwExprFeatures, ShippedMovementGradientsAgree) {
   const UOp sum = x.reduce(Op::Add, {1});  // PERMUTE then REDUCE over the first axis
   ASSERT_EQ(sum.op(), Op::Reduce);
   EXPECT_TRUE(grad(sum) == g_of(sum).reshape({1, 2, 4}).expand({3, 2, 4}));
+}
+
+// The interpreter and the compiled matcher of one shipped rule set.
+struct Shipped {
+  std::shared_ptr<const ResolvedProgram> program;
+  std::unique_ptr<InterpretedMatcher> interpreted;
+  const RuleSetMatcher* compiled = nullptr;
+  std::vector<const RuleSetMatcher*> both() const { return {compiled, interpreted.get()}; }
+};
+Shipped shipped(const char* file, const char* set) {
+  Diagnostics d;
+  Shipped out;
+  out.program = load_rules(std::string(TINYRW_SOURCE_DIR "/rules/") + file, d);
+  EXPECT_NE(out.program, nullptr) << d.render();
+  if (!out.program) return out;
+  out.interpreted = std::make_unique<InterpretedMatcher>(out.program, *out.program->find(set));
+  out.compiled = compiled_rules(set);
+  EXPECT_NE(out.compiled, nullptr);
+  return out;
+}
+std::string rule_error(const RuleSetMatcher* m, const UOp& u, const UOp* g = nullptr) {
+  RewriteContext ctx;
+  try {
+    m->apply(u, ctx, nullptr, g);
+  } catch (const RwError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+// rules/gradient.rw's AFTER and RETURNED rules in both executors: the last STORE overwriting the
+// buffer gets the gradient (then its value), a store elsewhere leaves it to the buffer, a store
+// to part of it is refused; output i of a CALL gives the call a bundle with g at i.
+TEST(RwExprFeatures, ShippedAfterAndReturnedGradients) {
+  const Shipped grad = shipped("gradient.rw", "grad");
+  ASSERT_TRUE(grad.compiled && grad.interpreted);
+  const UOp t = buffer_view(buffer_uop(dtypes::float32, 0, 4, "CPU"), {4}),
+            o = buffer_view(buffer_uop(dtypes::float32, 1, 4, "CPU"), {4}),
+            v = buffer_view(buffer_uop(dtypes::float32, 2, 4, "CPU"), {4}),
+            g = buffer_view(buffer_uop(dtypes::float32, 3, 4, "CPU"), {4});
+  auto store = [](const UOp& to, const UOp& x) {
+    return UOp::make(Op::Store, dtypes::void_, {to, x});
+  };
+  const UOp own = store(t, v), other = store(o, v);
+  const UOp body =
+      UOp::sink(std::vector<UOp>{param_like(t, 0) * param_like(t, 0), param_like(t, 0)});
+  const UOp call = UOp::make(Op::Call, dtypes::void_, {body, t}, CallInfo{.name = "f"}.to_arg());
+  const Value none;
+  struct Case {
+    UOp node;
+    std::vector<Value> want;
+  };
+  const std::vector<Case> cases = {
+      {t.after(std::vector<UOp>{other}), {Value::uop(g), none}},
+      {t.after(std::vector<UOp>{own, other}), {none, Value::uop(g), none}},
+      {t.after(std::vector<UOp>{other, own, store(t, v + v)}), {none, none, none, Value::uop(g)}},
+      {UOp::make(Op::Returned, dtypes::float32, {call}, Arg::integer(1)),
+       {Value::uop(call_grad_bundle(2, 1, g))}},
+  };
+  RewriteContext ctx;
+  for (const RuleSetMatcher* m : grad.both()) {
+    for (const Case& k : cases) {
+      std::optional<Value> got = m->apply(k.node, ctx, nullptr, &g);
+      ASSERT_TRUE(got.has_value()) << k.node.repr(2);
+      EXPECT_TRUE(*got == Value::tuple(k.want)) << got->repr();
+    }
+    const UOp part = t.shrink({1}, {2});
+    EXPECT_NE(rule_error(m, t.after(std::vector<UOp>{store(part, part)}), &g)
+                  .find("error in rule grad.after: gradient through an aliased write: a STORE "
+                        "writes part of the buffer an AFTER returns"),
+              std::string::npos);
+  }
+}
+
+// rules/call.rw in both executors: a function CALL's output is its body over the arguments; a
+// precompiled one reads its arguments from buffers and gives its output in one (Contiguous where
+// a value is not in a buffer yet); a kernel CALL is left alone.
+TEST(RwExprFeatures, ShippedCallInlining) {
+  const Shipped calls = shipped("call.rw", "calls");
+  ASSERT_TRUE(calls.compiled && calls.interpreted);
+  const UOp a = buffer_view(buffer_uop(dtypes::float32, 0, 4, "CPU"), {4}), b = a * a;
+  const UOp body = UOp::sink(std::vector<UOp>{param_like(a, 0) + param_like(a, 1)});
+  auto returned = [&](const CallInfo& info) {
+    const UOp call = UOp::make(Op::Call, dtypes::void_, {body, a, b}, info.to_arg());
+    return UOp::make(Op::Returned, dtypes::float32, {call}, Arg::integer(0));
+  };
+  auto contiguous = [](const UOp& u) { return UOp::make(Op::Contiguous, u.dtype(), {u}); };
+  RewriteContext ctx;
+  for (const RuleSetMatcher* m : calls.both()) {
+    std::optional<Value> inl = m->apply(returned({.name = "f"}), ctx, nullptr);
+    ASSERT_TRUE(inl.has_value());
+    EXPECT_TRUE(inl->as_uop() == a + b) << inl->repr();
+    std::optional<Value> pre = m->apply(returned({.name = "f", .precompile = true}), ctx, nullptr);
+    ASSERT_TRUE(pre.has_value());
+    EXPECT_TRUE(pre->as_uop() == contiguous(a + contiguous(b))) << pre->repr();
+    EXPECT_FALSE(m->apply(returned({.name = "k", .kernel = true}), ctx, nullptr).has_value());
+  }
 }
 
 // rules/rangeify.rw's index math through movement ops, written with the builder methods: each
