@@ -729,12 +729,16 @@ void emit_leaf(Writer& w, int ind, const Leaf& leaf, const ShownPaths& paths, Se
       w.line(ind + 1, fmt::format("const Value v_{} = {};",
                                   ident(r.slot_names[static_cast<size_t>(st.slot)]),
                                   ExprEmitter::as_value(c)));
-    } else if (st.is_require && st.raises) {
-      w.line(ind + 1, fmt::format("if (!{}) throw EvalError({});", ExprEmitter::as_bool(c),
-                                  cpp_string(st.why)));
     } else if (st.is_require) {
-      w.line(ind + 1, fmt::format("if (!{}) return Value::fail({});", ExprEmitter::as_bool(c),
-                                  cpp_string(st.why)));
+      // the reason, with its placeholders' values as text
+      std::string why = st.why_args.empty()
+                            ? cpp_string(st.why_text[0])
+                            : fmt::format("std::string({})", cpp_string(st.why_text[0]));
+      for (size_t i = 0; i < st.why_args.size(); ++i)
+        why += fmt::format(" + {}.text() + {}", ExprEmitter::as_value(ex.emit(st.why_args[i])),
+                           cpp_string(st.why_text[i + 1]));
+      const std::string what = st.raises ? "throw EvalError" : "return Value::fail";
+      w.line(ind + 1, fmt::format("if (!{}) {}({});", ExprEmitter::as_bool(c), what, why));
     } else {
       w.line(ind + 1, fmt::format("if (!{}) break;", ExprEmitter::as_bool(c)));
     }

@@ -162,6 +162,10 @@ struct Step {
   bool is_require = false;
   bool raises = false;
   std::string why;
+  // the reason with its {name} placeholders: why_text[0] why_args[0] why_text[1] ... (why_text
+  // has one more item); without placeholders why_text is {why}
+  std::vector<std::string> why_text;
+  std::vector<RExpr> why_args;
 };
 
 struct ResolvedRule {

@@ -275,6 +275,11 @@ TEST(RwFeatures, RequireInVerifiers) {
   ASSERT_TRUE(boolean);
   EXPECT_EQ(boolean->as_string(), "no bool addition");
   EXPECT_FALSE(check(UOp::make(Op::Where, dtypes::int32, {p, x, x})).has_value());  // guard
+  // a reason with placeholders shows the values of lets (and captures) bound before it
+  EXPECT_TRUE(check(x.maximum(x))->status_ok());
+  auto max = check(UOp::make(Op::Max, dtypes::int32, {x, var("y", dtypes::int64)}));
+  ASSERT_TRUE(max);
+  EXPECT_EQ(max->as_string(), "max of " + dtypes::int32.repr() + " and " + dtypes::int64.repr());
 }
 
 // require(cond, "why") in a rewrite or gradient rule stops the rewrite with the error "why",
@@ -293,9 +298,10 @@ TEST(RwFeatures, RequireInRewritesRaises) {
       m->apply(big + 0, ctx, nullptr);
       ADD_FAILURE() << "no error";
     } catch (const RwError& e) {
-      EXPECT_NE(std::string(e.what()).find(
-                    "features.rw:93: error in rule t_require_rewrite.guarded: operand too large"),
-                std::string::npos)
+      EXPECT_NE(
+          std::string(e.what()).find("features.rw:95: error in rule t_require_rewrite.guarded: "
+                                     "operand too large (at most 500, {limit} 99)"),
+          std::string::npos)
           << e.what();
     }
   }
