@@ -20,6 +20,11 @@ const HelperRegistrar kIsKernelCall({"is_kernel_call", 1, 1, Type::Bool,
                                        return Value::boolean(CallInfo::of(a[0].as_uop()).kernel);
                                      },
                                      "is_kernel_call(call): a kernel CALL (in-place effects)"});
+const HelperRegistrar kCallName({"call_name", 1, 1, Type::String,
+                                 [](RewriteContext&, std::span<const Value> a) {
+                                   return Value::string(CallInfo::of(a[0].as_uop()).name);
+                                 },
+                                 "call_name(call): the CALL's name, for messages"});
 const HelperRegistrar kIsPrecompiled(
     {"is_precompiled", 1, 1, Type::Bool,
      [](RewriteContext&, std::span<const Value> a) {
