@@ -25,6 +25,11 @@ const HelperRegistrar kCallName({"call_name", 1, 1, Type::String,
                                    return Value::string(CallInfo::of(a[0].as_uop()).name);
                                  },
                                  "call_name(call): the CALL's name, for messages"});
+const HelperRegistrar kHasGradFn({"has_grad_fn", 1, 1, Type::Bool,
+                                  [](RewriteContext&, std::span<const Value> a) {
+                                    return Value::boolean(CallInfo::of(a[0].as_uop()).grad_fn >= 0);
+                                  },
+                                  "has_grad_fn(call): a CALL with a registered gradient function"});
 const HelperRegistrar kIsPrecompiled(
     {"is_precompiled", 1, 1, Type::Bool,
      [](RewriteContext&, std::span<const Value> a) {

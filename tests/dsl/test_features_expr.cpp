@@ -366,7 +366,8 @@ std::string rule_error(const RuleSetMatcher* m, const UOp& u, const UOp* g = nul
 
 // rules/gradient.rw's AFTER and RETURNED rules in both executors: the last STORE overwriting the
 // buffer gets the gradient (then its value), a store elsewhere leaves it to the buffer, a store
-// to part of it is refused; output i of a CALL gives the call a bundle with g at i.
+// to part of it is refused; output i of a CALL gives the call a bundle with g at i; a kernel CALL
+// without a gradient function is refused.
 TEST(RwExprFeatures, ShippedAfterAndReturnedGradients) {
   const Shipped grad = shipped("gradient.rw", "grad");
   ASSERT_TRUE(grad.compiled && grad.interpreted);
@@ -400,6 +401,14 @@ TEST(RwExprFeatures, ShippedAfterAndReturnedGradients) {
       ASSERT_TRUE(got.has_value()) << k.node.repr(2);
       EXPECT_TRUE(*got == Value::tuple(k.want)) << got->repr();
     }
+    // a kernel CALL without a gradient function has nothing to differentiate
+    const UOp kernel = UOp::make(Op::Call, dtypes::void_, {body, t},
+                                 CallInfo{.name = "k", .kernel = true}.to_arg());
+    EXPECT_NE(rule_error(m, kernel, &g)
+                  .find("error in rule grad.call: custom kernel 'k' has no "
+                        "gradient function"),
+              std::string::npos)
+        << rule_error(m, kernel, &g);
     const UOp part = t.shrink({1}, {2});
     EXPECT_NE(rule_error(m, t.after(std::vector<UOp>{store(part, part)}), &g)
                   .find("error in rule grad.after: gradient through an aliased write: a STORE "
