@@ -730,8 +730,15 @@ void emit_leaf(Writer& w, int ind, const Leaf& leaf, const ShownPaths& paths, Se
                                   ident(r.slot_names[static_cast<size_t>(st.slot)]),
                                   ExprEmitter::as_value(c)));
     } else if (st.is_require) {
-      w.line(ind + 1, fmt::format("if (!{}) return Value::fail({});", ExprEmitter::as_bool(c),
-                                  cpp_string(st.why)));
+      // the reason, with its placeholders' values as text
+      std::string why = st.why_args.empty()
+                            ? cpp_string(st.why_text[0])
+                            : fmt::format("std::string({})", cpp_string(st.why_text[0]));
+      for (size_t i = 0; i < st.why_args.size(); ++i)
+        why += fmt::format(" + {}.text() + {}", ExprEmitter::as_value(ex.emit(st.why_args[i])),
+                           cpp_string(st.why_text[i + 1]));
+      const std::string what = st.raises ? "throw EvalError" : "return Value::fail";
+      w.line(ind + 1, fmt::format("if (!{}) {}({});", ExprEmitter::as_bool(c), what, why));
     } else {
       w.line(ind + 1, fmt::format("if (!{}) break;", ExprEmitter::as_bool(c)));
     }
@@ -763,7 +770,7 @@ void emit_tree(Writer& w, int ind, const std::vector<TreeNode>& list, const Show
   }
 }
 
-// The typed accessor of a rule set: `rules::lower()`. Set names are identifiers; one that is a
+// The typed accessor of a rule set: `rules::rangeify()`. Set names are identifiers; one that is a
 // C++ keyword gets a trailing '_'.
 std::string accessor_name(const std::string& set) {
   static const std::set<std::string_view> kKeywords = {

@@ -13,7 +13,7 @@ namespace tinyrw::rw {
 std::string emit_cpp(const ResolvedProgram& program, const SourceFile& root,
                      const std::string& shown_path);
 
-// The header declaring one accessor per rule set of `root` (`const RuleSetMatcher& lower();` in
+// The header declaring one accessor per rule set of `root` (`const RuleSetMatcher& rangeify();` in
 // namespace tinyrw::rules), defined by emit_cpp's output.
 std::string emit_header(const ResolvedProgram& program, const SourceFile& root,
                         const std::string& shown_path);

@@ -103,6 +103,7 @@ struct Clause {
   Loc loc;
   std::string name;  // Let: the bound name; Require: the reason
   ExprPtr expr;
+  Loc why_loc;  // Require: the reason's string literal
 };
 
 struct Member {

@@ -55,7 +55,7 @@ class CompiledMatcher : public RuleSetMatcher {
 using MatcherFactory = std::function<std::unique_ptr<CompiledMatcher>()>;
 // Called by generated code at static initialization.
 void register_compiled(const std::string& name, const std::string& file, MatcherFactory make);
-// The registered instance, for the typed accessors rwc emits (`rules::lower()`); throws when the
+// The registered instance, for the typed accessors rwc emits (`rules::rangeify()`); throws when the
 // set is not registered yet (an accessor called during another file's static initialization).
 const RuleSetMatcher& registered(std::string_view name);
 

@@ -214,7 +214,13 @@ std::optional<Value> InterpretedMatcher::apply(const UOp& node, RewriteContext& 
           if (st.is_let) {
             slots.values[static_cast<size_t>(st.slot)] = std::move(v);
           } else if (!v.as_bool()) {
-            if (st.is_require) out = Value::fail(st.why);  // the verifier fails here
+            if (st.is_require) {
+              std::vector<Value> args;
+              for (const RExpr& a : st.why_args) args.push_back(eval(a, slots, ctx));
+              const std::string why = reason_text(st.why_text, args);
+              if (st.raises) throw EvalError(why);  // a rewrite stops here
+              out = Value::fail(why);               // the verifier fails here
+            }
             pass = false;
             break;
           }

@@ -347,6 +347,7 @@ class Builder {
           out.kind = Clause::Kind::Require;
           out.expr = expr(r->requireCall()->expr());
           out.name = unquote(r->requireCall()->STRING()->getText());  // the reason
+          out.why_loc = loc(r->requireCall()->STRING());
         }
         m.clauses.push_back(std::move(out));
       }

@@ -493,7 +493,7 @@ class Resolver {
       Step s;
       s.expr = expr(*c.expr, rc);
       if (c.kind == Clause::Kind::Require) {
-        require_step(s, c.name, c.loc, set.kind);
+        require_step(s, c.name, c.why_loc, set.kind, rc);
       } else if (c.kind == Clause::Kind::Let) {
         if (rc.slot_of(c.name) >= 0) {
           diags_.error(c.loc, fmt::format("'{}' is already bound", c.name));
@@ -509,11 +509,17 @@ class Resolver {
       steps.push_back(std::move(s));
     }
     RExpr result;
-    if (is_require(*m.result)) {
+    if (is_require(*m.result) && set.kind != SetKind::Verifier) {
+      diags_.error(m.result->loc,
+                   "'=> require(...)' is a verifier result; a rewrite or gradient rule has it as "
+                   "a clause before its '=>'");
+      result.loc = m.result->loc;
+      result.type = Type::Any;
+    } else if (is_require(*m.result)) {
       // `=> require(cond, "why")`: a last require clause, then ok
       Step s;
       s.expr = expr(*m.result->kids[0], rc);
-      require_step(s, m.result->kids[1]->literal.as_string(), m.result->loc, set.kind);
+      require_step(s, m.result->kids[1]->literal.as_string(), m.result->kids[1]->loc, set.kind, rc);
       steps.push_back(std::move(s));
       result.loc = m.result->loc;
       result.value = Value::ok();
@@ -595,18 +601,67 @@ class Resolver {
     return false;
   }
 
-  // ---- require(cond, "why"), a clause or a whole result of verifier rules
+  // ---- require(cond, "why"), a clause or a whole result of a rule (verifiers: a result)
   static bool is_require(const Expr& e) {
     return e.kind == ExprKind::Call && e.name == "require" && e.kids.size() == 2 &&
            e.kids[1]->kind == ExprKind::Literal && e.kids[1]->literal.is_string();
   }
-  void require_step(Step& s, std::string why, const Loc& at, SetKind kind) {
+  void require_step(Step& s, std::string why, const Loc& why_loc, SetKind kind, RuleCtx& rc) {
     s.is_require = true;
+    s.raises = kind != SetKind::Verifier;  // a rewrite or gradient has no "fail" result
     s.why = std::move(why);
-    if (kind != SetKind::Verifier) diags_.error(at, "'require' is only for verifier rules");
+    reason_parts(s, why_loc, rc);
     if (!guard_type_ok(s.expr.type))
       diags_.error(s.expr.loc,
                    fmt::format("require needs a bool condition, got {}", type_name(s.expr.type)));
+  }
+
+  // "... {name} ...": each placeholder is the value of a capture or let bound before the require
+  // (shown as text); '{{' and '}}' are braces. Columns are counted in the unescaped reason.
+  void reason_parts(Step& s, const Loc& why_loc, RuleCtx& rc) {
+    const std::string& w = s.why;
+    std::string text;
+    auto at = [&](size_t i) {
+      Loc l = why_loc;
+      l.col += static_cast<int>(i) + 1;  // past the opening quote
+      return l;
+    };
+    for (size_t i = 0; i < w.size(); ++i) {
+      const bool twice = i + 1 < w.size() && w[i + 1] == w[i];
+      if ((w[i] == '{' || w[i] == '}') && twice) {
+        text += w[i++];
+        continue;
+      }
+      if (w[i] == '}') {
+        diags_.error(at(i), "a '}' in a require reason closes nothing (write '}}' for a brace)");
+        continue;
+      }
+      if (w[i] != '{') {
+        text += w[i];
+        continue;
+      }
+      const size_t end = w.find('}', i);
+      const std::string name = end == std::string::npos ? "" : w.substr(i + 1, end - i - 1);
+      const bool ident = !name.empty() &&
+                         (std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_') &&
+                         std::all_of(name.begin(), name.end(), [](char ch) {
+                           return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_';
+                         });
+      if (!ident) {
+        diags_.error(at(i),
+                     "a '{' in a require reason starts a placeholder '{name}' of a capture "
+                     "or let (write '{{' for a brace)");
+        if (end != std::string::npos) i = end;  // one error for the whole placeholder
+        continue;
+      }
+      Expr e{.kind = ExprKind::Name, .loc = at(i + 1)};
+      e.name = name;
+      s.why_text.push_back(std::move(text));
+      text.clear();
+      s.why_args.push_back(expr(e, rc));
+      i = end;
+    }
+    s.why_text.push_back(std::move(text));
   }
 
   static bool guard_type_ok(Type t) { return t == Type::Bool || t == Type::Int || t == Type::Any; }

@@ -157,8 +157,15 @@ struct Step {
   bool is_let = false;  // let slot = expr; otherwise a guard
   int slot = -1;
   RExpr expr;
-  bool is_require = false;  // require(expr, "why"): false fails the verifier with `why`
+  // require(expr, "why"): where false, a verifier fails with `why`, and any other rule stops the
+  // rewrite with the error `why` (raises)
+  bool is_require = false;
+  bool raises = false;
   std::string why;
+  // the reason with its {name} placeholders: why_text[0] why_args[0] why_text[1] ... (why_text
+  // has one more item); without placeholders why_text is {why}
+  std::vector<std::string> why_text;
+  std::vector<RExpr> why_args;
 };
 
 struct ResolvedRule {

@@ -207,6 +207,15 @@ std::string Value::repr() const {
   return "?";
 }
 
+std::string Value::text() const { return kind_ == Kind::String ? *s_ : repr(); }
+
+std::string reason_text(std::span<const std::string> text, std::span<const Value> args) {
+  std::string out = text.empty() ? std::string() : text[0];
+  for (size_t i = 0; i < args.size() && i + 1 < text.size(); ++i)
+    out += args[i].text() + text[i + 1];
+  return out;
+}
+
 bool Value::operator==(const Value& o) const {
   if (is_number() && o.is_number()) {
     if (kind_ == Kind::Float || o.kind_ == Kind::Float) return as_float() == o.as_float();

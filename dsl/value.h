@@ -55,6 +55,7 @@ class Value {
   bool status_ok() const;
   Arg to_arg() const;  // for constants and args built by results
   std::string repr() const;
+  std::string text() const;  // as a message shows it: a string's characters, else repr()
   bool operator==(const Value& o) const;  // UOps by identity, numbers by value
 
  private:
@@ -76,6 +77,9 @@ class Value {
   std::shared_ptr<const std::vector<Value>> items_;
   std::shared_ptr<const std::string> s_;
 };
+
+// A require's reason: text[0] args[0] text[1] ..., each arg as text() shows it.
+std::string reason_text(std::span<const std::string> text, std::span<const Value> args);
 
 // Errors while evaluating a rule (a type error the checker could not see, a bad helper result).
 class EvalError : public std::runtime_error {

@@ -29,6 +29,7 @@
 #include "rules_gen/rangeify.h"
 #include "rules_gen/schedule.h"
 #include "rules_gen/spec.h"
+#include "rules_gen/symbolic.h"
 #include "runtime/cpu.h"
 #include "runtime/interp.h"
 #include "runtime/kernel_error.h"
@@ -43,6 +44,13 @@ namespace {
 int g_kernel_count = 0;
 std::vector<int64_t> g_kernel_outputs;  // the elements each kernel of the last realize wrote
 std::string g_device;                   // "" = the default
+
+// An INDEX of a tensor graph lowered to index math over buffers: rules/rangeify.rw pre-order (an
+// INDEX passes a view before the symbolic rules fold the view's source), `sym` post-order.
+UOp lower_index(const UOp& index, rw::RangeifyContext& ctx, const char* name) {
+  return graph_rewrite(index, &rules::sym(),
+                       {.ctx = &ctx, .bpm = &rules::rangeify(), .name = name});
+}
 
 }  // namespace
 
@@ -104,7 +112,7 @@ struct Realizer {
     // a scalar: index 0 of a 1-element view
     const UOp root = ranges.empty() ? node.reshape({1}).index({UOp::cint(0)}) : node.index(ranges);
     viz::Group kernel_group("kernel " + std::to_string(g_kernel_count + 1));
-    const UOp value = graph_rewrite(root, &rules::lower(), {.ctx = &ctx, .name = "rangeify"});
+    const UOp value = lower_index(root, ctx, "rangeify");
     if (spec_enabled()) verify(value, rules::spec_kernel());
     const UOp dest_index = dest ? store_index(dest, ranges, *out, ctx) : UOp();
     ++g_kernel_count;
@@ -203,7 +211,7 @@ struct Realizer {
                   rw::RangeifyContext& ctx) {
     // a scalar: index 0 of a 1-element view
     const UOp at = ranges.empty() ? dest.reshape({1}).index({UOp::cint(0)}) : dest.index(ranges);
-    const UOp idx = graph_rewrite(at, &rules::lower(), {.ctx = &ctx, .name = "rangeify store"});
+    const UOp idx = lower_index(at, ctx, "rangeify store");
     if (idx.op() != Op::Index || idx.nsrc() != 2 || idx.src(0).op() != Op::Buffer ||
         idx.src(0).arg().field("slot").as_int() != out.id)
       throw TensorError(fmt::format(
@@ -321,8 +329,7 @@ struct Realizer {
     for (const SInt& d : u.shape())
       idx.push_back(UOp::range(UOp::cint(d.value()), ctx.next_axis++));
     if (idx.empty()) return Region{};
-    const UOp lowered =
-        graph_rewrite(u.index(idx), &rules::lower(), {.ctx = &ctx, .name = "region"});
+    const UOp lowered = lower_index(u.index(idx), ctx, "region");
     if (lowered.op() != Op::Index || lowered.nsrc() != 2 || lowered.src(0).op() != Op::Buffer)
       return std::nullopt;
     const UOp& e = lowered.src(1);

@@ -1,4 +1,4 @@
-// State the rangeify helpers share during one kernel's lowering.
+// State of one kernel's lowering that rules/rangeify.rw reads through new_ranges().
 #pragma once
 
 namespace tinyrw::rw {

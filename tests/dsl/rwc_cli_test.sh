@@ -27,7 +27,7 @@ echo "$out" | sed -n 3p | grep -Eq '^  \^$' || fail "no caret: $out"
 # rwc links the rule language only: no LLVM, no Tensor front end, no C++ helper (calls are
 # checked against `extern fn` declarations; an undeclared helper is an error even if it exists).
 ldd "$rwc" | grep -qi llvm && fail "rwc links LLVM: $(ldd "$rwc" | grep -i llvm)"
-nm -C "$rwc" | grep -q 'tinyrw::Tensor::\|fold_divmod\|movement_grad\|index_reduce\|llvm::' && fail "rwc links tensor/ or helper code"
+nm -C "$rwc" | grep -q 'tinyrw::Tensor::\|fold_divmod\|movement_grad\|new_ranges\|llvm::' && fail "rwc links tensor/ or helper code"
 printf 'ruleset r {\n  Mul(x, Const{k}) if is_pow2(k) => x\n}\n' > "$work/undeclared.rw"
 out=$("$rwc" check "$work/undeclared.rw" 2>&1) && fail "an undeclared helper passed the check"
 echo "$out" | head -1 | grep -q "undeclared.rw:2:23: error: unknown function or helper 'is_pow2'" || fail "undeclared helper: $out"

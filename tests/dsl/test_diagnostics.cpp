@@ -283,8 +283,21 @@ TEST(RwDiagnostics, DeclaredHelpers) {
 }
 
 TEST(RwDiagnostics, RequireErrors) {
-  expect_error("ruleset r {\n  Add(x, y) require(x.dtype == y.dtype, \"no\") => x\n}\n",
-               "'require' is only for verifier rules", 2, 13);
+  expect_error("ruleset r {\n  Add(x, y) => require(x.dtype == y.dtype, \"no\")\n}\n",
+               "'=> require(...)' is a verifier result; a rewrite or gradient rule has it as a "
+               "clause before its '=>'",
+               2, 16);
+  expect_error("ruleset r {\n  Add(x, y) require(x, \"no\") => x\n}\n",
+               "require needs a bool condition, got UOp", 2, 21);
+  // placeholders in a reason: a bound name, '{{' '}}' for braces
+  expect_error("ruleset r {\n  Add(x, _) require(x.vmax < 3, \"big {z}\") => x\n}\n",
+               "'z' is not bound (not a capture, let, dtype or op)", 2, 39);
+  expect_error("ruleset r {\n  Add(x, _) require(x.vmax < 3, \"a } b\") => x\n}\n",
+               "a '}' in a require reason closes nothing (write '}}' for a brace)", 2, 36);
+  expect_error("verifier v {\n  Add(x, _) require(x.vmax < 3, \"a {x.op} b\") => ok\n}\n",
+               "a '{' in a require reason starts a placeholder '{name}' of a capture or let (write "
+               "'{{' for a brace)",
+               2, 36);
   expect_error("verifier v {\n  Add(x, _) => require(x.dtype == int32, \"no\") && True\n}\n",
                "require(cond, \"why\") is a clause or the whole result of a rule", 2, 16);
   expect_error("verifier v {\n  Add(x, _) => require(x, \"no\")\n}\n",

@@ -275,6 +275,49 @@ TEST(RwFeatures, RequireInVerifiers) {
   ASSERT_TRUE(boolean);
   EXPECT_EQ(boolean->as_string(), "no bool addition");
   EXPECT_FALSE(check(UOp::make(Op::Where, dtypes::int32, {p, x, x})).has_value());  // guard
+  // a reason with placeholders shows the values of lets (and captures) bound before it
+  EXPECT_TRUE(check(x.maximum(x))->status_ok());
+  auto max = check(UOp::make(Op::Max, dtypes::int32, {x, var("y", dtypes::int64)}));
+  ASSERT_TRUE(max);
+  EXPECT_EQ(max->as_string(), "max of " + dtypes::int32.repr() + " and " + dtypes::int64.repr());
+}
+
+// require(cond, "why") in a rewrite or gradient rule stops the rewrite with the error "why",
+// reported with the rule's location and name, in both executors; a guard before it still moves on.
+TEST(RwFeatures, RequireInRewritesRaises) {
+  const UOp small = UOp::variable("s", 0, 9), big = UOp::variable("b", 0, 500),
+            neg = UOp::variable("n", -5, 9);
+  expect_rewrite("t_require_rewrite", small + 0, small);
+  expect_rewrite("t_require_rewrite", neg + 0, neg * 2);  // the guard fails first: next rule
+  Both r = both("t_require_rewrite"), gr = both("t_require_grad");
+  RewriteContext ctx;
+  const UOp x = var("x", dtypes::int32), y = var("y", dtypes::int64), g = var("g", dtypes::int32);
+  for (const RuleSetMatcher* m :
+       {r.compiled, static_cast<const RuleSetMatcher*>(r.interpreted.get())}) {
+    try {
+      m->apply(big + 0, ctx, nullptr);
+      ADD_FAILURE() << "no error";
+    } catch (const RwError& e) {
+      EXPECT_NE(
+          std::string(e.what()).find("features.rw:95: error in rule t_require_rewrite.guarded: "
+                                     "operand too large (at most 500, {limit} 99)"),
+          std::string::npos)
+          << e.what();
+    }
+  }
+  for (const RuleSetMatcher* m :
+       {gr.compiled, static_cast<const RuleSetMatcher*>(gr.interpreted.get())}) {
+    EXPECT_EQ(m->apply(x * x, ctx, nullptr, &g)->items().size(), 2u);
+    try {
+      m->apply(UOp::make(Op::Mul, dtypes::int32, {x, y}), ctx, nullptr, &g);
+      ADD_FAILURE() << "no error";
+    } catch (const RwError& e) {
+      EXPECT_NE(std::string(e.what()).find(
+                    "error in rule t_require_grad.must_match: operand dtypes differ"),
+                std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 // Rules written over several lines mean what they say on one line.

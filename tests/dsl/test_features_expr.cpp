@@ -8,7 +8,9 @@
 #include "dsl/compiled.h"
 #include "dsl/interp.h"
 #include "ir/builders.h"
+#include "ir/call.h"
 #include "ir/rewrite.h"
+#include "rules/helpers/rangeify.h"
 
 using namespace tinyrw;
 using namespace tinyrw::rw;
@@ -334,6 +336,112 @@ TEST(RwExprFeatures, ShippedMovementGradientsAgree) {
   EXPECT_TRUE(grad(sum) == g_of(sum).reshape({1, 2, 4}).expand({3, 2, 4}));
 }
 
+// The interpreter and the compiled matcher of one shipped rule set.
+struct Shipped {
+  std::shared_ptr<const ResolvedProgram> program;
+  std::unique_ptr<InterpretedMatcher> interpreted;
+  const RuleSetMatcher* compiled = nullptr;
+  std::vector<const RuleSetMatcher*> both() const { return {compiled, interpreted.get()}; }
+};
+Shipped shipped(const char* file, const char* set) {
+  Diagnostics d;
+  Shipped out;
+  out.program = load_rules(std::string(TINYRW_SOURCE_DIR "/rules/") + file, d);
+  EXPECT_NE(out.program, nullptr) << d.render();
+  if (!out.program) return out;
+  out.interpreted = std::make_unique<InterpretedMatcher>(out.program, *out.program->find(set));
+  out.compiled = compiled_rules(set);
+  EXPECT_NE(out.compiled, nullptr);
+  return out;
+}
+std::string rule_error(const RuleSetMatcher* m, const UOp& u, const UOp* g = nullptr) {
+  RewriteContext ctx;
+  try {
+    m->apply(u, ctx, nullptr, g);
+  } catch (const RwError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+// rules/gradient.rw's AFTER and RETURNED rules in both executors: the last STORE overwriting the
+// buffer gets the gradient (then its value), a store elsewhere leaves it to the buffer, a store
+// to part of it is refused; output i of a CALL gives the call a bundle with g at i; a kernel CALL
+// without a gradient function is refused.
+TEST(RwExprFeatures, ShippedAfterAndReturnedGradients) {
+  const Shipped grad = shipped("gradient.rw", "grad");
+  ASSERT_TRUE(grad.compiled && grad.interpreted);
+  const UOp t = buffer_view(buffer_uop(dtypes::float32, 0, 4, "CPU"), {4}),
+            o = buffer_view(buffer_uop(dtypes::float32, 1, 4, "CPU"), {4}),
+            v = buffer_view(buffer_uop(dtypes::float32, 2, 4, "CPU"), {4}),
+            g = buffer_view(buffer_uop(dtypes::float32, 3, 4, "CPU"), {4});
+  auto store = [](const UOp& to, const UOp& x) {
+    return UOp::make(Op::Store, dtypes::void_, {to, x});
+  };
+  const UOp own = store(t, v), other = store(o, v);
+  const UOp body =
+      UOp::sink(std::vector<UOp>{param_like(t, 0) * param_like(t, 0), param_like(t, 0)});
+  const UOp call = UOp::make(Op::Call, dtypes::void_, {body, t}, CallInfo{.name = "f"}.to_arg());
+  const Value none;
+  struct Case {
+    UOp node;
+    std::vector<Value> want;
+  };
+  const std::vector<Case> cases = {
+      {t.after(std::vector<UOp>{other}), {Value::uop(g), none}},
+      {t.after(std::vector<UOp>{own, other}), {none, Value::uop(g), none}},
+      {t.after(std::vector<UOp>{other, own, store(t, v + v)}), {none, none, none, Value::uop(g)}},
+      {UOp::make(Op::Returned, dtypes::float32, {call}, Arg::integer(1)),
+       {Value::uop(call_grad_bundle(2, 1, g))}},
+  };
+  RewriteContext ctx;
+  for (const RuleSetMatcher* m : grad.both()) {
+    for (const Case& k : cases) {
+      std::optional<Value> got = m->apply(k.node, ctx, nullptr, &g);
+      ASSERT_TRUE(got.has_value()) << k.node.repr(2);
+      EXPECT_TRUE(*got == Value::tuple(k.want)) << got->repr();
+    }
+    // a kernel CALL without a gradient function has nothing to differentiate
+    const UOp kernel = UOp::make(Op::Call, dtypes::void_, {body, t},
+                                 CallInfo{.name = "k", .kernel = true}.to_arg());
+    EXPECT_NE(rule_error(m, kernel, &g)
+                  .find("error in rule grad.call: custom kernel 'k' has no "
+                        "gradient function"),
+              std::string::npos)
+        << rule_error(m, kernel, &g);
+    const UOp part = t.shrink({1}, {2});
+    EXPECT_NE(rule_error(m, t.after(std::vector<UOp>{store(part, part)}), &g)
+                  .find("error in rule grad.after: gradient through an aliased write: a STORE "
+                        "writes part of the buffer an AFTER returns"),
+              std::string::npos);
+  }
+}
+
+// rules/call.rw in both executors: a function CALL's output is its body over the arguments; a
+// precompiled one reads its arguments from buffers and gives its output in one (Contiguous where
+// a value is not in a buffer yet); a kernel CALL is left alone.
+TEST(RwExprFeatures, ShippedCallInlining) {
+  const Shipped calls = shipped("call.rw", "calls");
+  ASSERT_TRUE(calls.compiled && calls.interpreted);
+  const UOp a = buffer_view(buffer_uop(dtypes::float32, 0, 4, "CPU"), {4}), b = a * a;
+  const UOp body = UOp::sink(std::vector<UOp>{param_like(a, 0) + param_like(a, 1)});
+  auto returned = [&](const CallInfo& info) {
+    const UOp call = UOp::make(Op::Call, dtypes::void_, {body, a, b}, info.to_arg());
+    return UOp::make(Op::Returned, dtypes::float32, {call}, Arg::integer(0));
+  };
+  auto contiguous = [](const UOp& u) { return UOp::make(Op::Contiguous, u.dtype(), {u}); };
+  RewriteContext ctx;
+  for (const RuleSetMatcher* m : calls.both()) {
+    std::optional<Value> inl = m->apply(returned({.name = "f"}), ctx, nullptr);
+    ASSERT_TRUE(inl.has_value());
+    EXPECT_TRUE(inl->as_uop() == a + b) << inl->repr();
+    std::optional<Value> pre = m->apply(returned({.name = "f", .precompile = true}), ctx, nullptr);
+    ASSERT_TRUE(pre.has_value());
+    EXPECT_TRUE(pre->as_uop() == contiguous(a + contiguous(b))) << pre->repr();
+    EXPECT_FALSE(m->apply(returned({.name = "k", .kernel = true}), ctx, nullptr).has_value());
+  }
+}
+
 // rules/rangeify.rw's index math through movement ops, written with the builder methods: each
 // executor maps an index into a view to the index into its source, as written out here.
 TEST(RwExprFeatures, ShippedRangeifyIndexMath) {
@@ -383,6 +491,73 @@ TEST(RwExprFeatures, ShippedRangeifyIndexMath) {
       ASSERT_TRUE(got.has_value()) << k.in.repr(2);
       EXPECT_TRUE(got->as_uop() == k.want) << got->repr() << "\nwant: " << k.want.repr(3);
     }
+  }
+}
+
+// rules/rangeify.rw's checks and its one stateful rule, in both executors: a padded constant is
+// itself only if it is 0; an INDEX whose count differs from the view's rank is refused (the zips
+// of the index math would drop indices); a REDUCE gets new ranges numbered by the pass's context.
+TEST(RwExprFeatures, ShippedRangeifyChecksAndReduce) {
+  Diagnostics d;
+  std::shared_ptr<const ResolvedProgram> p = load_rules(TINYRW_SOURCE_DIR "/rules/rangeify.rw", d);
+  ASSERT_NE(p, nullptr) << d.render();
+  InterpretedMatcher interpreted(p, *p->find("rangeify"));
+  const RuleSetMatcher* compiled = compiled_rules("rangeify");
+  ASSERT_NE(compiled, nullptr);
+  const std::vector<const RuleSetMatcher*> both{compiled, &interpreted};
+  const UOp x = buffer_view(buffer_uop(dtypes::float32, 0, 24, "CPU"), {2, 3, 4});
+  const UOp r0 = UOp::range(c(6), 0), r1 = UOp::range(c(4), 1), r2 = UOp::range(c(5), 2);
+  auto pad_of = [](const UOp& v) {  // a rank-1 PAD of a (shapeless) constant, built unchecked
+    return UOp::make(Op::Pad, v.dtype(), {v, shape_to_uop({1}), shape_to_uop({4})});
+  };
+  auto error_of = [](const RuleSetMatcher* m, const UOp& u, RewriteContext& ctx) {
+    try {
+      m->apply(u, ctx, nullptr);
+    } catch (const RwError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const UOp zero = UOp::cfloat(0.0), two = UOp::cfloat(2.0);
+  for (const RuleSetMatcher* m : both) {
+    RewriteContext ctx;
+    EXPECT_TRUE(m->apply(pad_of(zero).index(std::vector<UOp>{r0}), ctx, nullptr)->as_uop() == zero);
+    // 2 padded: where the padding starts is lost with the constant's shape, so it is an error,
+    // never 2 everywhere
+    EXPECT_NE(
+        error_of(m, pad_of(two).index(std::vector<UOp>{r0}), ctx)
+            .find("error in rule rangeify.pad_unmasked: INDEX of a PAD: the index count differs"),
+        std::string::npos)
+        << error_of(m, pad_of(two).index(std::vector<UOp>{r0}), ctx);
+    const std::vector<UOp> two_idx{r0, r1};  // three axes, two indices
+    EXPECT_NE(
+        error_of(
+            m, UOp::make(Op::Expand, dtypes::float32, {x, shape_to_uop({2, 3, 4})}).index(two_idx),
+            ctx)
+            .find("INDEX of an EXPAND: the index count differs from the rank"),
+        std::string::npos);
+    EXPECT_NE(error_of(m, x.shrink({1, 0, 0}, {1, 3, 4}).index(two_idx), ctx)
+                  .find("INDEX of a SHRINK: the index count differs from the rank"),
+              std::string::npos);
+    EXPECT_NE(error_of(m, x.flip({true, false, false}).index(two_idx), ctx)
+                  .find("INDEX of a FLIP: the index count differs from the rank"),
+              std::string::npos);
+    EXPECT_NE(error_of(m, x.reduce_first(Op::Add, 1).index(std::vector<UOp>{r0}), ctx)
+                  .find("INDEX of a REDUCE: the index count is wrong"),
+              std::string::npos);
+    // REDUCE over the first axis: a new range of size 2, numbered from the context's counter
+    RangeifyContext rc{.next_axis = 7};
+    RewriteContext with_rc{.user = &rc};
+    const UOp got =
+        m->apply(x.reduce_first(Op::Max, 1).index(std::vector<UOp>{r1, r2}), with_rc, nullptr)
+            ->as_uop();
+    const UOp fresh = UOp::range(c(2), 7);
+    EXPECT_TRUE(got == x.index(std::vector<UOp>{fresh, r1, r2}).reduce_over(Op::Max, {&fresh, 1}))
+        << got.repr(3);
+    EXPECT_EQ(rc.next_axis, 8);
+    EXPECT_NE(error_of(m, x.reduce_first(Op::Max, 1).index(std::vector<UOp>{r1, r2}), ctx)
+                  .find("new_ranges needs a RangeifyContext"),
+              std::string::npos);
   }
 }
 

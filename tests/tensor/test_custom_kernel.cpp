@@ -348,6 +348,31 @@ TEST_P(CustomKernel, DuplicateCallOutputIsAmbiguous) {
   expect_error([&] { y.sum().gradient({x}); }, "ambiguous CALL output gradient");
 }
 
+// rules/gradient.rw's AFTER rule refuses a kernel CALL that writes another view of the buffer the
+// AFTER returns (its output's gradient would not be the buffer's), and two CALLs writing it.
+TEST_P(CustomKernel, GradientThroughAnAliasedOrDoubledCallWriteIsRefused) {
+  const Tensor x = vec({2, 3}), v = vec({5});
+  auto kernel = [](const Params& p) {
+    return kernel_sink({kernel_store(at(p[0], 0), at(p[1], 0) * p[1].const_like(2.0))});
+  };
+  auto grad = [](const std::vector<std::optional<Tensor>>& g, const std::vector<Tensor>&) {
+    return std::vector<std::optional<Tensor>>{std::nullopt, *g[0] * 2.0};
+  };
+  const UOp part = custom_kernel({x.shrink({{0, 1}}), v}, kernel, grad, "half")[0].uop().src(1);
+  const Tensor y = Tensor::from_uop(UOp::make(Op::After, x.dtype(), {x.uop(), part}), {x, v});
+  expect_error(
+      [&] { y.sum().gradient({x}); },
+      "gradient through an aliased write: CALL 'half' argument 0 views the AFTER's buffer");
+  const UOp w1 = custom_kernel({x, v}, kernel, grad)[0].uop().src(1),
+            w2 = custom_kernel({x, v * 3.0}, kernel, grad)[0].uop().src(1);
+  const Tensor z = Tensor::from_uop(UOp::make(Op::After, x.dtype(), {x.uop(), w1, w2}), {x, v});
+  expect_error([&] { z.sum().gradient({v}); },
+               "ambiguous CALL output gradient: several kernel CALLs write the buffer");
+  const Tensor twice = custom_kernel({x, x}, kernel, grad, "twice")[0];
+  expect_error([&] { twice.sum().gradient({x}); },
+               "ambiguous CALL output gradient: CALL 'twice' gets its output 0 twice as arguments");
+}
+
 TEST_P(CustomKernel, GradientAfterUnrelatedStores) {
   const Tensor x = vec({2}), v = vec({3}), dst = Tensor::empty({1});
   Tensor y = Tensor::from_uop(

@@ -175,6 +175,30 @@ TEST_P(TensorOps, NonContiguousViewsChained) {
   expect_near((x + t.shrink({{1, 3}, {0, 4}}).flip({0})).to_doubles(), want);
 }
 
+// Values the symbolic rules fold to a constant (x // x is 1, x == x is True) under movement ops
+// and reductions: a padded region still reads 0, and a reduction still counts every element. The
+// fold drops the value's shape, so the views' index math must run first (rangeify is pre-order).
+TEST_P(TensorOps, FoldedConstantsUnderViews) {
+  const Tensor a =
+      Tensor::from_vector(std::vector<int32_t>{7, -7, 100, 4, 5, 6}, {2, 3}, dtypes::int32);
+  const Tensor one = Tensor::alu(Op::FloorDiv, {a, a});
+  EXPECT_EQ(one.pad({{1, 1}, {0, 0}}).to_doubles(),
+            (std::vector<double>{0, 0, 0, 1, 1, 1, 1, 1, 1, 0, 0, 0}));
+  EXPECT_EQ(a.eq(a).cast(dtypes::float32).pad({{0, 0}, {1, 0}}).to_doubles(),
+            (std::vector<double>{0, 1, 1, 1, 0, 1, 1, 1}));
+  EXPECT_EQ(one.pad({{0, 1}, {1, 0}}).shrink({{1, 3}, {0, 2}}).to_doubles(),
+            (std::vector<double>{0, 1, 0, 0}));
+  EXPECT_EQ(one.permute({1, 0}).pad({{1, 0}, {0, 1}}).to_doubles(),
+            (std::vector<double>{0, 0, 0, 1, 1, 0, 1, 1, 0, 1, 1, 0}));
+  EXPECT_EQ(one.flip({1}).pad({{0, 0}, {2, 0}}).to_doubles(),
+            (std::vector<double>{0, 0, 1, 1, 1, 0, 0, 1, 1, 1}));
+  EXPECT_EQ(one.sum().to_doubles(), (std::vector<double>{6}));
+  EXPECT_EQ(one.sum({0}).to_doubles(), (std::vector<double>{2, 2, 2}));
+  // a nonzero constant padded (full() keeps its shape as views of a scalar)
+  EXPECT_EQ(Tensor::full({3}, 5.0).pad({{1, 1}}).to_doubles(),
+            (std::vector<double>{0, 5, 5, 5, 0}));
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, TensorOps, ::testing::Values("INTERP", "CPU"));
 
 TEST(TensorFusion, KernelCounts) {
