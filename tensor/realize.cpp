@@ -669,7 +669,8 @@ struct Realizer {
         const UOp ready = substitute(k.node, done, /*walk=*/true);
         std::shared_ptr<Storage> out;
         computed[k.node] = run_kernel(ready, out);
-        done.emplace(k.node, computed[k.node]);
+        // (an assignment chain over a view mapped to that view above: its copy replaces it)
+        done.insert_or_assign(k.node, computed[k.node]);
         keep.push_back(out);
         continue;
       }

@@ -588,3 +588,22 @@ TEST(CustomKernelDevices, RandomKernelsAgreeOnInterpAndCpu) {
   }
   EXPECT_GT(compared, 100);
 }
+
+// An argument that is an assignment chain over a permuted view is read through a copy of the
+// chain's value (the kernel addresses its arguments as buffers); written, it is refused.
+TEST_P(CustomKernel, AssignedPermutedViewAsArgument) {
+  Tensor x = Tensor::from_vector(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3}).realize();
+  Tensor xt = x.permute({1, 0});
+  xt.assign(xt + 1.0f);
+  auto twice = [](const Params& p) {
+    const UOp i = UOp::range(UOp::cint(3), 0), j = UOp::range(UOp::cint(2), 1);
+    const UOp v = kernel_index(p[1], {i, j});
+    return kernel_sink(
+        {kernel_end(kernel_store(kernel_index(p[0], {i, j}), v * v.const_like(2.0)), {i, j})});
+  };
+  Tensor written = custom_kernel({xt, Tensor::zeros({3, 2})}, twice)[0];
+  expect_error([&] { written.realize(); }, "not a realized buffer");
+  Tensor y = custom_kernel({Tensor::empty({3, 2}), xt}, twice)[0];
+  EXPECT_EQ(y.to_doubles(), (D{4, 10, 6, 12, 8, 14}));
+  EXPECT_EQ(xt.to_doubles(), (D{2, 5, 3, 6, 4, 7}));
+}
