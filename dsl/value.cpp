@@ -568,6 +568,46 @@ Value call_builder(const UOpBuilder& b, const UOp& u, std::span<const Value> arg
   }
 }
 
+// The analyses of ir/terms.cpp as UOp methods: terms(), factors(), const_factor(), divides(v),
+// divide_exact(y), pop_const(op). A UOp they cannot give is none, and so are the terms or factors
+// past kMaxTupleSize (a loop over them would pass the limit).
+bool is_analysis(std::string_view name) {
+  return name == "terms" || name == "factors" || name == "const_factor" || name == "divides" ||
+         name == "divide_exact" || name == "pop_const";
+}
+Value analysis(const UOp& u, std::string_view name, std::span<const Value> args) {
+  auto maybe = [](UOp r) { return r ? Value::uop(std::move(r)) : Value(); };
+  auto parts = [&](Op sep) {  // none past the tuple size limit: a rule leaves such a sum alone
+    expect_args(name, args, 0, 0);
+    std::vector<UOp> split = u.split(sep);
+    if (split.size() > kMaxTupleSize) return Value();
+    std::vector<Value> out;
+    out.reserve(split.size());
+    for (UOp& t : split) out.push_back(Value::uop(std::move(t)));
+    return Value::tuple(std::move(out));
+  };
+  if (name == "terms") return parts(Op::Add);
+  if (name == "factors") return parts(Op::Mul);
+  if (name == "const_factor") {
+    expect_args(name, args, 0, 0);
+    return Value::integer(u.const_factor());
+  }
+  if (name == "divides") {
+    expect_args(name, args, 1, 1);
+    return maybe(u.divides(args[0].as_int()));
+  }
+  if (name == "divide_exact") {
+    expect_args(name, args, 1, 1);
+    return maybe(u.divide_exact(args[0].as_uop()));
+  }
+  if (name == "pop_const") {
+    expect_args(name, args, 1, 1);
+    auto [rest, c] = u.pop_const(args[0].as_op());
+    return Value::tuple({Value::uop(std::move(rest)), Value::from_arg(c)});
+  }
+  return Value();
+}
+
 }  // namespace
 
 Value member(const Value& recv, std::string_view name) {
@@ -587,6 +627,7 @@ Value method(const Value& recv, std::string_view name, std::span<const Value> ar
     return Value::dtype(recv.as_dtype().vec(static_cast<int>(args[0].as_int())));
   }
   const UOp& u = recv.as_uop();
+  if (is_analysis(name)) return analysis(u, name, args);
   if (name == "replace") {
     UOp out = u;
     for (size_t i = 0; i < args.size(); ++i) {
@@ -913,6 +954,10 @@ std::optional<Type> member_type(Type recv, std::string_view name, bool is_call) 
       {"ge", Type::UOp},         {"ne", Type::UOp},          {"eq", Type::UOp},
       {"maximum", Type::UOp},    {"minimum", Type::UOp},     {"floordiv", Type::UOp},
       {"floormod", Type::UOp},   {"cdiv", Type::UOp},        {"cmod", Type::UOp}};
+  // the analyses of ir/terms.cpp (is_analysis)
+  static const std::map<std::string_view, Type> kUOpAnalyses = {
+      {"terms", Type::Tuple}, {"factors", Type::Tuple},    {"const_factor", Type::Int},
+      {"divides", Type::UOp}, {"divide_exact", Type::UOp}, {"pop_const", Type::Tuple}};
   static const std::map<std::string_view, Type> kDTypeProps = {
       {"is_int", Type::Bool},  {"is_float", Type::Bool}, {"is_unsigned", Type::Bool},
       {"is_bool", Type::Bool}, {"is_index", Type::Bool}, {"is_ptr", Type::Bool},
@@ -925,6 +970,7 @@ std::optional<Type> member_type(Type recv, std::string_view name, bool is_call) 
   // the graph builders of ir/builders.h (reshape, permute, ...) are UOp methods too
   auto lookup_method = [&]() -> std::optional<Type> {
     if (auto t = lookup(kUOpMethods)) return t;
+    if (auto t = lookup(kUOpAnalyses)) return t;
     if (find_uop_builder(name)) return Type::UOp;
     return std::nullopt;
   };

@@ -13,6 +13,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ir/arg.h"
@@ -155,6 +156,26 @@ class UOp {
     return after(std::span<const UOp>(deps.begin(), deps.size()));
   }
 
+  // ---- analyses of sums and products (ir/terms.cpp): facts about this node's structure that
+  // rules build on (tinygrad's split_uop, const_factor, divides, divide_exact and pop_const, all
+  // UOp methods in rules). Integer math is exact: what would leave the 128-bit range is "unknown".
+  // The operands of the chain of `sep` nodes at this node, left to right: split(Add) gives the
+  // terms of a sum, split(Mul) the factors of a product; a node of another op is one operand.
+  std::vector<UOp> split(Op sep) const;
+  // The largest integer known to divide this: a CONST's value, the CONST factor of a MUL, the gcd
+  // of those of a sum's terms; 1 when none is known.
+  i128 const_factor() const;
+  // this / v when the integer v divides every term structurally (CONSTs by value, a MUL through
+  // one of its sources); an empty UOp when it does not, or when a sum nests deeper than
+  // kMaxDivideDepth ADD/MUL levels (docs/limits.md), where it is left alone.
+  UOp divides(i128 v) const;
+  // this / y when y, a product, divides this product factor by factor (constants by value, other
+  // factors by identity); an empty UOp when it does not or the constant would be inexact.
+  UOp divide_exact(const UOp& y) const;
+  // (a, c) when this is sep(a, CONST c); else (this, sep's identity: 0 for ADD, 1 for MUL, none
+  // for other ops).
+  std::pair<UOp, Arg> pop_const(Op sep) const;
+
   // ---- derived properties (computed once per node, iteratively, and cached)
   Num vmin() const;
   Num vmax() const;
@@ -214,6 +235,9 @@ class SInt {
   int64_t v_ = 0;
   UOp u_;
 };
+
+// How deep UOp::divides follows nested ADD and MUL nodes.
+inline constexpr int kMaxDivideDepth = 512;
 
 // The dtype of ALU op `op` over `src` (comparisons give bool), or a GraphError naming the op and
 // the source dtypes when they do not type; UOp::alu and Tensor::alu build through it.

@@ -1,8 +1,9 @@
-// Primitives and analyses of rules/symbolic.rw (the rewrites themselves are rules there; a few
-// that loop over the terms of a sum wait here for comprehensions). The rules decide when to call
-// them; these compute what to build (or none when there is nothing to fold). All integer math is
-// exact (Python floor semantics for // and %): a fold whose arithmetic would leave the exact
-// 128-bit range, or use an unbounded (saturated) vmin/vmax, is not done.
+// Primitives and analyses of rules/symbolic.rw: the rewrites are rules there, over the analyses of
+// sums and products on UOp (ir/terms.cpp). Some helpers here are rewrites still, each saying why
+// at its registration (speed, a pair search that keeps long sums linear, the gate simplification's
+// nested run of the rule set). All integer
+// math is exact (Python floor semantics for // and %): a fold whose arithmetic would leave the
+// exact 128-bit range, or use an unbounded (saturated) vmin/vmax, is not done.
 #include <algorithm>
 #include <numeric>
 #include <tuple>
@@ -14,8 +15,6 @@
 
 namespace tinyrw::rw {
 namespace {
-
-constexpr int kMaxTermDepth = 512;  // deeper sums are left alone (no recursion beyond this)
 
 // Thrown by the checked arithmetic below; every helper catches it and returns none (no rewrite).
 struct Inexact {};
@@ -44,24 +43,8 @@ Value unless_inexact(F&& f) {
   }
 }
 
-// The terms of a sum: x = t0 + t1 + ... (flattening nested ADDs, left to right).
-std::vector<UOp> split_add(const UOp& x) {
-  std::vector<UOp> out, stack{x};
-  while (!stack.empty()) {
-    UOp u = stack.back();
-    stack.pop_back();
-    if (u.op() == Op::Add) {
-      stack.push_back(u.src(1));
-      stack.push_back(u.src(0));
-    } else {
-      out.push_back(u);
-    }
-  }
-  return out;
-}
-
-// The terms of a sum as split_add gives them, as pointers into the graph under x (which must
-// outlive them): no reference counting, for scans of long sums.
+// The terms of a sum, left to right (as UOp::split(Op::Add) gives them), as pointers into the graph
+// under x (which must outlive them): no reference counting, for scans of long sums.
 std::vector<const UOp*> sum_terms(const UOp& x) {
   std::vector<const UOp*> out, stack{&x};
   while (!stack.empty()) {
@@ -75,90 +58,6 @@ std::vector<const UOp*> sum_terms(const UOp& x) {
     }
   }
   return out;
-}
-
-// The largest known integer dividing u (1 when unknown): a constant, the constant of a product, or
-// the gcd of those of the terms of a sum.
-i128 const_factor(const UOp& u) {
-  auto leaf = [](const UOp& t) -> i128 {
-    if (t.op() == Op::Const && t.arg().is_int()) return t.arg().as_int();
-    if (t.op() == Op::Mul) {
-      if (t.src(0).op() == Op::Const && t.src(0).arg().is_int()) return t.src(0).arg().as_int();
-      if (t.src(1).op() == Op::Const && t.src(1).arg().is_int()) return t.src(1).arg().as_int();
-    }
-    return 1;
-  };
-  if (u.op() != Op::Add) return leaf(u);
-  i128 g = 0;
-  for (const UOp* t : sum_terms(u)) g = gcd(g, leaf(*t));
-  return g;
-}
-
-// u / v when v divides u structurally, else an empty UOp.
-UOp divides(const UOp& u, i128 v, int depth = 0) {
-  if (v == 1) return u;
-  if (depth > kMaxTermDepth || v == 0) return UOp();
-  if (u.op() == Op::Const && u.arg().is_int()) {
-    const i128 a = u.arg().as_int();
-    return floor_mod(a, v) == 0 ? u.const_like(floor_div(a, v)) : UOp();
-  }
-  if (u.op() == Op::Add) {
-    UOp a = divides(u.src(0), v, depth + 1);
-    if (!a) return UOp();
-    UOp b = divides(u.src(1), v, depth + 1);
-    return b ? a + b : UOp();
-  }
-  if (u.op() == Op::Mul) {
-    if (UOp a = divides(u.src(0), v, depth + 1)) return a * u.src(1);
-    if (UOp b = divides(u.src(1), v, depth + 1)) return u.src(0) * b;
-  }
-  return UOp();
-}
-
-// The factors of a product: x = f0 * f1 * ... (flattening nested MULs).
-std::vector<UOp> split_mul(const UOp& x) {
-  std::vector<UOp> out, stack{x};
-  while (!stack.empty()) {
-    UOp u = stack.back();
-    stack.pop_back();
-    if (u.op() == Op::Mul) {
-      stack.push_back(u.src(1));
-      stack.push_back(u.src(0));
-    } else {
-      out.push_back(u);
-    }
-  }
-  return out;
-}
-
-// x / y when y divides the term x as a product of factors (x == y*q structurally), else empty.
-// Constant factors divide by value.
-UOp divide_exact(const UOp& x, const UOp& y) {
-  if (x == y) return x.const_like(static_cast<i128>(1));
-  std::vector<UOp> factors = split_mul(x);
-  i128 coeff = 1;
-  std::vector<UOp> rest;
-  for (const UOp& f : factors) {
-    if (f.is_const() && f.arg().is_int())
-      coeff = mul(coeff, f.arg().as_int());
-    else
-      rest.push_back(f);
-  }
-  for (const UOp& d : split_mul(y)) {
-    if (d.is_const() && d.arg().is_int()) {
-      const i128 k = d.arg().as_int();
-      if (k == 0 || floor_mod(coeff, k) != 0) return UOp();
-      coeff /= k;
-      continue;
-    }
-    auto it = std::find(rest.begin(), rest.end(), d);
-    if (it == rest.end()) return UOp();
-    rest.erase(it);
-  }
-  UOp out;
-  for (const UOp& f : rest) out = out ? out * f : f;
-  if (!out) return x.const_like(coeff);
-  return coeff == 1 ? out : out * coeff;
 }
 
 // t == k * inner (k = 1 when t has no constant factor on the right).
@@ -296,32 +195,6 @@ UOp sum(const UOp& like, i128 start, const std::vector<std::pair<i128, UOp>>& te
   return start == 0 ? acc : acc + like.const_like(start);
 }
 
-// The sum of the terms t of x with keep(t); empty when none.
-template <class Keep>
-UOp terms_where(const UOp& x, Keep keep) {
-  UOp out;
-  for (const UOp& t : split_add(x))
-    if (keep(t)) out = out ? out + t : t;
-  return out;
-}
-bool unit_factor(const UOp& t) { return const_factor(t) == 1 || const_factor(t) == -1; }
-
-// The terms of x that y divides exactly, each divided by y (multiples), or the others (rest), as
-// a sum; empty when none.
-UOp terms_by_divisor(const UOp& x, const UOp& y, bool multiples) {
-  UOp out;
-  for (const UOp& t : split_add(x)) {
-    UOp q;
-    try {
-      q = divide_exact(t, y);
-    } catch (const Inexact&) {
-    }
-    if (multiples && q) out = out ? out + q : q;
-    if (!multiples && !q) out = out ? out + t : t;
-  }
-  return out;
-}
-
 // x // c or x % c (c > 0) seen term by term: x = sum(factor_i * var_i) + constant, factor_i =
 // quotient_i * c + remainder_i. The term rules below share it.
 struct Decomposition {
@@ -341,9 +214,9 @@ std::optional<Decomposition> decompose(const UOp& d) {
   D.c = D.g = d.src(1).arg().as_int();
   D.is_mod = d.op() == Op::FloorMod;
   const i128 c = D.c;
-  for (const UOp& u : split_add(x)) {
-    const i128 f = const_factor(u);
-    UOp v = divides(u, f);
+  for (const UOp& u : x.split(Op::Add)) {
+    const i128 f = u.const_factor();
+    UOp v = u.divides(f);
     if (!v) return std::nullopt;
     const auto [k, m] = scaled(u);
     i128 fn = 0;  // f*n, the period of f*(a % n)
@@ -436,22 +309,6 @@ UOp fold_quotient_remainder(const UOp& d) {
 i128 nest_factor(const UOp& d) {
   const auto D = decompose(d);
   return !D || D->changed || D->is_mod || D->div >= D->c ? 1 : D->div;
-}
-
-// a0*x0 + a1*x1 + ... with ai > 0 and xi >= 0 irreducible: x > 0 exactly when x0 + x1 + ... > 0.
-UOp canonicalize_simplex(const UOp& x) {
-  bool changed = false;
-  UOp acc;
-  for (UOp u : split_add(x)) {
-    if (u.op() == Op::Mul && u.src(1).op() == Op::Const && u.src(1).arg().is_int() &&
-        u.src(1).arg().as_int() > 0) {
-      changed = true;
-      u = u.src(0);
-    }
-    if (!groups::irreducible().contains(u.op()) || lo(u) < 0) return UOp();
-    acc = acc ? acc + u : u;
-  }
-  return changed ? acc : UOp();
 }
 
 // ---- canonical order of commutative sources: ALU ops (by op), then variables, then constants.
@@ -602,10 +459,9 @@ const HelperRegistrar kFoldConst(
      },
      "fold_const(a): the constant an ALU op of constants evaluates to (none if undefined)"});
 
-// Each helper's first comment line says why it is C++. Primitives that walk the terms of a sum
-// are C++ because a rule cannot loop over terms (and a sum may hold any number of them).
+// Each helper's first comment line says why it is C++.
 
-// A helper of one or two UOps giving a UOp: none when f gives none or its arithmetic is inexact.
+// A helper of one UOp giving a UOp: none when f gives none or its arithmetic is inexact.
 Helper uop_helper(std::string name, UOp (*f)(const UOp&), std::string doc) {
   return {std::move(name),
           1,
@@ -616,65 +472,20 @@ Helper uop_helper(std::string name, UOp (*f)(const UOp&), std::string doc) {
           },
           std::move(doc)};
 }
-Helper uop_helper(std::string name, UOp (*f)(const UOp&, const UOp&), std::string doc) {
-  return {std::move(name),
-          2,
-          2,
-          Type::UOp,
-          [f](RewriteContext&, std::span<const Value> a) {
-            return unless_inexact([&] { return Value::uop(f(a[0].as_uop(), a[1].as_uop())); });
-          },
-          std::move(doc)};
-}
-
-// C++: a primitive that walks the terms of a sum (tinygrad UOp.divides).
-const HelperRegistrar kDivides(
-    {"divides", 2, 2, Type::UOp,
-     [](RewriteContext&, std::span<const Value> a) {
-       return unless_inexact([&] { return Value::uop(divides(a[0].as_uop(), a[1].as_int())); });
-     },
-     "divides(x, v): x / v when the int v divides every term of x structurally (none if not)"});
-
-// C++: a primitive that walks the terms of a sum.
-const HelperRegistrar kScaledTerms(uop_helper(
-    "scaled_terms",
-    [](const UOp& x) { return terms_where(x, [](const UOp& t) { return !unit_factor(t); }); },
-    "scaled_terms(x): the sum of the terms of x with a constant factor other than 1 and -1"));
-
-// C++: a primitive that walks the terms of a sum.
-const HelperRegistrar kUnitTerms(uop_helper(
-    "unit_terms", [](const UOp& x) { return terms_where(x, unit_factor); },
-    "unit_terms(x): the sum of the terms of x with constant factor 1 or -1"));
-
-// C++: a primitive that walks the terms of a sum (tinygrad UOp.divide_exact per term).
-const HelperRegistrar kMultipleTerms(uop_helper(
-    "multiple_terms", [](const UOp& x, const UOp& y) { return terms_by_divisor(x, y, true); },
-    "multiple_terms(x, y): the sum of t/y over the terms t of x that y divides as a factor"));
-
-// C++: a primitive that walks the terms of a sum.
-const HelperRegistrar kOtherTerms(uop_helper(
-    "other_terms", [](const UOp& x, const UOp& y) { return terms_by_divisor(x, y, false); },
-    "other_terms(x, y): the sum of the terms of x that y does not divide as a factor"));
-
-// C++: a primitive that walks the terms of a sum (tinygrad UOp.pop_const).
-const HelperRegistrar kVariableTerms(uop_helper(
-    "variable_terms",
-    [](const UOp& x) { return terms_where(x, [](const UOp& t) { return !t.is_const(); }); },
-    "variable_terms(x): the sum of the terms of x that are not constants"));
-
-// TODO(issue 12): needs comprehensions (a loop over the terms choosing each remainder's sign).
+// C++ for now (a rewrite, TODO(issue 12)): written in .rw over the UOp analyses it gives the same
+// outputs but costs +35% compiled on bench_symbolic, in the generated code's generic value ops.
 const HelperRegistrar kCongruence(uop_helper(
     "fold_divmod_congruence", fold_divmod_congruence,
     "fold_divmod_congruence(d): x//c or x%c (c > 0) without the division, when x is congruent "
     "mod c to a sum within [0, c)"));
 
-// TODO(issue 12): needs comprehensions (a map over the terms of decompose()).
+// C++ for now, as fold_divmod_congruence.
 const HelperRegistrar kQuotientRemainder(
     uop_helper("fold_quotient_remainder", fold_quotient_remainder,
                "fold_quotient_remainder(d): x//c or x%c (c > 0) split into the multiples of c and "
                "the remainder by the gcd of the remainders (none when nothing changes)"));
 
-// TODO(issue 12): needs comprehensions (a search over the terms of decompose()).
+// C++ for now, as fold_divmod_congruence (an analysis of the same walk).
 const HelperRegistrar kNestFactor(
     {"nest_factor", 1, 1, Type::Int,
      [](RewriteContext&, std::span<const Value> a) {
@@ -700,12 +511,6 @@ const HelperRegistrar kRewritten(
      },
      "rewritten(u): u rewritten once by the running rule set (none when no rule fires)"});
 
-// TODO(issue 12): needs comprehensions (a map over the terms dropping positive factors).
-const HelperRegistrar kSimplex(uop_helper(
-    "canonicalize_simplex", canonicalize_simplex,
-    "canonicalize_simplex(x): a sum of positive multiples of non-negative variables as the sum of "
-    "the variables"));
-
 // C++: an analysis (a total structural order on UOps), not a rewrite.
 const HelperRegistrar kOrder(
     {"sources_out_of_order", 1, 1, Type::Bool,
@@ -725,7 +530,7 @@ const HelperRegistrar kValid({"simplify_given_valid", 2, 2, Type::UOp,
                               },
                               "simplify_given_valid(valid, x): x simplified where valid holds"});
 
-// TODO(issue 12): needs comprehensions; and its bounded pair search keeps long sums linear.
+// C++ (a rewrite, TODO(issue 12)): its bounded pair search over a chain keeps long sums linear.
 const HelperRegistrar kCombine(
     uop_helper("combine_divmod_terms", combine_divmod_terms,
                "combine_divmod_terms(sum): k*(x%c) + k*c*(x//c) terms become k*x"));
@@ -772,13 +577,6 @@ const HelperRegistrar kMayRaise(
      },
      "may_raise(x): evaluating x may fail (a division or modulo by a range holding 0, a shift by a "
      "range holding a negative count)"});
-
-// C++: a primitive that walks the terms of a sum (tinygrad UOp.const_factor).
-const HelperRegistrar kConstFactor({"const_factor", 1, 1, Type::Int,
-                                    [](RewriteContext&, std::span<const Value> a) {
-                                      return Value::integer(const_factor(a[0].as_uop()));
-                                    },
-                                    "const_factor(x): the largest known integer dividing x"});
 
 }  // namespace
 }  // namespace tinyrw::rw

@@ -585,3 +585,27 @@ TEST(RwExprFeatures, UopConstIsTheConstantOfItsDtype) {
   const UOp got = call_builtin("uop", args, names).as_uop();
   EXPECT_TRUE(got == UOp::constant(dtypes::float32, Arg::real(0.0))) << got.repr();
 }
+
+// The analyses of ir/terms.cpp as UOp methods, in both executors.
+TEST(RwExprFeatures, TermAnalyses) {
+  const UOp a = var("a"), b = var("b");
+  expect_rewrite("e_terms", sink({c(0), a + b * 3 + 5}), sink({a, b * 3, c(5)}));
+  expect_rewrite("e_terms", sink({c(1), a * b * 4}), sink({a, b, c(4)}));
+  expect_rewrite("e_terms", sink({c(2), a * 6 + b * 4}), sink({c(2)}));
+  expect_rewrite("e_terms", sink({c(2), a + b * 4}), sink({c(1)}));
+  expect_rewrite("e_terms", sink({c(3), a * 6 + 4, c(2)}), sink({a * 3 + 2}));
+  expect_rewrite("e_terms", sink({c(3), a * 6 + 3, c(2)}), sink({c(3), a * 6 + 3, c(2)}));
+  expect_rewrite("e_terms", sink({c(4), a * b * 6, b * 2}), sink({a * 3}));
+  expect_rewrite("e_terms", sink({c(4), a * 3, b}), sink({c(4), a * 3, b}));
+  expect_rewrite("e_terms", sink({c(5), a + 7}), sink({a, c(7)}));
+  expect_rewrite("e_terms", sink({c(5), a * 2}), sink({a * 2, c(0)}));
+  expect_rewrite("e_terms", sink({c(6), a}), sink({a}));
+  expect_rewrite("e_terms", sink({c(6), a.floormod(c(4))}), sink({c(6), a.floormod(c(4))}));
+  expect_rewrite("e_terms", sink({c(8), a + 3 + b}), sink({a, b}));
+  // terms() of a sum past the tuple size limit is none; one at the limit is not
+  UOp at_limit = a;
+  for (size_t k = 1; k < kMaxTupleSize; ++k) at_limit = at_limit + b;
+  expect_rewrite("e_terms", sink({c(7), at_limit}), sink({c(7), at_limit}));
+  const UOp past = at_limit + b;
+  expect_rewrite("e_terms", sink({c(7), past}), sink({past}));
+}

@@ -97,6 +97,11 @@ NAMED = [
     ("(x*y+z)//y", "(z//y+x)"),                          # factor_remainder
     ("(x*y+z)%y", "(z%y)"),                              # factor_remainder
     ("(x*y+y*z)//y", "(x+z)"),                           # factor_remainder, every term
+    ("(x*y+y*z)%y", "0"),                                # divide_exact, every term
+    ("(x*y*2+z*y*4)//(y*2)", "(z*2+x)"),                 # divide_exact, product divisors
+    ("(x*y*2+z)%(y*2)", "(z%(y*2))"),                    # factor_remainder, a product divisor
+    ("x*3+z*2 >= 1", "(x+z>=1)"),                        # canonicalize_simplex
+    ("x*3-z >= 1", "(x*3+z*-1>=1)"),                     # ... not with a negative factor
     ("(x*4+z*2)//(y*2)", "((x*2+z)//y)"),                # divide_by_gcd
     ("(x*4+z*2)%(y*2)", "((x*2+z)%y*2)"),                # divide_by_gcd
     ("(x*4+z)//8", "(x//2)"),                            # gcd_with_remainder

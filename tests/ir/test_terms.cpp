@@ -1,0 +1,74 @@
+// The analyses of sums and products on UOp (ir/terms.cpp): split, const_factor, divides,
+// divide_exact, pop_const, with their exactness and depth limits.
+#include <gtest/gtest.h>
+
+#include "ir/uop.h"
+
+using namespace tinyrw;
+
+namespace {
+UOp var(const char* n) { return UOp::variable(n, 0, 10); }
+UOp c(i128 v) { return UOp::cint(v); }
+}  // namespace
+
+TEST(Terms, SplitFlattensNestedChainsLeftToRight) {
+  const UOp a = var("a"), b = var("b"), d = var("d");
+  EXPECT_EQ(((a + b) + (d + 3)).split(Op::Add), (std::vector<UOp>{a, b, d, c(3)}));
+  EXPECT_EQ((a * b * 2).split(Op::Mul), (std::vector<UOp>{a, b, c(2)}));
+  EXPECT_EQ((a * b).split(Op::Add), (std::vector<UOp>{a * b}));  // another op: one operand
+  // iterative: a sum a million terms long
+  UOp s = a;
+  for (int k = 0; k < 1000000; ++k) s = s + b;
+  EXPECT_EQ(s.split(Op::Add).size(), 1000001u);
+}
+
+TEST(Terms, ConstFactor) {
+  const UOp a = var("a"), b = var("b");
+  EXPECT_EQ(c(12).const_factor(), 12);
+  EXPECT_EQ((a * 6).const_factor(), 6);
+  EXPECT_EQ((c(-4) * a).const_factor(), -4);  // a constant on either side of a product
+  EXPECT_EQ((a * 6 + b * 4 + 10).const_factor(), 2);
+  EXPECT_EQ((a * 6 + b).const_factor(), 1);
+  EXPECT_EQ(a.floordiv(c(4)).const_factor(), 1);
+}
+
+TEST(Terms, Divides) {
+  const UOp a = var("a"), b = var("b");
+  EXPECT_EQ((a * 6 + b * 4 + 2).divides(2), a * 3 + b * 2 + 1);
+  EXPECT_EQ((a * 6).divides(1), a * 6);
+  EXPECT_FALSE((a * 6 + b).divides(2));
+  EXPECT_FALSE(c(7).divides(2));
+  EXPECT_FALSE(a.divides(0));
+  EXPECT_EQ(c(-6).divides(4 - 1), c(-2));
+  // past kMaxDivideDepth nested ADDs the sum is left alone (no deep recursion)
+  UOp deep = a * 2;
+  for (int k = 0; k <= kMaxDivideDepth + 1; ++k) deep = b * 2 + deep;
+  EXPECT_FALSE(deep.divides(2));
+  UOp shallow = a * 2;
+  for (int k = 0; k < kMaxDivideDepth - 1; ++k) shallow = b * 2 + shallow;
+  EXPECT_TRUE(shallow.divides(2));
+}
+
+TEST(Terms, DivideExact) {
+  const UOp a = var("a"), b = var("b");
+  EXPECT_EQ((a * b * 6).divide_exact(b * 2), a * 3);
+  EXPECT_EQ((a * b).divide_exact(a * b), c(1));
+  EXPECT_EQ((b * 6).divide_exact(b * 6), c(1));
+  EXPECT_EQ((b * 6).divide_exact(c(3)), b * 2);
+  EXPECT_FALSE((a * 3).divide_exact(b));
+  EXPECT_FALSE((a * 3).divide_exact(a * 2));
+  EXPECT_FALSE((a * 3).divide_exact(c(0)));
+  // a coefficient whose product leaves the exact 128-bit range: unknown, so no division
+  const i128 big = static_cast<i128>(1) << 100;
+  EXPECT_FALSE((a * big * big).divide_exact(a));
+}
+
+TEST(Terms, PopConst) {
+  const UOp a = var("a");
+  EXPECT_EQ((a + 5).pop_const(Op::Add), std::make_pair(a, Arg::integer(5)));
+  EXPECT_EQ(a.pop_const(Op::Add), std::make_pair(a, Arg::integer(0)));
+  EXPECT_EQ((a * 3).pop_const(Op::Mul), std::make_pair(a, Arg::integer(3)));
+  EXPECT_EQ((a + 5).pop_const(Op::Mul), std::make_pair(a + 5, Arg::integer(1)));
+  EXPECT_EQ(a.floormod(c(4)).pop_const(Op::FloorMod), std::make_pair(a, Arg::integer(4)));
+  EXPECT_TRUE(a.pop_const(Op::FloorMod).second.is_none());
+}
