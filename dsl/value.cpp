@@ -238,19 +238,19 @@ bool Value::operator==(const Value& o) const {
 
 std::optional<BinOp> binop_from(std::string_view t) {
   static const std::pair<std::string_view, BinOp> kOps[] = {
-      {"+", BinOp::Add}, {"-", BinOp::Sub},  {"*", BinOp::Mul},  {"//", BinOp::FloorDiv},
-      {"%", BinOp::Mod}, {"/", BinOp::Div},  {"&", BinOp::And},  {"|", BinOp::Or},
-      {"^", BinOp::Xor}, {"<<", BinOp::Shl}, {">>", BinOp::Shr}, {"==", BinOp::Eq},
-      {"!=", BinOp::Ne}, {"<", BinOp::Lt},   {"<=", BinOp::Le},  {">", BinOp::Gt},
-      {">=", BinOp::Ge}, {"in", BinOp::In}};
+      {"+", BinOp::Add}, {"-", BinOp::Sub},  {"*", BinOp::Mul},       {"//", BinOp::FloorDiv},
+      {"%", BinOp::Mod}, {"/", BinOp::Div},  {"&", BinOp::And},       {"|", BinOp::Or},
+      {"^", BinOp::Xor}, {"<<", BinOp::Shl}, {">>", BinOp::Shr},      {"==", BinOp::Eq},
+      {"!=", BinOp::Ne}, {"<", BinOp::Lt},   {"<=", BinOp::Le},       {">", BinOp::Gt},
+      {">=", BinOp::Ge}, {"in", BinOp::In},  {"not in", BinOp::NotIn}};
   for (const auto& [text, op] : kOps)
     if (text == t) return op;
   return std::nullopt;
 }
 
 std::string_view binop_text(BinOp op) {
-  static const char* kText[] = {"+",  "-",  "*",  "//", "%", "/",  "&", "|",  "^",
-                                "<<", ">>", "==", "!=", "<", "<=", ">", ">=", "in"};
+  static const char* kText[] = {"+",  "-",  "*",  "//", "%",  "/", "&",  "|",  "^",     "<<",
+                                ">>", "==", "!=", "<",  "<=", ">", ">=", "in", "not in"};
   return kText[static_cast<size_t>(op)];
 }
 
@@ -369,12 +369,14 @@ std::optional<Value> tuple_binary(BinOp op, const Value& a, const Value& b) {
 Value binary(BinOp op, const Value& a, const Value& b) {
   if (op == BinOp::Eq) return Value::boolean(a == b);
   if (op == BinOp::Ne) return Value::boolean(!(a == b));
-  if (op == BinOp::In) {
+  if (op == BinOp::In || op == BinOp::NotIn) {
+    const bool in = op == BinOp::In;
     if (b.kind() != Value::Kind::Tuple)
-      throw EvalError(fmt::format("'in' needs a tuple on the right, got {}", b.repr()));
+      throw EvalError(
+          fmt::format("'{}' needs a tuple on the right, got {}", binop_text(op), b.repr()));
     for (const Value& x : b.items())
-      if (x == a) return Value::boolean(true);
-    return Value::boolean(false);
+      if (x == a) return Value::boolean(in);
+    return Value::boolean(!in);
   }
   if (a.kind() == Value::Kind::Tuple || b.kind() == Value::Kind::Tuple) {
     if (auto t = tuple_binary(op, a, b)) return *t;
@@ -466,24 +468,51 @@ Value shape_value(const UOp& u) {
   return Value::tuple(std::move(dims));
 }
 
-Value uop_member(const UOp& u, std::string_view name) {
-  if (name == "op") return Value::op(u.op());
-  if (name == "dtype") return Value::dtype(u.dtype());
-  if (name == "arg") return Value::from_arg(u.arg());
-  if (name == "tag") return Value::from_arg(u.tag());
-  if (name == "nsrc") return Value::integer(static_cast<i128>(u.nsrc()));
-  if (name == "vmin") return Value::from_num(u.vmin());
-  if (name == "vmax") return Value::from_num(u.vmax());
-  if (name == "shape") return shape_value(u);
-  if (name == "src") {
-    std::vector<Value> s;
-    for (const UOp& x : u.src()) s.push_back(Value::uop(x));
-    return Value::tuple(std::move(s));
-  }
-  if (name == "is_const") return Value::boolean(u.op() == Op::Const);
-  if (name == "finite") return Value::boolean(!u.vmin().is_infinite() && !u.vmax().is_infinite());
-  throw EvalError(fmt::format("UOp has no property '{}'", name));
+constexpr std::string_view kUOpProps[] = {"op",   "dtype", "arg", "tag",      "nsrc",  "vmin",
+                                          "vmax", "shape", "src", "is_const", "finite"};
+
+}  // namespace
+
+std::optional<UOpProp> uop_prop_from_name(std::string_view name) {
+  for (size_t i = 0; i < std::size(kUOpProps); ++i)
+    if (kUOpProps[i] == name) return static_cast<UOpProp>(i);
+  return std::nullopt;
 }
+std::string_view uop_prop_name(UOpProp p) { return kUOpProps[static_cast<size_t>(p)]; }
+
+Value uop_member(const UOp& u, UOpProp p) {
+  switch (p) {
+    case UOpProp::Op:
+      return Value::op(u.op());
+    case UOpProp::DType:
+      return Value::dtype(u.dtype());
+    case UOpProp::Arg:
+      return Value::from_arg(u.arg());
+    case UOpProp::Tag:
+      return Value::from_arg(u.tag());
+    case UOpProp::NSrc:
+      return Value::integer(static_cast<i128>(u.nsrc()));
+    case UOpProp::VMin:
+      return Value::from_num(u.vmin());
+    case UOpProp::VMax:
+      return Value::from_num(u.vmax());
+    case UOpProp::Shape:
+      return shape_value(u);
+    case UOpProp::Src: {
+      std::vector<Value> s;
+      s.reserve(u.nsrc());
+      for (const UOp& x : u.src()) s.push_back(Value::uop(x));
+      return Value::tuple(std::move(s));
+    }
+    case UOpProp::IsConst:
+      return Value::boolean(u.op() == Op::Const);
+    case UOpProp::Finite:
+      return Value::boolean(!u.vmin().is_infinite() && !u.vmax().is_infinite());
+  }
+  return Value();
+}
+
+namespace {
 
 Value dtype_member(DType d, std::string_view name) {
   if (name == "is_int") return Value::boolean(d.is_int());
@@ -562,7 +591,10 @@ Value call_builder(const UOpBuilder& b, const UOp& u, std::span<const Value> arg
 }  // namespace
 
 Value member(const Value& recv, std::string_view name) {
-  if (recv.is_uop()) return uop_member(recv.as_uop(), name);
+  if (recv.is_uop()) {
+    if (auto p = uop_prop_from_name(name)) return uop_member(recv.as_uop(), *p);
+    throw EvalError(fmt::format("UOp has no property '{}'", name));
+  }
   if (recv.kind() == Value::Kind::DType) return dtype_member(recv.as_dtype(), name);
   if (recv.kind() == Value::Kind::Tuple && name == "len")
     return Value::integer(static_cast<i128>(recv.items().size()));
@@ -940,8 +972,62 @@ std::optional<Type> member_type(Type recv, std::string_view name, bool is_call) 
   }
 }
 
+// ---- typed values
+// ------------------------------------------------------------------------------------
+
+bool value_has_type(const Value& v, Type t) {
+  using K = Value::Kind;
+  switch (t) {
+    case Type::Any:
+      return true;
+    case Type::None:
+      return v.kind() == K::None;
+    case Type::Bool:
+      return v.kind() == K::Bool;
+    case Type::Int:
+      return v.kind() == K::Int || v.kind() == K::Bool;
+    case Type::Float:
+      return v.is_number();
+    case Type::String:
+      return v.kind() == K::String;
+    case Type::UOp:
+      return v.kind() == K::UOp;
+    case Type::DType:
+      return v.kind() == K::DType;
+    case Type::Op:
+      return v.kind() == K::Op;
+    case Type::Tuple:
+      return v.kind() == K::Tuple;
+    case Type::Status:
+      return v.kind() == K::Status;
+  }
+  return false;
+}
+
+void check_def_arg(const Value& v, Type t, std::string_view def, size_t index,
+                   std::string_view param) {
+  if (value_has_type(v, t)) return;
+  throw EvalError(fmt::format("argument {} ('{}') of def '{}' must be {}, got {}", index + 1, param,
+                              def, type_name(t), v.repr()));
+}
+
 // ---- helper registry
 // ------------------------------------------------------------------------------------
+
+std::optional<std::string> helper_signature_mismatch(const Helper& h, std::span<const Type> params,
+                                                     Type result) {
+  if (h.params.size() != static_cast<size_t>(h.max_args))
+    return fmt::format("the C++ helper registers {} parameter type(s) for {} argument(s)",
+                       h.params.size(), h.max_args);
+  for (size_t i = 0; i < params.size() && i < h.params.size(); ++i) {
+    if (params[i] != h.params[i])
+      return fmt::format("argument {} is declared {}, registered {}", i + 1, type_name(params[i]),
+                         type_name(h.params[i]));
+  }
+  if (result != h.result)
+    return fmt::format("declared -> {}, registered -> {}", type_name(result), type_name(h.result));
+  return std::nullopt;
+}
 
 namespace {
 std::map<std::string, Helper, std::less<>>& helpers() {

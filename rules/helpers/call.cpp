@@ -30,7 +30,8 @@ Value inline_call(const UOp& r) {
 const HelperRegistrar kInlineCall(
     {"inline_call", 1, 1, Type::UOp,
      [](RewriteContext&, std::span<const Value> a) { return inline_call(a[0].as_uop()); },
-     "inline_call(returned): output i of a function CALL, its body bound to the arguments"});
+     "inline_call(returned): output i of a function CALL, its body bound to the arguments"},
+    {Type::UOp});
 
 }  // namespace
 }  // namespace tinyrw::rw

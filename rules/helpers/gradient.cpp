@@ -86,14 +86,16 @@ const HelperRegistrar kReturnedGrad(
      [](RewriteContext&, std::span<const Value> a) {
        return returned_grad(a[0].as_uop(), a[1].as_uop());
      },
-     "returned_grad(returned, g): output i's gradient as the CALL's bundle of output gradients"});
+     "returned_grad(returned, g): output i's gradient as the CALL's bundle of output gradients"},
+    {Type::UOp, Type::UOp});
 
 const HelperRegistrar kAfterGrad({"after_grad", 2, 2, Type::Tuple,
                                   [](RewriteContext&, std::span<const Value> a) {
                                     return after_grad(a[0].as_uop(), a[1].as_uop());
                                   },
                                   "after_grad(after, g): the gradient of an AFTER per source (t, "
-                                  "or the store or CALL writing it)"});
+                                  "or the store or CALL writing it)"},
+                                 {Type::UOp, Type::UOp});
 
 }  // namespace
 }  // namespace tinyrw::rw

@@ -31,12 +31,12 @@ UOp index_reduce(RewriteContext& ctx, const UOp& i) {
   return make_index(x, idx).reduce_over(op, ranges);
 }
 
-const HelperRegistrar kIndexReduce(
-    {"index_reduce", 1, 1, Type::UOp,
-     [](RewriteContext& ctx, std::span<const Value> a) {
-       return Value::uop(index_reduce(ctx, a[0].as_uop()));
-     },
-     "Index(Reduce(x), i...) -> REDUCE(Index(x, r..., i...), r...)"});
+const HelperRegistrar kIndexReduce({"index_reduce", 1, 1, Type::UOp,
+                                    [](RewriteContext& ctx, std::span<const Value> a) {
+                                      return Value::uop(index_reduce(ctx, a[0].as_uop()));
+                                    },
+                                    "Index(Reduce(x), i...) -> REDUCE(Index(x, r..., i...), r...)"},
+                                   {Type::UOp});
 
 }  // namespace
 }  // namespace tinyrw::rw

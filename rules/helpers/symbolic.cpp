@@ -600,7 +600,8 @@ const HelperRegistrar kFoldConst(
        auto r = exec_alu(u.op(), u.dtype(), args);
        return r ? Value::uop(u.const_like(*r)) : Value();
      },
-     "fold_const(a): the constant an ALU op of constants evaluates to (none if undefined)"});
+     "fold_const(a): the constant an ALU op of constants evaluates to (none if undefined)"},
+    {Type::UOp});
 
 // Each helper's first comment line says why it is C++. Primitives that walk the terms of a sum
 // are C++ because a rule cannot loop over terms (and a sum may hold any number of them).
@@ -614,7 +615,8 @@ Helper uop_helper(std::string name, UOp (*f)(const UOp&), std::string doc) {
           [f](RewriteContext&, std::span<const Value> a) {
             return unless_inexact([&] { return Value::uop(f(a[0].as_uop())); });
           },
-          std::move(doc)};
+          std::move(doc),
+          {Type::UOp}};
 }
 Helper uop_helper(std::string name, UOp (*f)(const UOp&, const UOp&), std::string doc) {
   return {std::move(name),
@@ -624,7 +626,8 @@ Helper uop_helper(std::string name, UOp (*f)(const UOp&, const UOp&), std::strin
           [f](RewriteContext&, std::span<const Value> a) {
             return unless_inexact([&] { return Value::uop(f(a[0].as_uop(), a[1].as_uop())); });
           },
-          std::move(doc)};
+          std::move(doc),
+          {Type::UOp, Type::UOp}};
 }
 
 // C++: a primitive that walks the terms of a sum (tinygrad UOp.divides).
@@ -633,7 +636,8 @@ const HelperRegistrar kDivides(
      [](RewriteContext&, std::span<const Value> a) {
        return unless_inexact([&] { return Value::uop(divides(a[0].as_uop(), a[1].as_int())); });
      },
-     "divides(x, v): x / v when the int v divides every term of x structurally (none if not)"});
+     "divides(x, v): x / v when the int v divides every term of x structurally (none if not)"},
+    {Type::UOp, Type::Int});
 
 // C++: a primitive that walks the terms of a sum.
 const HelperRegistrar kScaledTerms(uop_helper(
@@ -685,7 +689,8 @@ const HelperRegistrar kNestFactor(
        }
      },
      "nest_factor(d): for x//c, a factor f of c (1 < f < c) of a term of x by which x//c may be "
-     "nested as (x//f)//(c/f); 1 when none"});
+     "nested as (x//f)//(c/f); 1 when none"},
+    {Type::UOp});
 
 // The running rule set applied once to a node a rule builds (tinygrad's recursive call of
 // fold_divmod_general): C++ because a rule cannot name its own rule set.
@@ -698,7 +703,8 @@ const HelperRegistrar kRewritten(
        UOp r = ctx.pm->rewrite(u, ctx, &fired);
        return r == u ? Value() : Value::uop(r);
      },
-     "rewritten(u): u rewritten once by the running rule set (none when no rule fires)"});
+     "rewritten(u): u rewritten once by the running rule set (none when no rule fires)"},
+    {Type::UOp});
 
 // TODO(issue 12): needs comprehensions (a map over the terms dropping positive factors).
 const HelperRegistrar kSimplex(uop_helper(
@@ -713,7 +719,8 @@ const HelperRegistrar kOrder(
        const UOp& u = a[0].as_uop();
        return Value::boolean(u.nsrc() == 2 && compare_uops(u.src(1), u.src(0)) < 0);
      },
-     "sources_out_of_order(x): the two sources are not in canonical order"});
+     "sources_out_of_order(x): the two sources are not in canonical order"},
+    {Type::UOp});
 
 // C++: an analysis (bounds a gate implies) plus a nested run of the rule set, not one rewrite.
 const HelperRegistrar kValid({"simplify_given_valid", 2, 2, Type::UOp,
@@ -723,7 +730,8 @@ const HelperRegistrar kValid({"simplify_given_valid", 2, 2, Type::UOp,
                                       simplify_given_valid(ctx, a[0].as_uop(), a[1].as_uop()));
                                 });
                               },
-                              "simplify_given_valid(valid, x): x simplified where valid holds"});
+                              "simplify_given_valid(valid, x): x simplified where valid holds"},
+                             {Type::UOp, Type::UOp});
 
 // TODO(issue 12): needs comprehensions; and its bounded pair search keeps long sums linear.
 const HelperRegistrar kCombine(
@@ -739,7 +747,8 @@ const HelperRegistrar kExact(
        return Value::boolean(!is_infinite(a[0].as_int()));
      },
      "exact(v): an int v is not saturated (rule arithmetic on ints saturates; a fold must not use "
-     "it); any float is"});
+     "it); any float is"},
+    {Type::Any});
 
 // C++: an analysis of ranges (may_wrap is computed with the bounds).
 const HelperRegistrar kMayWrap(
@@ -748,7 +757,8 @@ const HelperRegistrar kMayWrap(
        return Value::boolean(a[0].as_uop().may_wrap());
      },
      "may_wrap(x): x is a tensor int (never index) value that may have wrapped (an ALU node in it "
-     "has an exact range beyond its dtype's): identities of exact integers may not hold for it"});
+     "has an exact range beyond its dtype's): identities of exact integers may not hold for it"},
+    {Type::UOp});
 
 // C++: a primitive of checked arithmetic.
 const HelperRegistrar kFits(
@@ -762,7 +772,8 @@ const HelperRegistrar kFits(
        return Value::boolean(v >= d.int_min() && v <= d.int_max());
      },
      "fits(x, v): a constant v of x's dtype is v itself (exact, and within a tensor int's range; "
-     "a tensor int constant beyond it would wrap)"});
+     "a tensor int constant beyond it would wrap)"},
+    {Type::UOp, Type::Any});
 
 // C++: an analysis (a walk over the whole expression).
 const HelperRegistrar kMayRaise(
@@ -771,14 +782,16 @@ const HelperRegistrar kMayRaise(
        return Value::boolean(may_raise(a[0].as_uop()));
      },
      "may_raise(x): evaluating x may fail (a division or modulo by a range holding 0, a shift by a "
-     "range holding a negative count)"});
+     "range holding a negative count)"},
+    {Type::UOp});
 
 // C++: a primitive that walks the terms of a sum (tinygrad UOp.const_factor).
 const HelperRegistrar kConstFactor({"const_factor", 1, 1, Type::Int,
                                     [](RewriteContext&, std::span<const Value> a) {
                                       return Value::integer(const_factor(a[0].as_uop()));
                                     },
-                                    "const_factor(x): the largest known integer dividing x"});
+                                    "const_factor(x): the largest known integer dividing x"},
+                                   {Type::UOp});
 
 }  // namespace
 }  // namespace tinyrw::rw
