@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "dsl/compiled.h"  // the node accessors generated matchers use (inline)
 #include "ir/stats.h"
 
 namespace tinyrw::rw {
@@ -41,23 +42,43 @@ bool match_arg(const ArgMatch& m, const Arg& a, Slots& s) {
   return false;
 }
 
+// The checks of a pattern that bind nothing (ops, source counts, dtypes), over the whole tree:
+// most rules tried fail here, before any capture is copied into a slot (tinygrad's early reject).
+bool fits(const MatchNode& m, const UOp& u) {
+  if (!m.any_op && !m.ops.contains(gen::op(u))) return false;
+  using S = MatchNode::Sources;
+  const uint32_t n = gen::nsrc(u);
+  if ((m.sources == S::Exact && n != m.srcs.size()) ||
+      (m.sources == S::Prefix && n < m.srcs.size()))
+    return false;
+  if (!m.dtype.accepts(gen::dtype(u))) return false;
+  if (m.sources == S::Repeat) {
+    for (uint32_t i = 0; i < n; ++i)
+      if (!fits(m.srcs[0], gen::src(u, i))) return false;
+    return true;
+  }
+  for (size_t i = 0; i < m.srcs.size(); ++i)
+    if (!fits(m.srcs[i], gen::src(u, i))) return false;
+  return true;
+}
+
 bool match(const MatchNode& m, const UOp& u, Slots& s) {
-  if (!m.any_op && !m.ops.contains(u.op())) return false;
+  if (!m.any_op && !m.ops.contains(gen::op(u))) return false;
   using S = MatchNode::Sources;
   switch (m.sources) {
     case S::Any:
       break;
     case S::Exact:
-      if (u.nsrc() != m.srcs.size()) return false;
+      if (gen::nsrc(u) != m.srcs.size()) return false;
       break;
     case S::Prefix:
-      if (u.nsrc() < m.srcs.size()) return false;
+      if (gen::nsrc(u) < m.srcs.size()) return false;
       break;
     case S::Repeat:
       break;
   }
-  if (!m.dtype.accepts(u.dtype())) return false;
-  if (!match_arg(m.arg, u.arg(), s)) return false;
+  if (!m.dtype.accepts(gen::dtype(u))) return false;
+  if (!match_arg(m.arg, gen::arg(u), s)) return false;
   for (int slot : m.slots) {
     const size_t k = static_cast<size_t>(slot);
     if (s.bound[k]) {
@@ -68,13 +89,13 @@ bool match(const MatchNode& m, const UOp& u, Slots& s) {
     }
   }
   if (m.sources == S::Repeat) {
-    if (u.nsrc() == 0 && !m.srcs[0].slots.empty()) return false;  // nothing to bind
-    for (const UOp& c : u.src())
-      if (!match(m.srcs[0], c, s)) return false;
+    if (gen::nsrc(u) == 0 && !m.srcs[0].slots.empty()) return false;  // nothing to bind
+    for (uint32_t i = 0; i < gen::nsrc(u); ++i)
+      if (!match(m.srcs[0], gen::src(u, i), s)) return false;
     return true;
   }
   for (size_t i = 0; i < m.srcs.size(); ++i)
-    if (!match(m.srcs[i], u.src(i), s)) return false;
+    if (!match(m.srcs[i], gen::src(u, i), s)) return false;
   return true;
 }
 
@@ -224,7 +245,7 @@ std::optional<Value> InterpretedMatcher::apply(const UOp& node, RewriteContext& 
         slots.values[static_cast<size_t>(r->gradient_slot)] = Value::uop(*gradient);
         slots.bound[static_cast<size_t>(r->gradient_slot)] = true;
       }
-      if (match(r->root, node, slots)) {
+      if (fits(r->root, node) && match(r->root, node, slots)) {
         bool pass = true;
         for (const Step& st : r->steps) {
           Value v = eval(st.expr, slots, ctx);
