@@ -48,7 +48,8 @@ Value Value::boolean(bool b) { return with(Kind::Bool, &Value::b_, b); }
 Value Value::integer(i128 i) { return with(Kind::Int, &Value::i_, i); }
 Value Value::real(double f) { return with(Kind::Float, &Value::f_, f); }
 Value Value::string(std::string s) {
-  return with(Kind::String, &Value::s_, std::make_shared<const std::string>(std::move(s)));
+  return with(Kind::String, &Value::p_,
+              std::shared_ptr<const void>(std::make_shared<const std::string>(std::move(s))));
 }
 Value Value::uop(UOp u) {
   if (!u) return Value();
@@ -57,14 +58,15 @@ Value Value::uop(UOp u) {
 Value Value::dtype(DType d) { return with(Kind::DType, &Value::d_, d); }
 Value Value::op(Op o) { return with(Kind::Op, &Value::o_, o); }
 Value Value::tuple(std::vector<Value> items) {
-  return with(Kind::Tuple, &Value::items_,
-              std::make_shared<const std::vector<Value>>(std::move(items)));
+  return with(
+      Kind::Tuple, &Value::p_,
+      std::shared_ptr<const void>(std::make_shared<const std::vector<Value>>(std::move(items))));
 }
 Value Value::ok() { return with(Kind::Status, &Value::b_, true); }
 Value Value::fail(std::string message) {
   Value v(Kind::Status);
   v.b_ = false;
-  v.s_ = std::make_shared<const std::string>(std::move(message));
+  v.p_ = std::make_shared<const std::string>(std::move(message));
   return v;
 }
 Value Value::from_arg(const Arg& a) {
@@ -128,8 +130,8 @@ double Value::as_float() const {
   type_error("a number", *this);
 }
 const std::string& Value::as_string() const {
-  if (kind_ != Kind::String && !(kind_ == Kind::Status && s_)) type_error("a string", *this);
-  return *s_;
+  if (kind_ != Kind::String && !(kind_ == Kind::Status && p_)) type_error("a string", *this);
+  return *str_ptr();
 }
 const UOp& Value::as_uop() const {
   if (kind_ != Kind::UOp) type_error("a UOp", *this);
@@ -145,7 +147,7 @@ Op Value::as_op() const {
 }
 const std::vector<Value>& Value::items() const {
   if (kind_ != Kind::Tuple) type_error("a tuple", *this);
-  return *items_;
+  return items_ref();
 }
 bool Value::status_ok() const {
   if (kind_ == Kind::Status) return b_;
@@ -163,14 +165,14 @@ Arg Value::to_arg() const {
     case Kind::Float:
       return Arg::real(f_);
     case Kind::String:
-      return Arg::string(*s_);
+      return Arg::string(*str_ptr());
     case Kind::DType:
       return Arg::dtype(d_);
     case Kind::Op:
       return Arg::op(o_);
     case Kind::Tuple: {
       std::vector<Arg> items;
-      for (const Value& v : *items_) items.push_back(v.to_arg());
+      for (const Value& v : items_ref()) items.push_back(v.to_arg());
       return Arg::tuple(std::move(items));
     }
     default:
@@ -189,7 +191,7 @@ std::string Value::repr() const {
     case Kind::Float:
       return Arg::real(f_).repr();
     case Kind::String:
-      return Arg::string(*s_).repr();
+      return Arg::string(*str_ptr()).repr();
     case Kind::UOp:
       return u_.repr(1);
     case Kind::DType:
@@ -198,11 +200,12 @@ std::string Value::repr() const {
       return std::string(op_name(o_));
     case Kind::Tuple: {
       std::string out = "(";
-      for (size_t i = 0; i < items_->size(); ++i) out += (i ? ", " : "") + (*items_)[i].repr();
-      return out + (items_->size() == 1 ? ",)" : ")");
+      const std::vector<Value>& items = items_ref();
+      for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + items[i].repr();
+      return out + (items.size() == 1 ? ",)" : ")");
     }
     case Kind::Status:
-      return b_ ? "ok" : "fail(" + (s_ ? *s_ : "") + ")";
+      return b_ ? "ok" : "fail(" + (p_ ? *str_ptr() : "") + ")";
   }
   return "?";
 }
@@ -217,7 +220,7 @@ bool Value::operator==(const Value& o) const {
     case Kind::None:
       return true;
     case Kind::String:
-      return *s_ == *o.s_;
+      return *str_ptr() == *o.str_ptr();
     case Kind::UOp:
       return u_ == o.u_;
     case Kind::DType:
@@ -225,7 +228,7 @@ bool Value::operator==(const Value& o) const {
     case Kind::Op:
       return o_ == o.o_;
     case Kind::Tuple:
-      return *items_ == *o.items_;
+      return items_ref() == o.items_ref();
     case Kind::Status:
       return b_ == o.b_;
     default:

@@ -69,14 +69,22 @@ class Value {
     return v;
   }
   Kind kind_ = Kind::None;
-  bool b_ = false;
-  i128 i_ = 0;
-  double f_ = 0;
+  // The scalar of the kind (every read checks kind_ first): one slot instead of four keeps a Value
+  // small, and values are copied on every operation.
+  union {
+    bool b_;
+    i128 i_ = 0;
+    double f_;
+    Op o_;
+  };
   UOp u_;
   DType d_;
-  Op o_ = Op::Noop;
-  std::shared_ptr<const std::vector<Value>> items_;
-  std::shared_ptr<const std::string> s_;
+  // the tuple's items (Tuple) or the text (String, a failed Status); null otherwise
+  std::shared_ptr<const void> p_;
+  const std::vector<Value>& items_ref() const {
+    return *static_cast<const std::vector<Value>*>(p_.get());
+  }
+  const std::string* str_ptr() const { return static_cast<const std::string*>(p_.get()); }
 };
 
 // Errors while evaluating a rule (a type error the checker could not see, a bad helper result).
