@@ -169,6 +169,8 @@ class Emitter;
 
 // The C++ function a `def` becomes.
 std::string def_function(const ResolvedDef& d) { return "def_" + ident(d.name); }
+// The C++ function that returns a declared helper's registration.
+std::string helper_function(const std::string& name) { return "helper_" + ident(name); }
 
 struct ArgLiteralTable {
   std::vector<std::string> defs;  // file-scope constants
@@ -320,9 +322,13 @@ class ExprEmitter {
         }
         if (recv.kind == CodeKind::UOp && e.name == "op")
           return {fmt::format("op({})", recv.text), CodeKind::Op};
+        if (auto p = uop_prop_from_name(e.name); p && recv.kind == CodeKind::UOp)  // no boxing
+          return {fmt::format("uop_member({}, UOpProp::{})", recv.text, prop_enum(*p)),
+                  CodeKind::Value};
         return {fmt::format("member({}, {})", as_value(recv), cpp_string(e.name)), CodeKind::Value};
       }
       case RExpr::K::Method: {
+        if (auto fast = uop_method(e)) return *fast;
         std::vector<std::string> args;
         for (size_t i = 1; i < e.kids.size(); ++i) args.push_back(as_value(emit(e.kids[i])));
         return {fmt::format("method({}, {}, {}, {})", as_value(emit(e.kids[0])), cpp_string(e.name),
@@ -373,9 +379,8 @@ class ExprEmitter {
       case RExpr::K::Helper: {
         std::vector<std::string> args;
         for (const RExpr& k : e.kids) args.push_back(as_value(emit(k)));
-        // the registered helper, checked against the declaration on every call (a map lookup)
-        return {fmt::format("helper({}, {}, Type::{}).fn(ctx, {})", cpp_string(e.name),
-                            e.decl->params.size(), type_enum(e.decl->result), value_array(args)),
+        // the registered helper, looked up and checked against the declaration once (emit_helpers)
+        return {fmt::format("{}().fn(ctx, {})", helper_function(e.name), value_array(args)),
                 CodeKind::Value};
       }
       case RExpr::K::Tuple: {
@@ -396,6 +401,13 @@ class ExprEmitter {
         std::string args = "ctx";
         for (const RExpr& k : e.kids) args += ", " + as_value(emit(k));
         return {fmt::format("{}({})", def_function(*e.def), args), CodeKind::Value};
+      }
+      case RExpr::K::Cond: {  // a C++ conditional: only the chosen branch runs
+        Code a = emit(e.kids[0]), c = emit(e.kids[1]), b = emit(e.kids[2]);
+        if (a.kind == b.kind)
+          return {fmt::format("({} ? {} : {})", as_bool(c), a.text, b.text), a.kind};
+        return {fmt::format("({} ? {} : {})", as_bool(c), as_value(a), as_value(b)),
+                CodeKind::Value};
       }
     }
     return {"Value()", CodeKind::Value};
@@ -440,6 +452,33 @@ class ExprEmitter {
     for (size_t i = from; i < names.size(); ++i)
       out += (i > from ? ", " : "") + cpp_string(names[i]);
     return out + "}";
+  }
+
+  static std::string_view prop_enum(UOpProp p) {
+    static constexpr std::string_view kNames[] = {
+        "Op", "DType", "Arg", "Tag", "NSrc", "VMin", "VMax", "Shape", "Src", "IsConst", "Finite"};
+    return kNames[static_cast<size_t>(p)];
+  }
+
+  // A method of a UOp on UOp arguments that the value library maps straight to the UOp method of
+  // that name (`x.lt(y)`, `c.where(a, b)`): called directly, with nothing boxed.
+  std::optional<Code> uop_method(const RExpr& e) {
+    static const std::set<std::string_view> kDirect = {
+        "lt",      "le",       "gt",       "ge",   "ne",   "eq",    "maximum",
+        "minimum", "floordiv", "floormod", "cdiv", "cmod", "where", "logical_not"};
+    if (!kDirect.count(e.name)) return std::nullopt;
+    for (const std::string& n : e.arg_names)
+      if (!n.empty()) return std::nullopt;
+    const size_t want = e.name == "where" ? 2 : e.name == "logical_not" ? 0 : 1;
+    if (e.kids.size() != want + 1) return std::nullopt;
+    std::vector<Code> kids;
+    for (const RExpr& k : e.kids) {
+      kids.push_back(emit(k));
+      if (kids.back().kind != CodeKind::UOp) return std::nullopt;
+    }
+    std::string args;
+    for (size_t i = 1; i < kids.size(); ++i) args += (i > 1 ? ", " : "") + kids[i].text;
+    return Code{fmt::format("{}.{}({})", kids[0].text, e.name, args), CodeKind::UOp};
   }
 
   // A UOp operand for a typed fast path: a UOp, or a numeric literal turned into a constant of
@@ -532,9 +571,9 @@ class ExprEmitter {
   }
 
   static std::string binop_name(BinOp op) {
-    static const char* kNames[] = {"Add", "Sub", "Mul", "FloorDiv", "Mod", "Div",
-                                   "And", "Or",  "Xor", "Shl",      "Shr", "Eq",
-                                   "Ne",  "Lt",  "Le",  "Gt",       "Ge",  "In"};
+    static const char* kNames[] = {"Add", "Sub", "Mul", "FloorDiv", "Mod",  "Div", "And",
+                                   "Or",  "Xor", "Shl", "Shr",      "Eq",   "Ne",  "Lt",
+                                   "Le",  "Gt",  "Ge",  "In",       "NotIn"};
     return kNames[static_cast<size_t>(op)];
   }
 
@@ -800,10 +839,9 @@ void defs_called(const RExpr& e, std::set<const ResolvedDef*>& out) {  // as dee
   for (const RExpr& k : e.kids) defs_called(k, out);
 }
 
-// Every def the rules of `sets` call, directly or through other defs, as one static function
-// each, callees first (the program keeps defs in that order).
-void emit_defs(Writer& w, const ResolvedProgram& program,
-               const std::vector<const ResolvedSet*>& sets, const ShownPaths& paths) {
+// Every def the rules of `sets` call, directly or through other defs.
+std::set<const ResolvedDef*> defs_used(const ResolvedProgram& program,
+                                       const std::vector<const ResolvedSet*>& sets) {
   std::set<const ResolvedDef*> used;
   for (const ResolvedSet* set : sets) {
     for (const ResolvedRule& r : set->rules) {
@@ -813,6 +851,14 @@ void emit_defs(Writer& w, const ResolvedProgram& program,
   }
   for (auto it = program.defs.rbegin(); it != program.defs.rend(); ++it)  // callers first
     if (used.count(it->get())) defs_called((*it)->body, used);
+  return used;
+}
+
+// Every def the rules of `sets` call, as one static function each, callees first (the program
+// keeps defs in that order).
+void emit_defs(Writer& w, const ResolvedProgram& program,
+               const std::vector<const ResolvedSet*>& sets, const ShownPaths& paths) {
+  const std::set<const ResolvedDef*> used = defs_used(program, sets);
   const std::map<int, std::string> no_uops;
   for (const auto& d : program.defs) {
     if (!used.count(d.get())) continue;
@@ -822,15 +868,54 @@ void emit_defs(Writer& w, const ResolvedProgram& program,
     std::string params = "RewriteContext& ctx";
     for (int i = 0; i < d->nparams; ++i) {
       const std::string& p = d->slot_names[static_cast<size_t>(i)];
-      params +=
-          fmt::format(", const Value& {}v_{}", params_used.count(i) ? "" : "/*unused*/ ", ident(p));
+      const bool used = params_used.count(i) || d->param_types[static_cast<size_t>(i)] != Type::Any;
+      params += fmt::format(", const Value& {}v_{}", used ? "" : "/*unused*/ ", ident(p));
     }
     w.line(0, fmt::format("// {}:{}  def {}", path == paths.end() ? "?" : path->second, d->loc.line,
                           d->name));
     w.line(0, fmt::format("Value {}({}) {{", def_function(*d), params));
     w.line(1, "(void)ctx;");
+    for (int i = 0; i < d->nparams; ++i) {  // typed parameters, checked as the interpreter does
+      const Type t = d->param_types[static_cast<size_t>(i)];
+      if (t == Type::Any) continue;
+      const std::string& p = d->slot_names[static_cast<size_t>(i)];
+      w.line(1, fmt::format("check_def_arg(v_{}, Type::{}, {}, {}, {});", ident(p), type_enum(t),
+                            cpp_string(d->name), i, cpp_string(p)));
+    }
     ExprEmitter ex(d->slot_names, no_uops);
     w.line(1, fmt::format("return {};", ExprEmitter::as_value(ex.emit(d->body))));
+    w.line(0, "}");
+    w.line(0, "");
+  }
+}
+
+void helpers_called(const RExpr& e, std::map<std::string, const HelperDecl*>& out) {
+  if (e.k == RExpr::K::Helper) out.emplace(e.name, e.decl);
+  for (const RExpr& k : e.kids) helpers_called(k, out);  // as deep as the tree
+}
+
+// One accessor per helper the rules and defs of this file call: the registration is found by
+// name and checked against the declaration on first use, then kept (no lookup per call).
+void emit_helpers(Writer& w, const ResolvedProgram& program,
+                  const std::vector<const ResolvedSet*>& sets) {
+  std::map<std::string, const HelperDecl*> used;
+  for (const ResolvedSet* set : sets) {
+    for (const ResolvedRule& r : set->rules) {
+      for (const Step& st : r.steps) helpers_called(st.expr, used);
+      helpers_called(r.result, used);
+    }
+  }
+  for (const ResolvedDef* d : defs_used(program, sets)) helpers_called(d->body, used);
+  for (const auto& [name, decl] : used) {
+    std::string params;
+    for (size_t i = 0; i < decl->params.size(); ++i)
+      params += fmt::format("{}Type::{}", i ? ", " : "", type_enum(decl->params[i]));
+    w.line(0, fmt::format("const Helper& {}() {{", helper_function(name)));
+    w.line(1, fmt::format("static const std::array<Type, {}> kParams{{{}}};", decl->params.size(),
+                          params));
+    w.line(1, fmt::format("static const Helper& h = helper({}, kParams, Type::{});",
+                          cpp_string(name), type_enum(decl->result)));
+    w.line(1, "return h;");
     w.line(0, "}");
     w.line(0, "");
   }
@@ -931,6 +1016,7 @@ std::string emit_cpp(const ResolvedProgram& program, const SourceFile& root,
   w.line(0, "");
   for (const std::string& d : lits.defs) w.line(0, d);
   if (!lits.defs.empty()) w.line(0, "");
+  emit_helpers(w, program, sets_of(program, root));
   emit_defs(w, program, sets_of(program, root), paths);
   w.str() += body.str();
   for (const std::string& r : registrations) w.line(0, r);

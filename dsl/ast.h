@@ -22,10 +22,11 @@ enum class ExprKind {
   Member,   // kids[0].name        or kids[0].name(args) when is_call (args in kids[1..])
   Index,    // kids[0][kids[1]]
   Unary,    // op kids[0]          op: "-", "~", "!"
-  Binary,   // kids[0] op kids[1]  op: + - * // % / & | ^ << >> == != < <= > >= && ||
+  Binary,   // kids[0] op kids[1]  op: + - * // % / & | ^ << >> == != < <= > >= in, not in, && ||
   Tuple,    // (kids...) and [kids...]
   Slice,    // kids[0][kids[1]:kids[2]:kids[3]]  (a missing bound is a `none` literal)
   Comp,     // [kids[0] comp...]: kids[1 + i] is the iterable or filter of comp[i]
+  Cond,     // kids[0] if kids[1] else kids[2]  (only the chosen branch is evaluated)
 };
 
 // The target of a comprehension's `for`: a name, `_`, or a (nested) tuple of targets.
@@ -141,8 +142,9 @@ struct Decl {
   std::vector<std::pair<std::string, Loc>> names;  // OpGroup members; Compose parts
   SetKind set_kind = SetKind::Rules;
   std::vector<Member> members;
-  ExternFn fn;   // Extern
-  ExprPtr body;  // Def: `def name(names...) = body`
+  ExternFn fn;                                           // Extern
+  ExprPtr body;                                          // Def: `def name(names...) = body`
+  std::vector<std::pair<std::string, Loc>> param_types;  // Def: per parameter, "" when untyped
 };
 
 struct FileAst {

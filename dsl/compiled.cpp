@@ -21,15 +21,21 @@ bool all_sources_same(const UOp& u) {
   return true;
 }
 
-const Helper& helper(std::string_view name, size_t nargs, Type result) {
+const Helper& helper(std::string_view name, std::span<const Type> params, Type result) {
   const Helper* h = find_helper(name);
   if (!h) throw RwError(fmt::format("helper '{}' used by compiled rules is not registered", name));
-  const int n = static_cast<int>(nargs);
+  const int n = static_cast<int>(params.size());
   if (n < h->min_args || n > h->max_args || h->result != result) {
     throw RwError(fmt::format(
         "helper '{}' is declared with {} argument(s) -> {}, but the C++ helper registered under "
         "that name takes {} to {} -> {}",
-        name, nargs, type_name(result), h->min_args, h->max_args, type_name(h->result)));
+        name, params.size(), type_name(result), h->min_args, h->max_args, type_name(h->result)));
+  }
+  if (auto why = helper_signature_mismatch(*h, params, result)) {
+    throw RwError(
+        fmt::format("helper '{}' does not match the C++ helper registered under that "
+                    "name: {}",
+                    name, *why));
   }
   return *h;
 }

@@ -28,8 +28,9 @@ bool all_src(const UOp& u, F&& f) {
 }
 bool all_sources_same(const UOp& u);
 // The registered helper of a declared name; throws when it is missing or does not match the
-// declaration the rules were compiled against (arity, result type).
-const Helper& helper(std::string_view name, size_t nargs, Type result);
+// declaration the rules were compiled against (arity, parameter and result types). Generated
+// code calls it once per helper and keeps the reference.
+const Helper& helper(std::string_view name, std::span<const Type> params, Type result);
 
 // The base of every generated rule set. Generated code implements `dispatch`, which returns the
 // position (in the root op's rule order) of the rule that fired.

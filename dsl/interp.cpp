@@ -1,9 +1,11 @@
 #include "dsl/interp.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include <fmt/format.h>
 
+#include "dsl/compiled.h"  // the node accessors generated matchers use (inline)
 #include "ir/stats.h"
 
 namespace tinyrw::rw {
@@ -40,23 +42,43 @@ bool match_arg(const ArgMatch& m, const Arg& a, Slots& s) {
   return false;
 }
 
+// The checks of a pattern that bind nothing (ops, source counts, dtypes), over the whole tree:
+// most rules tried fail here, before any capture is copied into a slot (tinygrad's early reject).
+bool fits(const MatchNode& m, const UOp& u) {
+  if (!m.any_op && !m.ops.contains(gen::op(u))) return false;
+  using S = MatchNode::Sources;
+  const uint32_t n = gen::nsrc(u);
+  if ((m.sources == S::Exact && n != m.srcs.size()) ||
+      (m.sources == S::Prefix && n < m.srcs.size()))
+    return false;
+  if (!m.dtype.accepts(gen::dtype(u))) return false;
+  if (m.sources == S::Repeat) {
+    for (uint32_t i = 0; i < n; ++i)
+      if (!fits(m.srcs[0], gen::src(u, i))) return false;
+    return true;
+  }
+  for (size_t i = 0; i < m.srcs.size(); ++i)
+    if (!fits(m.srcs[i], gen::src(u, i))) return false;
+  return true;
+}
+
 bool match(const MatchNode& m, const UOp& u, Slots& s) {
-  if (!m.any_op && !m.ops.contains(u.op())) return false;
+  if (!m.any_op && !m.ops.contains(gen::op(u))) return false;
   using S = MatchNode::Sources;
   switch (m.sources) {
     case S::Any:
       break;
     case S::Exact:
-      if (u.nsrc() != m.srcs.size()) return false;
+      if (gen::nsrc(u) != m.srcs.size()) return false;
       break;
     case S::Prefix:
-      if (u.nsrc() < m.srcs.size()) return false;
+      if (gen::nsrc(u) < m.srcs.size()) return false;
       break;
     case S::Repeat:
       break;
   }
-  if (!m.dtype.accepts(u.dtype())) return false;
-  if (!match_arg(m.arg, u.arg(), s)) return false;
+  if (!m.dtype.accepts(gen::dtype(u))) return false;
+  if (!match_arg(m.arg, gen::arg(u), s)) return false;
   for (int slot : m.slots) {
     const size_t k = static_cast<size_t>(slot);
     if (s.bound[k]) {
@@ -67,13 +89,13 @@ bool match(const MatchNode& m, const UOp& u, Slots& s) {
     }
   }
   if (m.sources == S::Repeat) {
-    if (u.nsrc() == 0 && !m.srcs[0].slots.empty()) return false;  // nothing to bind
-    for (const UOp& c : u.src())
-      if (!match(m.srcs[0], c, s)) return false;
+    if (gen::nsrc(u) == 0 && !m.srcs[0].slots.empty()) return false;  // nothing to bind
+    for (uint32_t i = 0; i < gen::nsrc(u); ++i)
+      if (!match(m.srcs[0], gen::src(u, i), s)) return false;
     return true;
   }
   for (size_t i = 0; i < m.srcs.size(); ++i)
-    if (!match(m.srcs[i], u.src(i), s)) return false;
+    if (!match(m.srcs[i], gen::src(u, i), s)) return false;
   return true;
 }
 
@@ -132,8 +154,11 @@ Value eval(const RExpr& e, Slots& s, RewriteContext& ctx) {
       return negate(eval(e.kids[0], s, ctx));
     case RExpr::K::Invert:
       return invert(eval(e.kids[0], s, ctx));
-    case RExpr::K::Member:
-      return member(eval(e.kids[0], s, ctx), e.name);
+    case RExpr::K::Member: {
+      const Value recv = eval(e.kids[0], s, ctx);
+      if (e.prop && recv.is_uop()) return uop_member(recv.as_uop(), *e.prop);
+      return member(recv, e.name);
+    }
     case RExpr::K::Method: {
       const Value recv = eval(e.kids[0], s, ctx);
       const std::vector<Value> args = eval_kids(e, s, ctx, 1);
@@ -173,10 +198,16 @@ Value eval(const RExpr& e, Slots& s, RewriteContext& ctx) {
       return Value::tuple(std::move(out));
     }
     case RExpr::K::DefCall: {  // a fresh frame: the parameters, then the body's own variables
-      Slots frame(e.def->slot_names.size());
-      for (size_t i = 0; i < e.kids.size(); ++i) frame.values[i] = eval(e.kids[i], s, ctx);
-      return eval(e.def->body, frame, ctx);
+      const ResolvedDef& d = *e.def;
+      Slots frame(d.slot_names.size());
+      for (size_t i = 0; i < e.kids.size(); ++i) {
+        frame.values[i] = eval(e.kids[i], s, ctx);
+        check_def_arg(frame.values[i], d.param_types[i], d.name, i, d.slot_names[i]);
+      }
+      return eval(d.body, frame, ctx);
     }
+    case RExpr::K::Cond:
+      return eval(e.kids[1], s, ctx).as_bool() ? eval(e.kids[0], s, ctx) : eval(e.kids[2], s, ctx);
   }
   return Value();
 }
@@ -187,6 +218,7 @@ InterpretedMatcher::InterpretedMatcher(std::shared_ptr<const ResolvedProgram> pr
                                        const ResolvedSet& set)
     : program_(std::move(program)), set_(set), by_op_(kNumOps) {
   for (const ResolvedRule& r : set_.rules) {
+    max_slots_ = std::max(max_slots_, r.slot_names.size());
     for (int o = 0; o < kNumOps; ++o)
       if (r.root.any_op || r.root.ops.contains(static_cast<Op>(o)))
         by_op_[static_cast<size_t>(o)].push_back(&r);
@@ -196,10 +228,16 @@ InterpretedMatcher::InterpretedMatcher(std::shared_ptr<const ResolvedProgram> pr
 std::optional<Value> InterpretedMatcher::apply(const UOp& node, RewriteContext& ctx,
                                                const RuleInfo** fired, const UOp* gradient) const {
   const bool stats = match_stats::enabled();
-  for (const ResolvedRule* r : by_op_[static_cast<size_t>(node.op())]) {
+  const std::vector<const ResolvedRule*>& rules = by_op_[static_cast<size_t>(node.op())];
+  if (rules.empty()) return std::nullopt;
+  // One frame for every rule tried (a rule's slots are unbound before it runs; a stale value is
+  // never read: lets and comprehension targets are written before they are read). Not shared
+  // across calls: a helper may rewrite with this matcher again while a rule runs.
+  Slots slots(max_slots_);
+  for (const ResolvedRule* r : rules) {
     const auto t0 =
         stats ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-    Slots slots(r->slot_names.size());
+    std::fill_n(slots.bound.begin(), r->slot_names.size(), false);
     std::optional<Value> out;
     try {
       if (r->gradient_slot >= 0 && !gradient) continue;  // gradient rules need `g`
@@ -207,7 +245,7 @@ std::optional<Value> InterpretedMatcher::apply(const UOp& node, RewriteContext& 
         slots.values[static_cast<size_t>(r->gradient_slot)] = Value::uop(*gradient);
         slots.bound[static_cast<size_t>(r->gradient_slot)] = true;
       }
-      if (match(r->root, node, slots)) {
+      if (fits(r->root, node) && match(r->root, node, slots)) {
         bool pass = true;
         for (const Step& st : r->steps) {
           Value v = eval(st.expr, slots, ctx);

@@ -23,6 +23,7 @@ class InterpretedMatcher : public RuleSetMatcher {
   std::shared_ptr<const ResolvedProgram> program_;
   const ResolvedSet& set_;
   std::vector<std::vector<const ResolvedRule*>> by_op_;  // rules to try per root op, in order
+  size_t max_slots_ = 0;  // of any rule: one frame per apply() serves every rule tried
 };
 
 // Loads a .rw file and returns an interpreted matcher for one of its rule sets.

@@ -146,6 +146,9 @@ class ErrorCollector : public antlr4::BaseErrorListener {
     }
     if (split_call(recognizer, offending))
       m += " (a call's '(' stands on the line of its name: this '(' starts a new rule)";
+    else if (stray_if(recognizer, offending))
+      m += " (an 'if' after a rule's result starts a conditional 'a if c else b', which needs "
+           "its 'else')";
     diags_.error(Loc{&src_, static_cast<int>(line), static_cast<int>(col) + 1},
                  "syntax error: " + m);
   }
@@ -159,6 +162,16 @@ class ErrorCollector : public antlr4::BaseErrorListener {
       return false;
     antlr4::Token* prev = parser->getTokenStream()->get(offending->getTokenIndex() - 1);
     return prev->getType() == RWParser::ID && prev->getLine() < offending->getLine();
+  }
+  // An `if` where no guard can stand, after an expression: most likely a conditional without its
+  // `else` (a guard's `if` comes before the `=>`).
+  static bool stray_if(antlr4::Recognizer* recognizer, antlr4::Token* offending) {
+    auto* parser = dynamic_cast<antlr4::Parser*>(recognizer);
+    if (!parser || !offending || offending->getText() != "if" || offending->getTokenIndex() == 0)
+      return false;
+    const std::string prev =
+        parser->getTokenStream()->get(offending->getTokenIndex() - 1)->getText();
+    return prev != "{" && prev != "}";
   }
 
   const SourceFile& src_;
@@ -298,10 +311,15 @@ class Builder {
       for (size_t i = 1; i < ids.size(); ++i) d.names.emplace_back(ids[i]->getText(), loc(ids[i]));
     } else if (auto* c = dynamic_cast<P::DefDeclarationContext*>(ctx)) {
       d.kind = Decl::Kind::Def;
-      auto ids = c->defDecl()->ID();
-      d.name = ids[0]->getText();
-      d.loc = loc(ids[0]);
-      for (size_t i = 1; i < ids.size(); ++i) d.names.emplace_back(ids[i]->getText(), loc(ids[i]));
+      d.name = c->defDecl()->ID()->getText();
+      d.loc = loc(c->defDecl()->ID());
+      for (auto* p : c->defDecl()->defParam()) {
+        d.names.emplace_back(p->ID(0)->getText(), loc(p->ID(0)));
+        if (p->type)
+          d.param_types.emplace_back(p->type->getText(), loc(p->type));
+        else
+          d.param_types.emplace_back("", loc(p->ID(0)));
+      }
       d.body = expr(c->defDecl()->expr());
     } else {
       d.kind = Decl::Kind::RuleSet;
@@ -491,6 +509,7 @@ class Builder {
                               rule->getRuleIndex() != P::RuleMulOp;
       if (!is_operand) {
         pending = child->getText();
+        if (pending == "notin") pending = "not in";  // the tokens of `not in`, joined
         pending_loc = rule ? loc(rule) : loc(static_cast<antlr4::tree::TerminalNode*>(child));
         continue;
       }
@@ -501,7 +520,25 @@ class Builder {
     return acc;
   }
 
-  ExprPtr expr(P::ExprContext* ctx) { return or_expr(ctx->orExpr()); }
+  // x0 if c1 else x1 if c2 else x2 ... is x0 if c1 else (x1 if c2 else (...)): built from the
+  // right, one Cond node (then, cond, else) per `if`, located at its `if`.
+  ExprPtr expr(P::ExprContext* ctx) {
+    const std::vector<P::OrExprContext*> parts = ctx->orExpr();
+    std::vector<Loc> ifs;
+    for (auto* child : ctx->children) {
+      auto* t = dynamic_cast<antlr4::tree::TerminalNode*>(child);
+      if (t && t->getText() == "if") ifs.push_back(loc(t));
+    }
+    ExprPtr acc = or_expr(parts.back());
+    for (size_t i = ifs.size(); i-- > 0 && !too_deep_;) {
+      auto e = make(ExprKind::Cond, ifs[i]);
+      e->kids.push_back(or_expr(parts[2 * i]));
+      e->kids.push_back(or_expr(parts[2 * i + 1]));
+      e->kids.push_back(std::move(acc));
+      acc = with_kids(std::move(e));
+    }
+    return acc;
+  }
   ExprPtr or_expr(P::OrExprContext* ctx) {
     return chain(ctx, [&](auto* c) { return and_expr(static_cast<P::AndExprContext*>(c)); });
   }

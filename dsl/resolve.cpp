@@ -220,13 +220,6 @@ class Resolver {
     h.name = d.name;
     h.loc = d.loc;
     h.param_names = d.fn.param_names;
-    auto type_of = [&](const std::string& name, const Loc& at) {
-      if (auto t = helper_type_from_name(name)) return *t;
-      diags_.error(at, fmt::format("unknown type '{}' (any, none, bool, int, float, string, uop, "
-                                   "dtype, op, tuple, status)",
-                                   name));
-      return Type::Any;
-    };
     for (const auto& [type, at] : d.fn.params) h.params.push_back(type_of(type, at));
     h.result = type_of(d.fn.result, d.fn.result_loc);
     if (const Helper* reg = find_helper(d.name)) {
@@ -236,6 +229,15 @@ class Resolver {
                                         d.name, *why));
     }
     out_.helpers.emplace(d.name, std::move(h));
+  }
+
+  // A type name of an `extern fn` or a typed def parameter.
+  Type type_of(const std::string& name, const Loc& at) {
+    if (auto t = helper_type_from_name(name)) return *t;
+    diags_.error(at, fmt::format("unknown type '{}' (any, none, bool, int, float, string, uop, "
+                                 "dtype, op, tuple, status)",
+                                 name));
+    return Type::Any;
   }
 
   void declare_group(const Decl& d) {
@@ -1206,6 +1208,7 @@ class Resolver {
       case ExprKind::Member: {
         r.k = e.is_call ? RExpr::K::Method : RExpr::K::Member;
         r.name = e.name;
+        if (!e.is_call) r.prop = uop_prop_from_name(e.name);
         for (const auto& k : e.kids) r.kids.push_back(expr(*k, rc));
         r.arg_names = e.arg_names;
         const Type recv = r.kids[0].type;
@@ -1255,6 +1258,8 @@ class Resolver {
         return slice_expr(e, rc);
       case ExprKind::Comp:
         return comprehension(e, rc);
+      case ExprKind::Cond:
+        return conditional(e, rc);
       case ExprKind::Tuple:
         r.k = RExpr::K::Tuple;
         r.type = Type::Tuple;
@@ -1356,8 +1361,9 @@ class Resolver {
       r.k = RExpr::K::Builtin;
       r.type = *t;
       if ((e.name == "max" || e.name == "min" || e.name == "select") && any_uop) r.type = Type::UOp;
-      if (r.type == Type::UOp) check_uop_call(r, e.loc);
       check_builtin_args(r, e.loc);
+      fold_like_type(r, rc);
+      if (r.type == Type::UOp) check_uop_call(r, e.loc);
       if (e.name == "fail" && rc.kind != SetKind::Verifier && !rc.in_def)
         diags_.error(e.loc, "'fail' is only a result of verifier rules");
       return r;
@@ -1379,7 +1385,7 @@ class Resolver {
         if (!e.arg_names[i].empty())
           diags_.error(r.kids[i].loc,
                        fmt::format("helper '{}' takes positional arguments only", e.name));
-        if (!helper_arg_accepts(h.params[i], r.kids[i].type))
+        if (!param_accepts(h.params[i], r.kids[i].type))
           error_with_note(r.kids[i].loc,
                           fmt::format("argument {} ('{}') of helper '{}' is {}, got {}", i + 1,
                                       h.param_names[i], e.name, type_name(h.params[i]),
@@ -1401,14 +1407,6 @@ class Resolver {
     return r;
   }
 
-  // A declared parameter accepts its type, anything of unknown type, and narrower numbers.
-  static bool helper_arg_accepts(Type param, Type actual) {
-    if (param == Type::Any || actual == Type::Any || param == actual) return true;
-    if (param == Type::Float) return actual == Type::Int || actual == Type::Bool;
-    if (param == Type::Int) return actual == Type::Bool;
-    return false;
-  }
-
   RExpr binary_expr(const Expr& e, RuleCtx& rc) {
     RExpr r;
     r.loc = e.loc;
@@ -1426,7 +1424,8 @@ class Resolver {
     r.k = RExpr::K::Binary;
     r.bop = *binop_from(e.op);
     const bool eq = r.bop == BinOp::Eq || r.bop == BinOp::Ne;
-    if (r.bop == BinOp::In || (!eq && (a == Type::Tuple || b == Type::Tuple)))
+    if (r.bop == BinOp::In || r.bop == BinOp::NotIn ||
+        (!eq && (a == Type::Tuple || b == Type::Tuple)))
       return tuple_binary(e, r);
     const bool cmp =
         r.bop == BinOp::Lt || r.bop == BinOp::Le || r.bop == BinOp::Gt || r.bop == BinOp::Ge;
@@ -1502,10 +1501,11 @@ class Resolver {
       return t == Type::Any || std::find(ok.begin(), ok.end(), t) != ok.end();
     };
     const std::string types = fmt::format("{} and {}", type_name(a), type_name(b));
-    if (r.bop == BinOp::In) {
+    if (r.bop == BinOp::In || r.bop == BinOp::NotIn) {
       r.type = Type::Bool;
       if (!is(b, {Type::Tuple}))
-        diags_.error(e.loc, fmt::format("'in' needs a tuple on the right, got {}", type_name(b)));
+        diags_.error(e.loc,
+                     fmt::format("'{}' needs a tuple on the right, got {}", e.op, type_name(b)));
       return r;
     }
     r.type = Type::Tuple;
@@ -1520,6 +1520,28 @@ class Resolver {
       diags_.error(e.loc, fmt::format("'{}' does not apply to tuples, got {}", e.op, types));
       if (r.bop >= BinOp::Lt && r.bop <= BinOp::Ge) r.type = Type::Bool;  // one error, not two
     }
+    return r;
+  }
+
+  // `a if c else b`: c is a bool (or an int); the value has the branches' type when they agree
+  // (`none` joins a UOp: "no rewrite" in one branch), else any. Only one branch runs.
+  RExpr conditional(const Expr& e, RuleCtx& rc) {
+    RExpr r;
+    r.loc = e.loc;
+    r.k = RExpr::K::Cond;
+    for (const auto& k : e.kids) r.kids.push_back(expr(*k, rc));
+    const RExpr &a = r.kids[0], &c = r.kids[1], &b = r.kids[2];
+    if (!guard_type_ok(c.type))
+      diags_.error(c.loc, fmt::format("the condition of 'a if c else b' must be a bool, got {}",
+                                      type_name(c.type)));
+    if (a.type == b.type)
+      r.type = a.type;
+    else if ((a.type == Type::None && b.type == Type::UOp) ||
+             (a.type == Type::UOp && b.type == Type::None))
+      r.type = Type::UOp;
+    else
+      r.type = Type::Any;
+    if (a.type == Type::UOp && b.type == Type::UOp && a.dclass == b.dclass) r.dclass = a.dclass;
     return r;
   }
 
@@ -1624,9 +1646,45 @@ class Resolver {
         return rc.slots[static_cast<size_t>(r.slot)].item;
       case RExpr::K::DefCall:
         return r.def ? r.def->item : Type::Any;
+      case RExpr::K::Cond: {
+        const Type a = item_type(r.kids[0], rc);
+        return a == item_type(r.kids[2], rc) ? a : Type::Any;
+      }
       default:
         return Type::Any;
     }
+  }
+
+  // sum, prod, max/min of one tuple and fold combine a tuple's items: their value has the items'
+  // type when the checker knows it (`sum((1, 2))` is an int, so no rule result), and fold builds
+  // ops, so a tuple known to hold no UOps is an error.
+  void fold_like_type(RExpr& r, const RuleCtx& rc) {
+    const std::string& n = r.name;
+    const size_t nargs = r.kids.size();
+    const bool one_tuple = (n == "max" || n == "min") && nargs == 1;
+    if (n == "fold" && nargs == 2 && r.kids[1].type == Type::Tuple) {
+      const Type item = item_type(r.kids[1], rc);
+      if (item != Type::Any && item != Type::UOp)
+        diags_.error(r.kids[1].loc,
+                     fmt::format("'fold' builds ops from a tuple of UOps, got a tuple of {}",
+                                 type_name(item)));
+      return;
+    }
+    if (!(n == "sum" || n == "prod" || one_tuple) || nargs == 0) return;
+    if (r.kids[0].type != Type::Tuple) return;
+    Type item = item_type(r.kids[0], rc);
+    if (item == Type::Bool && !one_tuple) item = Type::Int;  // True + True is 2
+    if (item != Type::Int && item != Type::Float && item != Type::UOp && item != Type::Bool) return;
+    if (n == "sum" && nargs == 2) {  // sum(t, start): the start joins the items
+      const Type start = r.kids[1].type;
+      if (item == Type::UOp || start == Type::UOp)
+        item = Type::UOp;
+      else if (start == Type::Float)
+        item = Type::Float;
+      else if (start != Type::Int && start != Type::Bool)
+        return;
+    }
+    r.type = item;
   }
 
   // Argument counts and kinds of the tuple builtins.
@@ -1791,7 +1849,12 @@ class Resolver {
     out->nparams = static_cast<int>(d.names.size());
     RuleCtx rc;
     rc.in_def = true;
-    for (const auto& [p, loc] : d.names) rc.slots.push_back({p, Type::Any, false, 0, 0, loc});
+    for (size_t i = 0; i < d.names.size(); ++i) {
+      const auto& [type, at] = d.param_types[i];
+      out->param_types.push_back(type.empty() ? Type::Any : type_of(type, at));
+      rc.slots.push_back(
+          {d.names[i].first, out->param_types.back(), false, 0, 0, d.names[i].second});
+    }
     out->body = expr(*d.body, rc);
     out->item = item_type(out->body, rc);
     for (const SlotInfo& s : rc.slots) out->slot_names.push_back(s.name);
@@ -1815,6 +1878,16 @@ class Resolver {
       }
     }
     if (auto it = defs_.find(e.name); it != defs_.end()) {  // absent when on a cycle
+      // typed parameters: an argument of a known type is checked here, any other at run time
+      const std::vector<Type>& want = it->second->param_types;
+      for (size_t i = 0; i < r.kids.size() && i < want.size(); ++i) {
+        if (!param_accepts(want[i], r.kids[i].type))
+          error_with_note(
+              r.kids[i].loc,
+              fmt::format("argument {} ('{}') of def '{}' is {}, got {}", i + 1, d.names[i].first,
+                          e.name, type_name(want[i]), type_name(r.kids[i].type)),
+              d.loc, "defined here");
+      }
       r.def = it->second;
       r.type = it->second->body.type;
       r.dclass = it->second->body.dclass;
@@ -1958,6 +2031,13 @@ std::optional<Type> helper_type_from_name(std::string_view name) {
   return std::nullopt;
 }
 
+bool param_accepts(Type param, Type actual) {
+  if (param == Type::Any || actual == Type::Any || param == actual) return true;
+  if (param == Type::Float) return actual == Type::Int || actual == Type::Bool;
+  if (param == Type::Int) return actual == Type::Bool;
+  return false;
+}
+
 std::optional<std::string> helper_mismatch(const HelperDecl& decl, const Helper& registered) {
   const int n = static_cast<int>(decl.params.size());
   if (n < registered.min_args || n > registered.max_args) {
@@ -1966,9 +2046,7 @@ std::optional<std::string> helper_mismatch(const HelperDecl& decl, const Helper&
                            ? std::to_string(registered.min_args)
                            : fmt::format("{} to {}", registered.min_args, registered.max_args));
   }
-  if (decl.result != registered.result)
-    return fmt::format("declared -> {}, registered -> {}", type_name(decl.result),
-                       type_name(registered.result));
+  if (auto why = helper_signature_mismatch(registered, decl.params, decl.result)) return why;
   return std::nullopt;
 }
 

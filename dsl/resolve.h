@@ -83,8 +83,12 @@ struct HelperDecl {
 };
 // The declaration's type names: any, none, bool, int, float, string, uop, dtype, op, tuple, status.
 std::optional<Type> helper_type_from_name(std::string_view name);
-// Whether a registered helper agrees with its declaration; the mismatch in words otherwise.
+// Whether a registered helper agrees with its declaration (arity, each parameter's type and the
+// result type); the mismatch in words otherwise.
 std::optional<std::string> helper_mismatch(const HelperDecl& decl, const Helper& registered);
+// A declared parameter's type accepts the argument's static type: the same type, anything of
+// unknown type, and narrower numbers (a float takes an int or a bool, an int a bool).
+bool param_accepts(Type param, Type actual);
 
 // A comprehension's `for` target: a slot (-1 for `_`), or a tuple of targets to unpack.
 struct RTarget {
@@ -124,6 +128,7 @@ struct RExpr {
     Slice,    // kids: receiver, lo, hi, step
     Comp,     // kids[0] the element, kids[1 + i] the iterable or filter of comp[i]
     DefCall,  // def_(kids...)
+    Cond,     // kids[0] if kids[1] else kids[2]: only the chosen branch is evaluated
   };
   K k = K::Const;
   Loc loc;
@@ -132,6 +137,7 @@ struct RExpr {
   Value value;                      // Const
   int slot = -1;                    // Slot
   BinOp bop = BinOp::Add;
+  std::optional<UOpProp> prop;       // Member: the UOp property of that name, if there is one
   std::string name;                  // Member, Method, Builtin, Helper
   Op op = Op::Noop;                  // Construct
   const Helper* helper = nullptr;    // Helper: the registered helper when linked (else at run time)
@@ -148,6 +154,7 @@ struct ResolvedDef {
   std::string name;
   Loc loc;
   int nparams = 0;
+  std::vector<Type> param_types;  // per parameter: as annotated (`x: uop`), Any when untyped
   std::vector<std::string> slot_names;
   RExpr body;
   Type item = Type::Any;  // a tuple body: the type of its items, when known

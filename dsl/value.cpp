@@ -48,7 +48,8 @@ Value Value::boolean(bool b) { return with(Kind::Bool, &Value::b_, b); }
 Value Value::integer(i128 i) { return with(Kind::Int, &Value::i_, i); }
 Value Value::real(double f) { return with(Kind::Float, &Value::f_, f); }
 Value Value::string(std::string s) {
-  return with(Kind::String, &Value::s_, std::make_shared<const std::string>(std::move(s)));
+  return with(Kind::String, &Value::p_,
+              std::shared_ptr<const void>(std::make_shared<const std::string>(std::move(s))));
 }
 Value Value::uop(UOp u) {
   if (!u) return Value();
@@ -57,14 +58,15 @@ Value Value::uop(UOp u) {
 Value Value::dtype(DType d) { return with(Kind::DType, &Value::d_, d); }
 Value Value::op(Op o) { return with(Kind::Op, &Value::o_, o); }
 Value Value::tuple(std::vector<Value> items) {
-  return with(Kind::Tuple, &Value::items_,
-              std::make_shared<const std::vector<Value>>(std::move(items)));
+  return with(
+      Kind::Tuple, &Value::p_,
+      std::shared_ptr<const void>(std::make_shared<const std::vector<Value>>(std::move(items))));
 }
 Value Value::ok() { return with(Kind::Status, &Value::b_, true); }
 Value Value::fail(std::string message) {
   Value v(Kind::Status);
   v.b_ = false;
-  v.s_ = std::make_shared<const std::string>(std::move(message));
+  v.p_ = std::make_shared<const std::string>(std::move(message));
   return v;
 }
 Value Value::from_arg(const Arg& a) {
@@ -128,8 +130,8 @@ double Value::as_float() const {
   type_error("a number", *this);
 }
 const std::string& Value::as_string() const {
-  if (kind_ != Kind::String && !(kind_ == Kind::Status && s_)) type_error("a string", *this);
-  return *s_;
+  if (kind_ != Kind::String && !(kind_ == Kind::Status && p_)) type_error("a string", *this);
+  return *str_ptr();
 }
 const UOp& Value::as_uop() const {
   if (kind_ != Kind::UOp) type_error("a UOp", *this);
@@ -145,7 +147,7 @@ Op Value::as_op() const {
 }
 const std::vector<Value>& Value::items() const {
   if (kind_ != Kind::Tuple) type_error("a tuple", *this);
-  return *items_;
+  return items_ref();
 }
 bool Value::status_ok() const {
   if (kind_ == Kind::Status) return b_;
@@ -163,14 +165,14 @@ Arg Value::to_arg() const {
     case Kind::Float:
       return Arg::real(f_);
     case Kind::String:
-      return Arg::string(*s_);
+      return Arg::string(*str_ptr());
     case Kind::DType:
       return Arg::dtype(d_);
     case Kind::Op:
       return Arg::op(o_);
     case Kind::Tuple: {
       std::vector<Arg> items;
-      for (const Value& v : *items_) items.push_back(v.to_arg());
+      for (const Value& v : items_ref()) items.push_back(v.to_arg());
       return Arg::tuple(std::move(items));
     }
     default:
@@ -189,7 +191,7 @@ std::string Value::repr() const {
     case Kind::Float:
       return Arg::real(f_).repr();
     case Kind::String:
-      return Arg::string(*s_).repr();
+      return Arg::string(*str_ptr()).repr();
     case Kind::UOp:
       return u_.repr(1);
     case Kind::DType:
@@ -198,16 +200,17 @@ std::string Value::repr() const {
       return std::string(op_name(o_));
     case Kind::Tuple: {
       std::string out = "(";
-      for (size_t i = 0; i < items_->size(); ++i) out += (i ? ", " : "") + (*items_)[i].repr();
-      return out + (items_->size() == 1 ? ",)" : ")");
+      const std::vector<Value>& items = items_ref();
+      for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + items[i].repr();
+      return out + (items.size() == 1 ? ",)" : ")");
     }
     case Kind::Status:
-      return b_ ? "ok" : "fail(" + (s_ ? *s_ : "") + ")";
+      return b_ ? "ok" : "fail(" + (p_ ? *str_ptr() : "") + ")";
   }
   return "?";
 }
 
-std::string Value::text() const { return kind_ == Kind::String ? *s_ : repr(); }
+std::string Value::text() const { return kind_ == Kind::String ? *str_ptr() : repr(); }
 
 std::string reason_text(std::span<const std::string> text, std::span<const Value> args) {
   std::string out = text.empty() ? std::string() : text[0];
@@ -226,7 +229,7 @@ bool Value::operator==(const Value& o) const {
     case Kind::None:
       return true;
     case Kind::String:
-      return *s_ == *o.s_;
+      return *str_ptr() == *o.str_ptr();
     case Kind::UOp:
       return u_ == o.u_;
     case Kind::DType:
@@ -234,7 +237,7 @@ bool Value::operator==(const Value& o) const {
     case Kind::Op:
       return o_ == o.o_;
     case Kind::Tuple:
-      return *items_ == *o.items_;
+      return items_ref() == o.items_ref();
     case Kind::Status:
       return b_ == o.b_;
     default:
@@ -247,19 +250,19 @@ bool Value::operator==(const Value& o) const {
 
 std::optional<BinOp> binop_from(std::string_view t) {
   static const std::pair<std::string_view, BinOp> kOps[] = {
-      {"+", BinOp::Add}, {"-", BinOp::Sub},  {"*", BinOp::Mul},  {"//", BinOp::FloorDiv},
-      {"%", BinOp::Mod}, {"/", BinOp::Div},  {"&", BinOp::And},  {"|", BinOp::Or},
-      {"^", BinOp::Xor}, {"<<", BinOp::Shl}, {">>", BinOp::Shr}, {"==", BinOp::Eq},
-      {"!=", BinOp::Ne}, {"<", BinOp::Lt},   {"<=", BinOp::Le},  {">", BinOp::Gt},
-      {">=", BinOp::Ge}, {"in", BinOp::In}};
+      {"+", BinOp::Add}, {"-", BinOp::Sub},  {"*", BinOp::Mul},       {"//", BinOp::FloorDiv},
+      {"%", BinOp::Mod}, {"/", BinOp::Div},  {"&", BinOp::And},       {"|", BinOp::Or},
+      {"^", BinOp::Xor}, {"<<", BinOp::Shl}, {">>", BinOp::Shr},      {"==", BinOp::Eq},
+      {"!=", BinOp::Ne}, {"<", BinOp::Lt},   {"<=", BinOp::Le},       {">", BinOp::Gt},
+      {">=", BinOp::Ge}, {"in", BinOp::In},  {"not in", BinOp::NotIn}};
   for (const auto& [text, op] : kOps)
     if (text == t) return op;
   return std::nullopt;
 }
 
 std::string_view binop_text(BinOp op) {
-  static const char* kText[] = {"+",  "-",  "*",  "//", "%", "/",  "&", "|",  "^",
-                                "<<", ">>", "==", "!=", "<", "<=", ">", ">=", "in"};
+  static const char* kText[] = {"+",  "-",  "*",  "//", "%",  "/", "&",  "|",  "^",     "<<",
+                                ">>", "==", "!=", "<",  "<=", ">", ">=", "in", "not in"};
   return kText[static_cast<size_t>(op)];
 }
 
@@ -378,12 +381,14 @@ std::optional<Value> tuple_binary(BinOp op, const Value& a, const Value& b) {
 Value binary(BinOp op, const Value& a, const Value& b) {
   if (op == BinOp::Eq) return Value::boolean(a == b);
   if (op == BinOp::Ne) return Value::boolean(!(a == b));
-  if (op == BinOp::In) {
+  if (op == BinOp::In || op == BinOp::NotIn) {
+    const bool in = op == BinOp::In;
     if (b.kind() != Value::Kind::Tuple)
-      throw EvalError(fmt::format("'in' needs a tuple on the right, got {}", b.repr()));
+      throw EvalError(
+          fmt::format("'{}' needs a tuple on the right, got {}", binop_text(op), b.repr()));
     for (const Value& x : b.items())
-      if (x == a) return Value::boolean(true);
-    return Value::boolean(false);
+      if (x == a) return Value::boolean(in);
+    return Value::boolean(!in);
   }
   if (a.kind() == Value::Kind::Tuple || b.kind() == Value::Kind::Tuple) {
     if (auto t = tuple_binary(op, a, b)) return *t;
@@ -475,24 +480,51 @@ Value shape_value(const UOp& u) {
   return Value::tuple(std::move(dims));
 }
 
-Value uop_member(const UOp& u, std::string_view name) {
-  if (name == "op") return Value::op(u.op());
-  if (name == "dtype") return Value::dtype(u.dtype());
-  if (name == "arg") return Value::from_arg(u.arg());
-  if (name == "tag") return Value::from_arg(u.tag());
-  if (name == "nsrc") return Value::integer(static_cast<i128>(u.nsrc()));
-  if (name == "vmin") return Value::from_num(u.vmin());
-  if (name == "vmax") return Value::from_num(u.vmax());
-  if (name == "shape") return shape_value(u);
-  if (name == "src") {
-    std::vector<Value> s;
-    for (const UOp& x : u.src()) s.push_back(Value::uop(x));
-    return Value::tuple(std::move(s));
-  }
-  if (name == "is_const") return Value::boolean(u.op() == Op::Const);
-  if (name == "finite") return Value::boolean(!u.vmin().is_infinite() && !u.vmax().is_infinite());
-  throw EvalError(fmt::format("UOp has no property '{}'", name));
+constexpr std::string_view kUOpProps[] = {"op",   "dtype", "arg", "tag",      "nsrc",  "vmin",
+                                          "vmax", "shape", "src", "is_const", "finite"};
+
+}  // namespace
+
+std::optional<UOpProp> uop_prop_from_name(std::string_view name) {
+  for (size_t i = 0; i < std::size(kUOpProps); ++i)
+    if (kUOpProps[i] == name) return static_cast<UOpProp>(i);
+  return std::nullopt;
 }
+std::string_view uop_prop_name(UOpProp p) { return kUOpProps[static_cast<size_t>(p)]; }
+
+Value uop_member(const UOp& u, UOpProp p) {
+  switch (p) {
+    case UOpProp::Op:
+      return Value::op(u.op());
+    case UOpProp::DType:
+      return Value::dtype(u.dtype());
+    case UOpProp::Arg:
+      return Value::from_arg(u.arg());
+    case UOpProp::Tag:
+      return Value::from_arg(u.tag());
+    case UOpProp::NSrc:
+      return Value::integer(static_cast<i128>(u.nsrc()));
+    case UOpProp::VMin:
+      return Value::from_num(u.vmin());
+    case UOpProp::VMax:
+      return Value::from_num(u.vmax());
+    case UOpProp::Shape:
+      return shape_value(u);
+    case UOpProp::Src: {
+      std::vector<Value> s;
+      s.reserve(u.nsrc());
+      for (const UOp& x : u.src()) s.push_back(Value::uop(x));
+      return Value::tuple(std::move(s));
+    }
+    case UOpProp::IsConst:
+      return Value::boolean(u.op() == Op::Const);
+    case UOpProp::Finite:
+      return Value::boolean(!u.vmin().is_infinite() && !u.vmax().is_infinite());
+  }
+  return Value();
+}
+
+namespace {
 
 Value dtype_member(DType d, std::string_view name) {
   if (name == "is_int") return Value::boolean(d.is_int());
@@ -611,7 +643,10 @@ Value analysis(const UOp& u, std::string_view name, std::span<const Value> args)
 }  // namespace
 
 Value member(const Value& recv, std::string_view name) {
-  if (recv.is_uop()) return uop_member(recv.as_uop(), name);
+  if (recv.is_uop()) {
+    if (auto p = uop_prop_from_name(name)) return uop_member(recv.as_uop(), *p);
+    throw EvalError(fmt::format("UOp has no property '{}'", name));
+  }
   if (recv.kind() == Value::Kind::DType) return dtype_member(recv.as_dtype(), name);
   if (recv.kind() == Value::Kind::Tuple && name == "len")
     return Value::integer(static_cast<i128>(recv.items().size()));
@@ -995,8 +1030,62 @@ std::optional<Type> member_type(Type recv, std::string_view name, bool is_call) 
   }
 }
 
+// ---- typed values
+// ------------------------------------------------------------------------------------
+
+bool value_has_type(const Value& v, Type t) {
+  using K = Value::Kind;
+  switch (t) {
+    case Type::Any:
+      return true;
+    case Type::None:
+      return v.kind() == K::None;
+    case Type::Bool:
+      return v.kind() == K::Bool;
+    case Type::Int:
+      return v.kind() == K::Int || v.kind() == K::Bool;
+    case Type::Float:
+      return v.is_number();
+    case Type::String:
+      return v.kind() == K::String;
+    case Type::UOp:
+      return v.kind() == K::UOp;
+    case Type::DType:
+      return v.kind() == K::DType;
+    case Type::Op:
+      return v.kind() == K::Op;
+    case Type::Tuple:
+      return v.kind() == K::Tuple;
+    case Type::Status:
+      return v.kind() == K::Status;
+  }
+  return false;
+}
+
+void check_def_arg(const Value& v, Type t, std::string_view def, size_t index,
+                   std::string_view param) {
+  if (value_has_type(v, t)) return;
+  throw EvalError(fmt::format("argument {} ('{}') of def '{}' must be {}, got {}", index + 1, param,
+                              def, type_name(t), v.repr()));
+}
+
 // ---- helper registry
 // ------------------------------------------------------------------------------------
+
+std::optional<std::string> helper_signature_mismatch(const Helper& h, std::span<const Type> params,
+                                                     Type result) {
+  if (h.params.size() != static_cast<size_t>(h.max_args))
+    return fmt::format("the C++ helper registers {} parameter type(s) for {} argument(s)",
+                       h.params.size(), h.max_args);
+  for (size_t i = 0; i < params.size() && i < h.params.size(); ++i) {
+    if (params[i] != h.params[i])
+      return fmt::format("argument {} is declared {}, registered {}", i + 1, type_name(params[i]),
+                         type_name(h.params[i]));
+  }
+  if (result != h.result)
+    return fmt::format("declared -> {}, registered -> {}", type_name(result), type_name(h.result));
+  return std::nullopt;
+}
 
 namespace {
 std::map<std::string, Helper, std::less<>>& helpers() {

@@ -6,8 +6,10 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -68,14 +70,22 @@ class Value {
     return v;
   }
   Kind kind_ = Kind::None;
-  bool b_ = false;
-  i128 i_ = 0;
-  double f_ = 0;
+  // The scalar of the kind (every read checks kind_ first): one slot instead of four keeps a Value
+  // small, and values are copied on every operation.
+  union {
+    bool b_;
+    i128 i_ = 0;
+    double f_;
+    Op o_;
+  };
   UOp u_;
   DType d_;
-  Op o_ = Op::Noop;
-  std::shared_ptr<const std::vector<Value>> items_;
-  std::shared_ptr<const std::string> s_;
+  // the tuple's items (Tuple) or the text (String, a failed Status); null otherwise
+  std::shared_ptr<const void> p_;
+  const std::vector<Value>& items_ref() const {
+    return *static_cast<const std::vector<Value>*>(p_.get());
+  }
+  const std::string* str_ptr() const { return static_cast<const std::string*>(p_.get()); }
 };
 
 // A require's reason: text[0] args[0] text[1] ..., each arg as text() shows it.
@@ -108,7 +118,8 @@ enum class BinOp : uint8_t {
   Le,
   Gt,
   Ge,
-  In  // `x in t`: membership in a tuple
+  In,    // `x in t`: membership in a tuple
+  NotIn  // `x not in t`
 };
 std::optional<BinOp> binop_from(std::string_view text);
 std::string_view binop_text(BinOp op);
@@ -124,6 +135,12 @@ Value negate(const Value& a);
 Value invert(const Value& a);  // ~x
 // Properties and methods: x.vmin, x.src, x.replace(src: ...), d.is_int, ...
 Value member(const Value& recv, std::string_view name);
+// A UOp's properties by number: generated code names the property when it is compiled, so a
+// UOp receiver is neither boxed into a Value nor looked up by name on each call.
+enum class UOpProp : uint8_t { Op, DType, Arg, Tag, NSrc, VMin, VMax, Shape, Src, IsConst, Finite };
+std::optional<UOpProp> uop_prop_from_name(std::string_view name);
+std::string_view uop_prop_name(UOpProp p);
+Value uop_member(const UOp& u, UOpProp p);
 Value method(const Value& recv, std::string_view name, std::span<const Value> args,
              std::span<const std::string> arg_names);
 Value index(const Value& recv, const Value& idx);
@@ -151,6 +168,14 @@ std::optional<Type> member_type(Type recv, std::string_view name, bool is_call);
 std::optional<Type> builtin_type(std::string_view name);
 bool is_builtin(std::string_view name);
 
+// ---- typed values
+// Whether a value fits a declared type (`x: uop` of a def, an `extern fn` parameter): its kind,
+// with an int or bool also a float and a bool also an int; `any` takes everything.
+bool value_has_type(const Value& v, Type t);
+// A typed def parameter at run time: an EvalError naming the def, the argument and both types.
+void check_def_arg(const Value& v, Type t, std::string_view def, size_t index,
+                   std::string_view param);
+
 // ---- C++ helpers callable from rules
 // ------------------------------------------------------------------
 
@@ -162,14 +187,27 @@ struct Helper {
   Type result = Type::Any;  // UOp helpers may return None for "no rewrite"
   HelperFn fn;
   std::string doc;
+  // The type of each parameter (max_args of them), as its `extern fn` line declares it: the
+  // checker and generated code compare them, so a declaration cannot drift from its C++.
+  std::vector<Type> params;
 };
+// How a registered helper's parameter and result types differ from a declaration's, in words
+// ("argument 2 is declared int, registered uop"); nullopt when they agree.
+std::optional<std::string> helper_signature_mismatch(const Helper& h, std::span<const Type> params,
+                                                     Type result);
 // Registers a helper once (at static initialization); a second registration of a name throws.
 void register_helper(Helper helper);
 const Helper* find_helper(std::string_view name);
 std::vector<const Helper*> all_helpers();
 
+// `HelperRegistrar kGcd({"gcd", 2, 2, Type::Int, fn, "doc"}, {Type::Int, Type::Int})`: the
+// helper, then each parameter's type (or a Helper whose `params` are set already).
 struct HelperRegistrar {
   explicit HelperRegistrar(Helper h) { register_helper(std::move(h)); }
+  HelperRegistrar(Helper h, std::vector<Type> params) {
+    h.params = std::move(params);
+    register_helper(std::move(h));
+  }
 };
 
 }  // namespace tinyrw::rw

@@ -32,8 +32,10 @@ decl
 externFn: 'extern' 'fn' ID '(' (externParam (',' externParam)*)? ')' '->' ID;
 externParam: ID ':' ID;
 
-// `def name(params) = expr`: a pure function over values, callable from every expression.
-defDecl: 'def' ID '(' (ID (',' ID)*)? ')' '=' expr;
+// `def name(params) = expr`: a pure function over values, callable from every expression. A
+// parameter may be typed (`x: uop`, the type names of `extern fn`).
+defDecl: 'def' ID '(' (defParam (',' defParam)*)? ')' '=' expr;
+defParam: ID (':' type=ID)?;
 
 member
   : ({spacedColon()}? ruleName=ID ':')? pattern clause* '=>' expr  # ruleMember
@@ -78,12 +80,16 @@ argPattern
   ;
 
 // ---- expressions (guards, lets and results)
-expr: orExpr;
+// `a if c else b` (Python's conditional, lowest precedence, only the chosen branch evaluated).
+// A chain `a if c else b if d else e` nests to the right; it is a loop here, so the parser does
+// not recurse per link. After a `let` or guard expression, an `if` starts a conditional only when
+// its `else` follows; otherwise it is the next guard.
+expr: orExpr ('if' orExpr 'else' orExpr)*;
 orExpr: andExpr ('||' andExpr)*;
 andExpr: notExpr ('&&' notExpr)*;
 notExpr: bang+='!'* compareExpr;
 compareExpr: bitOrExpr (compareOp bitOrExpr)?;
-compareOp: '==' | '!=' | '<' | '<=' | '>' | '>=' | 'in';
+compareOp: '==' | '!=' | '<' | '<=' | '>' | '>=' | 'in' | 'not' 'in';
 bitOrExpr: bitXorExpr ('|' bitXorExpr)*;
 bitXorExpr: bitAndExpr ('^' bitAndExpr)*;
 bitAndExpr: shiftExpr ('&' shiftExpr)*;

@@ -190,7 +190,8 @@ const rw::HelperRegistrar kCallGrad(
        if (!ctx.user) throw rw::EvalError("call_grad runs inside a gradient pass only");
        return ctx.as<GradientPass>().call_grad(a[0].as_uop(), a[1].as_uop());
      },
-     "call_grad(call, grads): one gradient per source of a CALL, from its outputs' gradients"});
+     "call_grad(call, grads): one gradient per source of a CALL, from its outputs' gradients"},
+    {rw::Type::UOp, rw::Type::UOp});
 
 }  // namespace
 

@@ -6,7 +6,7 @@
 
 #include <algorithm>
 
-#include "dsl/value.h"
+#include "dsl/typed_helper.h"
 #include "ir/builders.h"
 
 namespace tinyrw::rw {
@@ -40,7 +40,7 @@ const ScheduleContext& schedule(const RewriteContext& ctx) {
 
 // A set membership fact: `name(u)` is whether u is in the context's set `member`.
 Helper fact(const char* name, std::unordered_set<UOp> ScheduleContext::*member, const char* doc) {
-  Helper h{name, 1, 1, Type::Bool, nullptr, doc};
+  Helper h{name, 1, 1, Type::Bool, nullptr, doc, {Type::UOp}};
   h.fn = [member](RewriteContext& ctx, std::span<const Value> a) {
     return Value::boolean((schedule(ctx).*member).contains(a[0].as_uop()));
   };
@@ -61,36 +61,28 @@ const HelperRegistrar kReadsPendingWrite(
 const HelperRegistrar kPinned(fact("pinned", &ScheduleContext::pinned,
                                    "pinned(u): an assignment writes through the view u"));
 
-const HelperRegistrar kFusedDepth(
-    {"fused_depth", 1, 1, Type::Int,
-     [](RewriteContext& ctx, std::span<const Value> a) {
-       return Value::integer(schedule(ctx).fused_depth(a[0].as_uop()));
-     },
-     "fused_depth(u): the longest fused chain ending in u, were u fused"});
-const HelperRegistrar kMaxFusedDepth(
-    {"max_fused_depth", 0, 0, Type::Int,
-     [](RewriteContext& ctx, std::span<const Value>) {
-       return Value::integer(schedule(ctx).max_fused_depth);
-     },
-     "max_fused_depth(): the deepest chain one kernel fuses (kMaxFusedDepth in a realize)"});
-const HelperRegistrar kBroadcastSource(
-    {"broadcast_source", 1, 1, Type::UOp,
-     [](RewriteContext& ctx, std::span<const Value> a) {
-       const UOp x = schedule(ctx).broadcast_source(a[0].as_uop());
-       return x ? Value::uop(x) : Value();
-     },
-     "broadcast_source(u): the fused source of the broadcast u is a view of, or none"});
+const HelperRegistrar kFusedDepth(typed_helper(
+    "fused_depth",
+    +[](RewriteContext& ctx, const UOp& u) { return i128{schedule(ctx).fused_depth(u)}; },
+    "fused_depth(u): the longest fused chain ending in u, were u fused"));
+const HelperRegistrar kMaxFusedDepth(typed_helper(
+    "max_fused_depth", +[](RewriteContext& ctx) { return i128{schedule(ctx).max_fused_depth}; },
+    "max_fused_depth(): the deepest chain one kernel fuses (kMaxFusedDepth in a realize)"));
+const HelperRegistrar kBroadcastSource(typed_helper(
+    "broadcast_source",
+    +[](RewriteContext& ctx, const UOp& u) { return schedule(ctx).broadcast_source(u); },
+    "broadcast_source(u): the fused source of the broadcast u is a view of, or none"));
 
 // A primitive, no fact: a BUFFER, a view of a whole one (ir/builders.h), or an assignment chain
 // over either holds its elements in that buffer as they stand.
-const HelperRegistrar kBuffered(
-    {"buffered", 1, 1, Type::Bool,
-     [](RewriteContext&, std::span<const Value> a) {
-       UOp u = a[0].as_uop();
-       while (u.op() == Op::After) u = u.src(0);
-       return Value::boolean(u.op() == Op::Buffer || is_buffer_view(u));
-     },
-     "buffered(u): u is a BUFFER, a buffer view, or an assignment chain over one"});
+const HelperRegistrar kBuffered(typed_helper(
+    "buffered",
+    +[](const UOp& x) {
+      UOp u = x;
+      while (u.op() == Op::After) u = u.src(0);
+      return u.op() == Op::Buffer || is_buffer_view(u);
+    },
+    "buffered(u): u is a BUFFER, a buffer view, or an assignment chain over one"));
 
 }  // namespace
 }  // namespace tinyrw::rw

@@ -8,7 +8,7 @@
 #include <numeric>
 #include <tuple>
 
-#include "dsl/value.h"
+#include "dsl/typed_helper.h"
 #include "ir/alu.h"
 #include "ir/graph.h"
 #include "ir/rewrite.h"
@@ -446,137 +446,115 @@ bool may_raise(const UOp& x) {
 }
 
 // ---- registration
+// Each helper's comment line says why it is C++.
+
+// A helper of UOps giving a UOp: none when f gives none or its arithmetic is inexact.
+template <class... A>
+Helper exact_helper(std::string name, UOp (*f)(A...), std::string doc) {
+  Helper h = typed_helper(std::move(name), f, std::move(doc));
+  h.fn = [inner = h.fn](RewriteContext& ctx, std::span<const Value> a) {
+    return unless_inexact([&] { return inner(ctx, a); });
+  };
+  return h;
+}
 
 // C++: exact constant folding with the dtype semantics of exec_alu (a primitive).
-const HelperRegistrar kFoldConst(
-    {"fold_const", 1, 1, Type::UOp,
-     [](RewriteContext&, std::span<const Value> a) {
-       const UOp& u = a[0].as_uop();
-       std::vector<Arg> args;
-       for (const UOp& s : u.src()) args.push_back(s.arg());
-       auto r = exec_alu(u.op(), u.dtype(), args);
-       return r ? Value::uop(u.const_like(*r)) : Value();
-     },
-     "fold_const(a): the constant an ALU op of constants evaluates to (none if undefined)"});
+const HelperRegistrar kFoldConst(typed_helper(
+    "fold_const",
+    +[](const UOp& u) {
+      std::vector<Arg> args;
+      for (const UOp& s : u.src()) args.push_back(s.arg());
+      const std::optional<Arg> r = exec_alu(u.op(), u.dtype(), args);
+      return r ? u.const_like(*r) : UOp();
+    },
+    "fold_const(a): the constant an ALU op of constants evaluates to (none if undefined)"));
 
-// Each helper's first comment line says why it is C++.
-
-// A helper of one UOp giving a UOp: none when f gives none or its arithmetic is inexact.
-Helper uop_helper(std::string name, UOp (*f)(const UOp&), std::string doc) {
-  return {std::move(name),
-          1,
-          1,
-          Type::UOp,
-          [f](RewriteContext&, std::span<const Value> a) {
-            return unless_inexact([&] { return Value::uop(f(a[0].as_uop())); });
-          },
-          std::move(doc)};
-}
 // C++ for now (a rewrite, TODO(issue 12)): written in .rw over the UOp analyses it gives the same
 // outputs but costs +35% compiled on bench_symbolic, in the generated code's generic value ops.
-const HelperRegistrar kCongruence(uop_helper(
+const HelperRegistrar kCongruence(exact_helper(
     "fold_divmod_congruence", fold_divmod_congruence,
     "fold_divmod_congruence(d): x//c or x%c (c > 0) without the division, when x is congruent "
     "mod c to a sum within [0, c)"));
 
 // C++ for now, as fold_divmod_congruence.
 const HelperRegistrar kQuotientRemainder(
-    uop_helper("fold_quotient_remainder", fold_quotient_remainder,
-               "fold_quotient_remainder(d): x//c or x%c (c > 0) split into the multiples of c and "
-               "the remainder by the gcd of the remainders (none when nothing changes)"));
+    exact_helper("fold_quotient_remainder", fold_quotient_remainder,
+                 "fold_quotient_remainder(d): x//c or x%c (c > 0) split into the multiples of c "
+                 "and the remainder by the gcd of the remainders (none when nothing changes)"));
 
 // C++ for now, as fold_divmod_congruence (an analysis of the same walk).
-const HelperRegistrar kNestFactor(
-    {"nest_factor", 1, 1, Type::Int,
-     [](RewriteContext&, std::span<const Value> a) {
-       try {
-         return Value::integer(nest_factor(a[0].as_uop()));
-       } catch (const Inexact&) {
-         return Value::integer(1);
-       }
-     },
-     "nest_factor(d): for x//c, a factor f of c (1 < f < c) of a term of x by which x//c may be "
-     "nested as (x//f)//(c/f); 1 when none"});
+const HelperRegistrar kNestFactor(typed_helper(
+    "nest_factor",
+    +[](const UOp& d) {
+      try {
+        return nest_factor(d);
+      } catch (const Inexact&) {
+        return i128{1};
+      }
+    },
+    "nest_factor(d): for x//c, a factor f of c (1 < f < c) of a term of x by which x//c may be "
+    "nested as (x//f)//(c/f); 1 when none"));
 
 // The running rule set applied once to a node a rule builds (tinygrad's recursive call of
 // fold_divmod_general): C++ because a rule cannot name its own rule set.
-const HelperRegistrar kRewritten(
-    {"rewritten", 1, 1, Type::UOp,
-     [](RewriteContext& ctx, std::span<const Value> a) {
-       if (!ctx.pm) return Value();
-       const UOp& u = a[0].as_uop();
-       const RuleInfo* fired = nullptr;
-       UOp r = ctx.pm->rewrite(u, ctx, &fired);
-       return r == u ? Value() : Value::uop(r);
-     },
-     "rewritten(u): u rewritten once by the running rule set (none when no rule fires)"});
+const HelperRegistrar kRewritten(typed_helper(
+    "rewritten",
+    +[](RewriteContext& ctx, const UOp& u) {
+      if (!ctx.pm) return UOp();
+      const RuleInfo* fired = nullptr;
+      UOp r = ctx.pm->rewrite(u, ctx, &fired);
+      return r == u ? UOp() : r;
+    },
+    "rewritten(u): u rewritten once by the running rule set (none when no rule fires)"));
 
 // C++: an analysis (a total structural order on UOps), not a rewrite.
-const HelperRegistrar kOrder(
-    {"sources_out_of_order", 1, 1, Type::Bool,
-     [](RewriteContext&, std::span<const Value> a) {
-       const UOp& u = a[0].as_uop();
-       return Value::boolean(u.nsrc() == 2 && compare_uops(u.src(1), u.src(0)) < 0);
-     },
-     "sources_out_of_order(x): the two sources are not in canonical order"});
+const HelperRegistrar kOrder(typed_helper(
+    "sources_out_of_order",
+    +[](const UOp& u) { return u.nsrc() == 2 && compare_uops(u.src(1), u.src(0)) < 0; },
+    "sources_out_of_order(x): the two sources are not in canonical order"));
 
 // C++: an analysis (bounds a gate implies) plus a nested run of the rule set, not one rewrite.
-const HelperRegistrar kValid({"simplify_given_valid", 2, 2, Type::UOp,
-                              [](RewriteContext& ctx, std::span<const Value> a) {
-                                return unless_inexact([&] {
-                                  return Value::uop(
-                                      simplify_given_valid(ctx, a[0].as_uop(), a[1].as_uop()));
-                                });
-                              },
-                              "simplify_given_valid(valid, x): x simplified where valid holds"});
+const HelperRegistrar kValid(
+    exact_helper("simplify_given_valid", simplify_given_valid,
+                 "simplify_given_valid(valid, x): x simplified where valid holds"));
 
 // C++ (a rewrite, TODO(issue 12)): its bounded pair search over a chain keeps long sums linear.
 const HelperRegistrar kCombine(
-    uop_helper("combine_divmod_terms", combine_divmod_terms,
-               "combine_divmod_terms(sum): k*(x%c) + k*c*(x//c) terms become k*x"));
+    exact_helper("combine_divmod_terms", combine_divmod_terms,
+                 "combine_divmod_terms(sum): k*(x%c) + k*c*(x//c) terms become k*x"));
 
-// C++: a primitive of checked arithmetic.
-const HelperRegistrar kExact(
-    {"exact", 1, 1, Type::Bool,
-     [](RewriteContext&, std::span<const Value> a) {
-       // floats follow IEEE (an infinity is a value); ints saturate at the 128-bit limits
-       if (a[0].kind() == Value::Kind::Float) return Value::boolean(true);
-       return Value::boolean(!is_infinite(a[0].as_int()));
-     },
-     "exact(v): an int v is not saturated (rule arithmetic on ints saturates; a fold must not use "
-     "it); any float is"});
+// C++: a primitive of checked arithmetic (floats follow IEEE, an infinity is a value; ints
+// saturate at the 128-bit limits).
+const HelperRegistrar kExact(typed_helper(
+    "exact",
+    +[](const Value& v) { return v.kind() == Value::Kind::Float || !is_infinite(v.as_int()); },
+    "exact(v): an int v is not saturated (rule arithmetic on ints saturates; a fold must not use "
+    "it); any float is"));
 
 // C++: an analysis of ranges (may_wrap is computed with the bounds).
-const HelperRegistrar kMayWrap(
-    {"may_wrap", 1, 1, Type::Bool,
-     [](RewriteContext&, std::span<const Value> a) {
-       return Value::boolean(a[0].as_uop().may_wrap());
-     },
-     "may_wrap(x): x is a tensor int (never index) value that may have wrapped (an ALU node in it "
-     "has an exact range beyond its dtype's): identities of exact integers may not hold for it"});
+const HelperRegistrar kMayWrap(typed_helper(
+    "may_wrap", +[](const UOp& x) { return x.may_wrap(); },
+    "may_wrap(x): x is a tensor int (never index) value that may have wrapped (an ALU node in it "
+    "has an exact range beyond its dtype's): identities of exact integers may not hold for it"));
 
 // C++: a primitive of checked arithmetic.
-const HelperRegistrar kFits(
-    {"fits", 2, 2, Type::Bool,
-     [](RewriteContext&, std::span<const Value> a) {
-       if (a[1].kind() == Value::Kind::Float) return Value::boolean(true);
-       const DType d = a[0].as_uop().dtype();
-       const i128 v = a[1].as_int();
-       if (is_infinite(v)) return Value::boolean(false);
-       if (!d.is_int() || d.is_index()) return Value::boolean(true);
-       return Value::boolean(v >= d.int_min() && v <= d.int_max());
-     },
-     "fits(x, v): a constant v of x's dtype is v itself (exact, and within a tensor int's range; "
-     "a tensor int constant beyond it would wrap)"});
+const HelperRegistrar kFits(typed_helper(
+    "fits",
+    +[](const UOp& x, const Value& v) {
+      if (v.kind() == Value::Kind::Float) return true;
+      const DType d = x.dtype();
+      const i128 i = v.as_int();
+      if (is_infinite(i)) return false;
+      return !d.is_int() || d.is_index() || (i >= d.int_min() && i <= d.int_max());
+    },
+    "fits(x, v): a constant v of x's dtype is v itself (exact, and within a tensor int's range; "
+    "a tensor int constant beyond it would wrap)"));
 
 // C++: an analysis (a walk over the whole expression).
-const HelperRegistrar kMayRaise(
-    {"may_raise", 1, 1, Type::Bool,
-     [](RewriteContext&, std::span<const Value> a) {
-       return Value::boolean(may_raise(a[0].as_uop()));
-     },
-     "may_raise(x): evaluating x may fail (a division or modulo by a range holding 0, a shift by a "
-     "range holding a negative count)"});
+const HelperRegistrar kMayRaise(typed_helper(
+    "may_raise", +[](const UOp& x) { return may_raise(x); },
+    "may_raise(x): evaluating x may fail (a division or modulo by a range holding 0, a shift by a "
+    "range holding a negative count)"));
 
 }  // namespace
 }  // namespace tinyrw::rw

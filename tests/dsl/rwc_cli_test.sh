@@ -36,7 +36,9 @@ out=$("$rwc" check "$work/arity.rw" 2>&1) && fail "a helper call of the wrong ar
 echo "$out" | head -1 | grep -q "arity.rw:3:23: error: helper 'is_pow2' takes 1 argument(s), got 2" || fail "helper arity: $out"
 printf 'extern fn only_declared(x: uop) -> uop\nruleset r {\n  Add(x, 0) => only_declared(x)\n}\n' > "$work/declared.rw"
 "$rwc" compile "$work/declared.rw" -o "$work/declared.cpp" || fail "a declared, unlinked helper did not compile"
-grep -q 'helper("only_declared", 1, Type::UOp)' "$work/declared.cpp" || fail "the generated call does not check the declaration"
+grep -q 'static const std::array<Type, 1> kParams{Type::UOp};' "$work/declared.cpp" || fail "the generated call does not carry the declared parameter types"
+grep -q 'static const Helper& h = helper("only_declared", kParams, Type::UOp);' "$work/declared.cpp" || fail "the generated call does not check the declaration"
+grep -q 'helper_only_declared().fn(ctx, ' "$work/declared.cpp" || fail "the generated call does not use the checked helper"
 
 # Warnings alone still exit 0.
 printf 'ruleset r {\n  Add(x, y) => x\n}\n' > "$work/warn.rw"
@@ -70,12 +72,15 @@ fi
 # the file calls it (directly or through another def); a comprehension, a loop in a lambda.
 "$rwc" compile "$src/tests/dsl/features_expr.rw" -o "$work/expr.cpp" --name tests/dsl/features_expr.rw \
   || fail "compile of features_expr.rw failed"
-grep -q "^// tests/dsl/features_expr.rw:8  def offsets$" "$work/expr.cpp" || fail "no def location comment"
+grep -q "^// tests/dsl/features_expr.rw:10  def offsets$" "$work/expr.cpp" || fail "no def location comment"
 grep -q "^Value def_offsets(RewriteContext& ctx, const Value& v_rngs, const Value& v_arg) {$" \
   "$work/expr.cpp" || fail "no def function"
 grep -q "def_pad_arg(ctx" "$work/expr.cpp" || fail "a def called through a def is missing"
 [ "$(grep -c '^Value def_offsets(' "$work/expr.cpp")" = 1 ] || fail "def emitted twice"
 grep -q "for (const Value& it[0-9_]* : items_of(seq" "$work/expr.cpp" || fail "no comprehension loop"
+# a typed def parameter is checked when the def runs; a conditional is a C++ conditional
+grep -q 'check_def_arg(v_x, Type::UOp, "as_uop", 0, "x");' "$work/expr.cpp" || fail "no typed parameter check"
+grep -q '? Value::uop(x_y) : Value()))' "$work/expr.cpp" || fail "no conditional"
 
 # compile of a bad file: exit 1 and no output file.
 "$rwc" compile "$work/bad.rw" -o "$work/bad.cpp" 2>/dev/null && fail "compile of a bad file succeeded"

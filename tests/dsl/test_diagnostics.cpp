@@ -280,6 +280,13 @@ TEST(RwDiagnostics, DeclaredHelpers) {
                1, 11);
   expect_error("extern fn gcd(a: int, b: int) -> bool\n", "declared -> bool, registered -> int", 1,
                11);
+  // the parameter types too, not only the arity
+  expect_error("extern fn gcd(a: int, b: uop) -> int\n",
+               "declaration of helper 'gcd' does not match the C++ helper registered under that "
+               "name: argument 2 is declared UOp, registered int",
+               1, 11);
+  expect_error("extern fn can_safe_cast(from: any, to: dtype) -> bool\n",
+               "argument 1 is declared any, registered dtype", 1, 11);
 }
 
 TEST(RwDiagnostics, RequireErrors) {
@@ -610,4 +617,56 @@ TEST(RwDiagnostics, DefErrors) {
                   "the def depth limit)",
                   first, 2 * first + 1, kMaxDefDepth),
       first + 1, 5);
+}
+
+// `not in`, `a if c else b` and typed def parameters: misuse is a located error.
+TEST(RwDiagnostics, ConditionalNotInAndTypedDefErrors) {
+  auto rule = [](const std::string& text) { return "ruleset r {\n  " + text + "\n}\n"; };
+  expect_error(rule("s:Sink(...) if s not in 3 => s"),
+               "'not in' needs a tuple on the right, got int", 2, 20);
+  expect_error(rule("Add(x, y) => x if \"c\" else y"),
+               "the condition of 'a if c else b' must be a bool, got string", 2, 21);
+  expect_error(rule("Add(x, y) => 1 if x.vmin > 0 else 2"), "a rule must produce a UOp, got int", 2,
+               18);
+  expect_error(rule("Add(x, y) => x if x.vmin > 0 els y"),
+               "syntax error: extraneous input 'if' expecting {'}', '(', 'use', 'for', '-', '_', "
+               "'True', 'False', 'none', 'inf', 'nan', INT, FLOAT, STRING, ID} (an 'if' after a "
+               "rule's result starts a conditional 'a if c else b', which needs its 'else')",
+               2, 18);
+  // an `if` after a let is the next guard unless its `else` follows
+  const Result guard = check(rule("Add(x, y) let z = x if y.vmin > 0 => z"));
+  EXPECT_TRUE(guard.ok) << guard.text;
+  const Result cond = check(rule("Add(x, y) let z = x if y.vmin > 0 else y if z.vmax > 0 => z"));
+  EXPECT_TRUE(cond.ok) << cond.text;
+  // typed def parameters: a known argument type is checked at the call
+  expect_error("def f(x: uop) = x\nruleset r {\n  Add(x, y) => f(3)\n}\n",
+               "argument 1 ('x') of def 'f' is UOp, got int", 3, 18);
+  expect_error("def f(t: tuple, n: int) = t[n]\nruleset r {\n  Add(x, y) => f(x.src, \"a\")\n}\n",
+               "argument 2 ('n') of def 'f' is int, got string", 3, 25);
+  expect_error("def f(x: frob) = x\nruleset r {\n  Add(x, y) => f(x)\n}\n",
+               "unknown type 'frob' (any, none, bool, int, float, string, uop, dtype, op, tuple, "
+               "status)",
+               1, 10);
+  // the body is checked with the declared types
+  expect_error("def f(n: int) = n.vmax\nruleset r {\n  Add(x, y) => f(1)\n}\n",
+               "int has no property 'vmax'", 1, 19);
+  // sum/prod/max of a tuple of ints is an int and fold needs UOps: no rule result
+  expect_error(rule("Add(x, y) => sum((1, 2))"), "a rule must produce a UOp, got int", 2, 16);
+  expect_error(rule("Add(x, y) => max((1, 2))"), "a rule must produce a UOp, got int", 2, 16);
+  expect_error(rule("Add(x, y) => fold(Add, (1, 2))"),
+               "'fold' builds ops from a tuple of UOps, got a tuple of int", 2, 26);
+  const Result sum_uops = check(rule("Add(x, y) => sum(x.src) + fold(Add, (x, y))"));
+  EXPECT_TRUE(sum_uops.ok) << sum_uops.text;
+  // a chain of conditionals is read in a loop and nests to the right: a long one is the tree
+  // depth limit's error, not a deep recursion
+  std::string chain = "x";
+  for (int i = 0; i < 20000; ++i) chain += " if x.vmin > 0 else x";
+  const Result deep = check(rule("Add(x, y) => " + chain));
+  EXPECT_FALSE(deep.ok);
+  EXPECT_EQ(deep.errors, 1) << deep.text.substr(0, 300);
+  EXPECT_NE(
+      deep.text.find(
+          "error: pattern or expression nested deeper than 256 levels (the tree depth limit)"),
+      std::string::npos)
+      << deep.text.substr(0, 300);
 }

@@ -2,6 +2,7 @@
 // binary (tests/dsl/features.rw) and the interpreter running the same file.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <set>
 
 #include "dsl/compiled.h"
@@ -206,7 +207,9 @@ TEST(RwFeatures, DeclaredHelperMissingOrMismatchedAtRunTime) {
         << e.what();
   }
   // generated code checks the registration against the declaration it was compiled with
-  EXPECT_EQ(gen::helper("gcd", 2, Type::Int).name, "gcd");
+  const std::array<Type, 2> ints{Type::Int, Type::Int}, int_uop{Type::Int, Type::UOp};
+  const std::array<Type, 1> one_int{Type::Int}, one_uop{Type::UOp};
+  EXPECT_EQ(gen::helper("gcd", ints, Type::Int).name, "gcd");
   auto message = [](auto&& f) {
     try {
       f();
@@ -215,13 +218,16 @@ TEST(RwFeatures, DeclaredHelperMissingOrMismatchedAtRunTime) {
     }
     return std::string("no error");
   };
-  EXPECT_EQ(message([] { gen::helper("gcd", 1, Type::Int); }),
+  EXPECT_EQ(message([&] { gen::helper("gcd", one_int, Type::Int); }),
             "helper 'gcd' is declared with 1 argument(s) -> int, but the C++ helper registered "
             "under that name takes 2 to 2 -> int");
-  EXPECT_EQ(message([] { gen::helper("gcd", 2, Type::UOp); }),
+  EXPECT_EQ(message([&] { gen::helper("gcd", ints, Type::UOp); }),
             "helper 'gcd' is declared with 2 argument(s) -> UOp, but the C++ helper registered "
             "under that name takes 2 to 2 -> int");
-  EXPECT_EQ(message([] { gen::helper("not_linked", 1, Type::UOp); }),
+  EXPECT_EQ(message([&] { gen::helper("gcd", int_uop, Type::Int); }),
+            "helper 'gcd' does not match the C++ helper registered under that name: argument 2 is "
+            "declared UOp, registered int");
+  EXPECT_EQ(message([&] { gen::helper("not_linked", one_uop, Type::UOp); }),
             "helper 'not_linked' used by compiled rules is not registered");
 }
 

@@ -609,3 +609,56 @@ TEST(RwExprFeatures, TermAnalyses) {
   const UOp past = at_limit + b;
   expect_rewrite("e_terms", sink({c(7), past}), sink({past}));
 }
+
+// `a if c else b` runs only the chosen branch, in both executors: the untaken branches here would
+// raise (an index past a one-source Sink, log2_int(0)), and no error comes.
+TEST(RwExprFeatures, ConditionalEvaluatesOnlyTheChosenBranch) {
+  const UOp x = var("x"), y = var("y");
+  expect_rewrite("e_cond", sink({x}), sink({x}));
+  expect_rewrite("e_cond", sink({x, y}), y);
+  expect_rewrite("e_cond", x * c(8), x << c(3));
+  expect_rewrite("e_cond", x * c(0), x * c(0));  // log2_int(0) would raise
+  expect_rewrite("e_cond", x * c(-1), x * c(-1));
+  // a chain: x if x >= y else (y if y >= x else none)
+  const UOp lo = var("lo", 0, 5), hi = var("hi", 5, 10);
+  expect_rewrite("e_cond", hi.maximum(lo), hi);
+  expect_rewrite("e_cond", lo.maximum(hi), hi);
+  expect_rewrite("e_cond", x.maximum(y), x.maximum(y));
+}
+
+TEST(RwExprFeatures, NotIn) {
+  const UOp x = var("x");
+  expect_rewrite("e_not_in", sink({x}), sink({x, c(0)}));
+  expect_rewrite("e_not_in", sink({c(0), x}), sink({c(0), x}));
+  EXPECT_TRUE(binary(BinOp::NotIn, Value::integer(7), Value::tuple({Value::integer(1)})).as_bool());
+  EXPECT_FALSE(
+      binary(BinOp::NotIn, Value::integer(1), Value::tuple({Value::integer(1)})).as_bool());
+}
+
+// Typed def parameters: an argument the checker cannot type is checked when the def runs, with
+// the same error in both executors.
+TEST(RwExprFeatures, TypedDefParameters) {
+  const UOp x = var("x");
+  expect_rewrite("e_typed", x * c(8), x << c(3));
+  expect_rewrite("e_typed", x + c(0), x);
+  const ResolvedSet* s = program()->find("e_typed_error");
+  ASSERT_NE(s, nullptr);
+  InterpretedMatcher interpreted(program(), *s);
+  const UOp f = UOp::make(Op::Exp2, dtypes::float32, {UOp::variable("f", 0, 1, dtypes::float32)});
+  for (const RuleSetMatcher* m :
+       {compiled_rules("e_typed_error"), static_cast<const RuleSetMatcher*>(&interpreted)}) {
+    try {
+      graph_rewrite(f, m);
+      ADD_FAILURE() << "no error";
+    } catch (const RwError& e) {
+      EXPECT_NE(std::string(e.what()).find("error in rule e_typed_error#0: argument 1 ('x') of "
+                                           "def 'as_uop' must be UOp, got 1"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_EQ(eval_error("def f(n: int) = n\nruleset r {\n  s:Sink(...) => s if f((s, 1.5)[1]) "
+                       "else none\n}\n",
+                       sink({x})),
+            "run.rw:3: error in rule r#0: argument 1 ('n') of def 'f' must be int, got 1.5");
+}
