@@ -73,16 +73,5 @@ const HelperRegistrar kBroadcastSource(typed_helper(
     +[](RewriteContext& ctx, const UOp& u) { return schedule(ctx).broadcast_source(u); },
     "broadcast_source(u): the fused source of the broadcast u is a view of, or none"));
 
-// A primitive, no fact: a BUFFER, a view of a whole one (ir/builders.h), or an assignment chain
-// over either holds its elements in that buffer as they stand.
-const HelperRegistrar kBuffered(typed_helper(
-    "buffered",
-    +[](const UOp& x) {
-      UOp u = x;
-      while (u.op() == Op::After) u = u.src(0);
-      return u.op() == Op::Buffer || is_buffer_view(u);
-    },
-    "buffered(u): u is a BUFFER, a buffer view, or an assignment chain over one"));
-
 }  // namespace
 }  // namespace tinyrw::rw

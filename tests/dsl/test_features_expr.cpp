@@ -40,6 +40,24 @@ void expect_rewrite(const std::string& set, const UOp& in, const UOp& want) {
   EXPECT_TRUE(i == want) << set << " interpreted: " << i.repr(4) << "\nwant: " << want.repr(4);
 }
 
+// The interpreter and the compiled matcher of one shipped rule set.
+struct Shipped {
+  std::shared_ptr<const ResolvedProgram> program;
+  std::unique_ptr<InterpretedMatcher> interpreted;
+  const RuleSetMatcher* compiled = nullptr;
+  std::vector<const RuleSetMatcher*> both() const { return {compiled, interpreted.get()}; }
+};
+Shipped shipped(const char* file, const char* set) {
+  Diagnostics d;
+  Shipped out;
+  out.program = load_rules(std::string(TINYRW_SOURCE_DIR "/rules/") + file, d);
+  EXPECT_NE(out.program, nullptr) << d.render();
+  if (!out.program) return out;
+  out.interpreted = std::make_unique<InterpretedMatcher>(out.program, *out.program->find(set));
+  out.compiled = compiled_rules(set);
+  EXPECT_NE(out.compiled, nullptr);
+  return out;
+}
 UOp var(const char* n, i128 lo = 0, i128 hi = 10) { return UOp::variable(n, lo, hi); }
 UOp c(i128 v) { return UOp::cint(v, dtypes::index); }
 UOp sink(std::vector<UOp> src) { return UOp::sink(src); }
@@ -288,14 +306,8 @@ TEST(RwExprFeatures, GraphBuilderArgumentErrors) {
 // rules/gradient.rw's movement and reduction gradients, written with the builder methods: both
 // executors give the same gradients, the adjoint movement for each op.
 TEST(RwExprFeatures, ShippedMovementGradientsAgree) {
-  Diagnostics d;
-  std::shared_ptr<const ResolvedProgram> p = load_rules(TINYRW_SOURCE_DIR "/rules/gradient.rw", d);
-  ASSERT_NE(p, nullptr) << d.render();
-  const ResolvedSet* s = p->find("grad");
-  ASSERT_NE(s, nullptr);
-  InterpretedMatcher interpreted(p, *s);
-  const RuleSetMatcher* compiled = compiled_rules("grad");
-  ASSERT_NE(compiled, nullptr);
+  const Shipped grad_set = shipped("gradient.rw", "grad");
+  ASSERT_TRUE(grad_set.compiled && grad_set.interpreted);
   const UOp x = buffer_view(buffer_uop(dtypes::float32, 0, 24, "CPU"), {2, 3, 4});
   const UOp x1 = x.reshape({2, 1, 12});
   struct Case {
@@ -313,8 +325,8 @@ TEST(RwExprFeatures, ShippedMovementGradientsAgree) {
   RewriteContext ctx;
   for (const UOp& n : nodes) {
     const UOp g = g_of(n);
-    std::optional<Value> a = compiled->apply(n, ctx, nullptr, &g);
-    std::optional<Value> b = interpreted.apply(n, ctx, nullptr, &g);
+    std::optional<Value> a = grad_set.compiled->apply(n, ctx, nullptr, &g);
+    std::optional<Value> b = grad_set.interpreted->apply(n, ctx, nullptr, &g);
     ASSERT_TRUE(a.has_value() && b.has_value()) << n.repr(2);
     EXPECT_TRUE(*a == *b) << n.repr(2) << "\n" << a->repr() << "\n" << b->repr();
     EXPECT_EQ(a->items().size(), n.nsrc()) << n.repr(2);
@@ -323,7 +335,7 @@ TEST(RwExprFeatures, ShippedMovementGradientsAgree) {
   // the adjoints, exactly
   auto grad = [&](const UOp& n) {
     const UOp g = g_of(n);
-    return interpreted.apply(n, ctx, nullptr, &g)->items()[0].as_uop();
+    return grad_set.interpreted->apply(n, ctx, nullptr, &g)->items()[0].as_uop();
   };
   const UOp p120 = x.permute({1, 2, 0});
   EXPECT_TRUE(grad(p120) == g_of(p120).permute({2, 0, 1}));
@@ -336,24 +348,6 @@ TEST(RwExprFeatures, ShippedMovementGradientsAgree) {
   EXPECT_TRUE(grad(sum) == g_of(sum).reshape({1, 2, 4}).expand({3, 2, 4}));
 }
 
-// The interpreter and the compiled matcher of one shipped rule set.
-struct Shipped {
-  std::shared_ptr<const ResolvedProgram> program;
-  std::unique_ptr<InterpretedMatcher> interpreted;
-  const RuleSetMatcher* compiled = nullptr;
-  std::vector<const RuleSetMatcher*> both() const { return {compiled, interpreted.get()}; }
-};
-Shipped shipped(const char* file, const char* set) {
-  Diagnostics d;
-  Shipped out;
-  out.program = load_rules(std::string(TINYRW_SOURCE_DIR "/rules/") + file, d);
-  EXPECT_NE(out.program, nullptr) << d.render();
-  if (!out.program) return out;
-  out.interpreted = std::make_unique<InterpretedMatcher>(out.program, *out.program->find(set));
-  out.compiled = compiled_rules(set);
-  EXPECT_NE(out.compiled, nullptr);
-  return out;
-}
 std::string rule_error(const RuleSetMatcher* m, const UOp& u, const UOp* g = nullptr) {
   RewriteContext ctx;
   try {
@@ -445,12 +439,8 @@ TEST(RwExprFeatures, ShippedCallInlining) {
 // rules/rangeify.rw's index math through movement ops, written with the builder methods: each
 // executor maps an index into a view to the index into its source, as written out here.
 TEST(RwExprFeatures, ShippedRangeifyIndexMath) {
-  Diagnostics d;
-  std::shared_ptr<const ResolvedProgram> p = load_rules(TINYRW_SOURCE_DIR "/rules/rangeify.rw", d);
-  ASSERT_NE(p, nullptr) << d.render();
-  InterpretedMatcher interpreted(p, *p->find("rangeify"));
-  const RuleSetMatcher* compiled = compiled_rules("rangeify");
-  ASSERT_NE(compiled, nullptr);
+  const Shipped rangeify = shipped("rangeify.rw", "rangeify");
+  ASSERT_TRUE(rangeify.compiled && rangeify.interpreted);
   const UOp x = buffer_view(buffer_uop(dtypes::float32, 0, 24, "CPU"), {2, 3, 4});
   const UOp r0 = UOp::range(c(6), 0), r1 = UOp::range(c(4), 1), r2 = UOp::range(c(5), 2);
   const UOp two = UOp::cfloat(2.0);
@@ -486,7 +476,7 @@ TEST(RwExprFeatures, ShippedRangeifyIndexMath) {
   };
   RewriteContext ctx;
   for (const Case& k : cases) {
-    for (const RuleSetMatcher* m : {compiled, static_cast<const RuleSetMatcher*>(&interpreted)}) {
+    for (const RuleSetMatcher* m : rangeify.both()) {
       std::optional<Value> got = m->apply(k.in, ctx, nullptr);
       ASSERT_TRUE(got.has_value()) << k.in.repr(2);
       EXPECT_TRUE(got->as_uop() == k.want) << got->repr() << "\nwant: " << k.want.repr(3);
@@ -498,13 +488,9 @@ TEST(RwExprFeatures, ShippedRangeifyIndexMath) {
 // itself only if it is 0; an INDEX whose count differs from the view's rank is refused (the zips
 // of the index math would drop indices); a REDUCE gets new ranges numbered by the pass's context.
 TEST(RwExprFeatures, ShippedRangeifyChecksAndReduce) {
-  Diagnostics d;
-  std::shared_ptr<const ResolvedProgram> p = load_rules(TINYRW_SOURCE_DIR "/rules/rangeify.rw", d);
-  ASSERT_NE(p, nullptr) << d.render();
-  InterpretedMatcher interpreted(p, *p->find("rangeify"));
-  const RuleSetMatcher* compiled = compiled_rules("rangeify");
-  ASSERT_NE(compiled, nullptr);
-  const std::vector<const RuleSetMatcher*> both{compiled, &interpreted};
+  const Shipped rangeify = shipped("rangeify.rw", "rangeify");
+  ASSERT_TRUE(rangeify.compiled && rangeify.interpreted);
+  const std::vector<const RuleSetMatcher*> both = rangeify.both();
   const UOp x = buffer_view(buffer_uop(dtypes::float32, 0, 24, "CPU"), {2, 3, 4});
   const UOp r0 = UOp::range(c(6), 0), r1 = UOp::range(c(4), 1), r2 = UOp::range(c(5), 2);
   auto pad_of = [](const UOp& v) {  // a rank-1 PAD of a (shapeless) constant, built unchecked
