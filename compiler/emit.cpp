@@ -593,6 +593,28 @@ class ExprEmitter {
         continue;
       }
       const std::string seq = fmt::format("seq{}_{}", k, i), item = fmt::format("it{}_{}", k, i);
+      const RTarget& t = e.comp[i].target;
+      if (x.k == RExpr::K::Builtin && x.name == "zip" && !x.kids.empty() && t.is_tuple &&
+          t.items.size() == x.kids.size() && !(t.slot >= 0 && used.count(t.slot))) {
+        // `for a, b in zip(A, B)` walks A and B side by side: no row tuples are built (zip's
+        // errors are items_of's, so the interpreter's messages hold)
+        std::string sizes;
+        for (size_t m = 0; m < x.kids.size(); ++m) {
+          code +=
+              fmt::format("{}const Value {}_{} = {};\n", pad, seq, m, as_value(emit(x.kids[m])));
+          code += fmt::format("{}const std::vector<Value>& {}_{}_items = items_of({}_{});\n", pad,
+                              seq, m, seq, m);
+          sizes += fmt::format("{}{}_{}_items.size()", m ? ", " : "", seq, m);
+        }
+        code += fmt::format("{}const size_t {}_n = std::min<size_t>({{{}}});\n", pad, seq, sizes);
+        code +=
+            fmt::format("{}for (size_t {} = 0; {} < {}_n; ++{}) {{\n", pad, item, item, seq, item);
+        pad += "  ";
+        code += fmt::format("{}comp_step({});\n", pad, steps);
+        for (size_t m = 0; m < t.items.size(); ++m)
+          bind_target(t.items[m], fmt::format("{}_{}_items[{}]", seq, m, item), used, pad, code);
+        continue;
+      }
       code += fmt::format("{}const Value {} = {};\n", pad, seq, as_value(emit(x)));
       code += fmt::format("{}for (const Value& {} : items_of({})) {{\n", pad, item, seq);
       pad += "  ";
@@ -1004,6 +1026,7 @@ std::string emit_cpp(const ResolvedProgram& program, const SourceFile& root,
 
   w.line(0, generated_banner(shown_path));
   w.line(0, "// NOLINTBEGIN");
+  w.line(0, "#include <algorithm>");
   w.line(0, "#include <array>");
   w.line(0, "#include <bit>");
   w.line(0, "#include <limits>");

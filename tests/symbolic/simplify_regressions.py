@@ -110,12 +110,19 @@ NAMED = [
     ("(x*4-b+1)%8", "((b*7+x*4+1)%8)"),                  # not for % when -b may be negative
     ("(b*3+1)%4", "(b*-1+1)"),                           # fold_binary_term
     ("(b*3+1)//4", "b"),                                 # fold_binary_term
-    ("(x*4+z+5)%4", "((z+1)%4)"),                        # fold_quotient_remainder
-    ("(x*5+z)%4", "((x+z)%4)"),                          # fold_quotient_remainder
+    ("(b*3+x*4+1)%4", "(b*-1+1)"),                       # divmod_by_terms: congruence
+    ("(b*3+x*4+1)//4", "(b+x)"),                         # ... congruence, x//c
+    ("(x*3+z)%4", "((x*3+z)%4)"),                        # ... not past one period, unchanged
+    ("(x*4+z+5)%4", "((z+1)%4)"),                        # ... quotient-remainder
+    ("(x*4+z+5)//4", "((z+1)//4+x+1)"),                  # ... quotient-remainder, x//c
+    ("(x*5+z)%4", "((x+z)%4)"),                          # ... quotient-remainder
+    ("(x*2+z)%4", "((x*2+z)%4)"),                        # ... not when nothing leaves or shrinks
     ("(x%4*3+z)%6", "((x*3+z)%6)"),                      # ... f*(x%n) with c | f*n: f*x
     ("(x%4*-3+z)%6", "((x*3+z)%6)"),                     # ... f < 0
     ("((x+z)%4*3+y)%6", "(((x+z)%4*3+y)%6)"),            # ... not a sum with f != 1
-    ("(x*2+z)//4", "((z//2+x)//2)"),                     # nest_by_factor
+    ("(x*2+z)//4", "((z//2+x)//2)"),                     # ... nested by a factor
+    ("(x*2+z)//6", "((z//2+x)//3)"),                     # ... nested by a factor
+    ("(x*6+z)//4", "((x*6+z)//4)"),                      # ... not by a factor that is not c's
     ("(x*4+z)<8", "(x<2)"),                              # lt_folding
 ]
 

@@ -76,6 +76,11 @@ def test_errors():
     check("not valid JSON" in r.stderr and "truncated" in r.stderr and cut in r.stderr,
           f"and a clear error on stderr: {r.stderr.strip()[:150]}")
     check(r.stdout == "", "and nothing on stdout")
+    # cut inside a string whose text so far ends in `]` and blanks: still called truncated
+    at = text.index('"source":"') + len('"source":"')
+    open(cut, "w").write(text[:at] + "Mul[x, 1]      ")
+    r = rw("viz", "--text", cut)
+    check(r.returncode == 1 and "truncated" in r.stderr, f"a cut inside a string: {r.stderr.strip()[:150]}")
     doc = json.loads(text)
     doc["calls"][2]["matches"][1]["before"] = 12345
     bad = os.path.join(TMP, "bad.json")

@@ -172,8 +172,9 @@ Dump load_dump(const std::string& text) {
     if (end == std::string::npos)
       throw DumpError("This VIZ dump cannot be read: the file is empty");
     const std::string msg = strip_json_prefix(e.what());
-    const bool truncated =
-        msg.find("end of input") != std::string::npos || (text[end] != '}' && text[end] != ']');
+    // the error at the end of the text (a cut inside a string that ends in blanks and `]`) too
+    const bool truncated = msg.find("end of input") != std::string::npos || e.byte > end + 1 ||
+                           (text[end] != '}' && text[end] != ']');
     throw DumpError(
         "This VIZ dump cannot be read: it is not valid JSON (" + msg + ")" +
         (truncated ? ". The file looks truncated: was the traced program killed before VIZ wrote "
