@@ -610,6 +610,17 @@ TEST(RwExprFeatures, TermAnalyses) {
   expect_rewrite("e_terms", sink({c(7), past}), sink({past}));
 }
 
+// split(op) flattens a tree of op nodes; substitute(pairs) replaces nodes (ir/rewrite.h), in both
+// executors.
+TEST(RwExprFeatures, SplitAndSubstitute) {
+  const UOp a = var("a"), b = var("b");
+  const UOp p = a.lt(c(3)), q = b.lt(c(4)), r = a.lt(b);
+  expect_rewrite("e_terms", sink({c(9), (p & q) & (r & UOp::cbool(true))}), sink({p, q, r}));
+  expect_rewrite("e_terms", sink({c(9), p}), sink({p}));
+  expect_rewrite("e_terms", sink({c(10), a * 2 + b, a, b}), sink({b * 2 + b}));
+  expect_rewrite("e_terms", sink({c(11), a + b}), sink({a + b}));
+}
+
 // `a if c else b` runs only the chosen branch, in both executors: the untaken branches here would
 // raise (an index past a one-source Sink, log2_int(0)), and no error comes.
 TEST(RwExprFeatures, ConditionalEvaluatesOnlyTheChosenBranch) {
