@@ -6,10 +6,12 @@
 #include <cmath>
 #include <map>
 #include <optional>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
 #include "ir/builders.h"
+#include "ir/rewrite.h"
 
 namespace tinyrw::rw {
 
@@ -600,17 +602,17 @@ Value call_builder(const UOpBuilder& b, const UOp& u, std::span<const Value> arg
   }
 }
 
-// The analyses of ir/terms.cpp as UOp methods: terms(), factors(), const_factor(), divides(v),
-// divide_exact(y), pop_const(op). A UOp they cannot give is none, and so are the terms or factors
-// past kMaxTupleSize (a loop over them would pass the limit).
+// The analyses of ir/terms.cpp as UOp methods: terms(), factors(), split(op), const_factor(),
+// divides(v), divide_exact(y), pop_const(op); and substitute(pairs) (ir/rewrite.h). A UOp they
+// cannot give is none, and so are the terms or factors past kMaxTupleSize (a loop over them would
+// pass the limit).
 bool is_analysis(std::string_view name) {
-  return name == "terms" || name == "factors" || name == "const_factor" || name == "divides" ||
-         name == "divide_exact" || name == "pop_const";
+  return name == "terms" || name == "factors" || name == "split" || name == "const_factor" ||
+         name == "divides" || name == "divide_exact" || name == "pop_const" || name == "substitute";
 }
 Value analysis(const UOp& u, std::string_view name, std::span<const Value> args) {
   auto maybe = [](UOp r) { return r ? Value::uop(std::move(r)) : Value(); };
   auto parts = [&](Op sep) {  // none past the tuple size limit: a rule leaves such a sum alone
-    expect_args(name, args, 0, 0);
     std::vector<UOp> split = u.split(sep);
     if (split.size() > kMaxTupleSize) return Value();
     std::vector<Value> out;
@@ -618,8 +620,24 @@ Value analysis(const UOp& u, std::string_view name, std::span<const Value> args)
     for (UOp& t : split) out.push_back(Value::uop(std::move(t)));
     return Value::tuple(std::move(out));
   };
-  if (name == "terms") return parts(Op::Add);
-  if (name == "factors") return parts(Op::Mul);
+  if (name == "terms" || name == "factors") {
+    expect_args(name, args, 0, 0);
+    return parts(name == "terms" ? Op::Add : Op::Mul);
+  }
+  if (name == "split") {
+    expect_args(name, args, 1, 1);
+    return parts(args[0].as_op());
+  }
+  if (name == "substitute") {  // pairs ((from, to), ...): every `from` under u becomes its `to`
+    expect_args(name, args, 1, 1);
+    std::unordered_map<UOp, UOp> map;
+    for (const Value& pair : args[0].items()) {
+      if (pair.kind() != Value::Kind::Tuple || pair.items().size() != 2)
+        throw EvalError(fmt::format("substitute takes pairs (from, to), got {}", pair.repr()));
+      map.insert_or_assign(pair.items()[0].as_uop(), pair.items()[1].as_uop());
+    }
+    return Value::uop(map.empty() ? u : substitute(u, map));
+  }
   if (name == "const_factor") {
     expect_args(name, args, 0, 0);
     return Value::integer(u.const_factor());
@@ -992,7 +1010,8 @@ std::optional<Type> member_type(Type recv, std::string_view name, bool is_call) 
   // the analyses of ir/terms.cpp (is_analysis)
   static const std::map<std::string_view, Type> kUOpAnalyses = {
       {"terms", Type::Tuple}, {"factors", Type::Tuple},    {"const_factor", Type::Int},
-      {"divides", Type::UOp}, {"divide_exact", Type::UOp}, {"pop_const", Type::Tuple}};
+      {"divides", Type::UOp}, {"divide_exact", Type::UOp}, {"pop_const", Type::Tuple},
+      {"split", Type::Tuple}, {"substitute", Type::UOp}};
   static const std::map<std::string_view, Type> kDTypeProps = {
       {"is_int", Type::Bool},  {"is_float", Type::Bool}, {"is_unsigned", Type::Bool},
       {"is_bool", Type::Bool}, {"is_index", Type::Bool}, {"is_ptr", Type::Bool},

@@ -29,4 +29,24 @@ std::vector<UOp> toposort(const UOp& root, const std::function<bool(const UOp&)>
   return out;
 }
 
+bool may_raise(const UOp& root) {
+  for (const UOp& u : toposort(root)) {
+    switch (u.op()) {
+      case Op::FloorDiv:
+      case Op::FloorMod:
+      case Op::CDiv:
+      case Op::CMod:
+        if (u.src(1).vmin().i <= 0 && u.src(1).vmax().i >= 0) return true;
+        break;
+      case Op::Shl:
+      case Op::Shr:
+        if (u.src(1).vmin().i < 0) return true;
+        break;
+      default:
+        break;
+    }
+  }
+  return false;
+}
+
 }  // namespace tinyrw

@@ -14,4 +14,9 @@ namespace tinyrw {
 std::vector<UOp> toposort(const UOp& root, const std::function<bool(const UOp&)>& enter = nullptr,
                           bool enter_calls = true);
 
+// Whether evaluating root in Python may raise: a division or modulo whose divisor's range holds 0,
+// a shift whose count's range holds a negative number (an analysis of ranges, beside
+// UOp::may_wrap). Such a value must stay under the condition that guards it.
+bool may_raise(const UOp& root);
+
 }  // namespace tinyrw

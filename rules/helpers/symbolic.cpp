@@ -231,93 +231,6 @@ int compare_uops(const UOp& a0, const UOp& b0) {
   return 0;
 }
 
-// ---- valid (gate) simplification
-
-struct Bound {
-  UOp var;
-  i128 lo, hi;
-};
-
-// Collects per-variable bounds implied by a conjunction of `v < c`, `c < v` and `!(v < c)`.
-void collect_bounds(const UOp& valid, std::vector<Bound>& out) {
-  std::vector<UOp> clauses{valid};
-  while (!clauses.empty()) {
-    UOp c = clauses.back();
-    clauses.pop_back();
-    if (c.op() == Op::And && c.dtype().is_bool()) {
-      clauses.push_back(c.src(0));
-      clauses.push_back(c.src(1));
-      continue;
-    }
-    auto bound = [&](const UOp& v, i128 l, i128 h) {
-      if (v.op() != Op::DefineVar) return;
-      for (Bound& b : out)
-        if (b.var == v) {
-          b.lo = std::max(b.lo, l);
-          b.hi = std::min(b.hi, h);
-          return;
-        }
-      out.push_back({v, std::max(l, lo(v)), std::min(h, hi(v))});
-    };
-    // only integer comparisons bound a variable; a float compare says nothing about an index
-    const bool int_compare = c.op() == Op::CmpLt && c.src(0).dtype().is_int();
-    const bool negated_compare =
-        c.op() == Op::CmpNe && c.src(0).op() == Op::CmpLt && c.src(0).src(0).dtype().is_int();
-    if (int_compare && c.src(1).is_const())
-      bound(c.src(0), -kInfinity, sub(c.src(1).arg().as_int(), 1));
-    if (int_compare && c.src(0).is_const())
-      bound(c.src(1), add(c.src(0).arg().as_int(), 1), kInfinity);
-    if (negated_compare && c.src(1).is_const() && c.src(1).arg() == Arg::boolean(true) &&
-        c.src(0).src(1).is_const()) {
-      bound(c.src(0).src(0), c.src(0).src(1).arg().as_int(), kInfinity);
-    }
-  }
-}
-
-// x simplified under the assumption that `valid` holds, or empty when that changes nothing.
-UOp simplify_given_valid(RewriteContext& ctx, const UOp& valid, const UOp& x) {
-  std::vector<Bound> bounds;
-  collect_bounds(valid, bounds);
-  std::unordered_map<UOp, UOp> narrow, back;
-  for (const Bound& b : bounds) {
-    if (b.lo > b.hi || (b.lo == lo(b.var) && b.hi == hi(b.var))) continue;
-    const std::string name = b.var.arg().items()[0].as_string();
-    const UOp nv = UOp::variable(name, b.lo, b.hi, b.var.dtype()).with_tag(Arg::string("valid"));
-    narrow.emplace(b.var, nv);
-    back.emplace(nv, b.var);
-  }
-  if (narrow.empty() || !ctx.pm) return UOp();
-  const UOp simplified =
-      graph_rewrite(substitute(x, narrow), ctx.pm, {.name = "simplify_given_valid"});
-  const UOp out = substitute(simplified, back);
-  return out == x ? UOp() : out;
-}
-
-// ---- guards
-
-// Whether evaluating x may fail in Python: a division or modulo whose divisor's range holds 0, a
-// shift whose count's range holds a negative number. Such an x must stay under the condition that
-// guards it.
-bool may_raise(const UOp& x) {
-  for (const UOp& u : toposort(x)) {
-    switch (u.op()) {
-      case Op::FloorDiv:
-      case Op::FloorMod:
-      case Op::CDiv:
-      case Op::CMod:
-        if (u.src(1).vmin().i <= 0 && u.src(1).vmax().i >= 0) return true;
-        break;
-      case Op::Shl:
-      case Op::Shr:
-        if (u.src(1).vmin().i < 0) return true;
-        break;
-      default:
-        break;
-    }
-  }
-  return false;
-}
-
 // ---- registration
 // Each helper's comment line says why it is C++.
 
@@ -360,10 +273,15 @@ const HelperRegistrar kOrder(typed_helper(
     +[](const UOp& u) { return u.nsrc() == 2 && compare_uops(u.src(1), u.src(0)) < 0; },
     "sources_out_of_order(x): the two sources are not in canonical order"));
 
-// C++: an analysis (bounds a gate implies) plus a nested run of the rule set, not one rewrite.
-const HelperRegistrar kValid(
-    exact_helper("simplify_given_valid", simplify_given_valid,
-                 "simplify_given_valid(valid, x): x simplified where valid holds"));
+// The running rule set applied to a fixed point on a sub-expression (tinygrad's nested
+// graph_rewrite in uop_given_valid): C++ because a rule cannot name its own rule set.
+const HelperRegistrar kRewrittenFully(typed_helper(
+    "rewritten_fully",
+    +[](RewriteContext& ctx, const UOp& u) {
+      return ctx.pm ? graph_rewrite(u, ctx.pm, {.name = "rewritten_fully"}) : UOp();
+    },
+    "rewritten_fully(u): u rewritten by the running rule set until no rule fires (u itself when "
+    "none does; none without a running rule set)"));
 
 // C++ (a rewrite, TODO(issue 12)): its bounded pair search over a chain keeps long sums linear.
 const HelperRegistrar kCombine(
@@ -397,9 +315,9 @@ const HelperRegistrar kFits(typed_helper(
     "fits(x, v): a constant v of x's dtype is v itself (exact, and within a tensor int's range; "
     "a tensor int constant beyond it would wrap)"));
 
-// C++: an analysis (a walk over the whole expression).
+// C++: an analysis of ranges (ir/graph.h, a walk over the whole expression).
 const HelperRegistrar kMayRaise(typed_helper(
-    "may_raise", +[](const UOp& x) { return may_raise(x); },
+    "may_raise", +[](const UOp& x) { return tinyrw::may_raise(x); },
     "may_raise(x): evaluating x may fail (a division or modulo by a range holding 0, a shift by a "
     "range holding a negative count)"));
 

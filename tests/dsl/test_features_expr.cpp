@@ -597,6 +597,34 @@ TEST(RwExprFeatures, TermAnalyses) {
   expect_rewrite("e_terms", sink({c(7), past}), sink({past}));
 }
 
+// split(op) flattens a tree of op nodes; substitute(pairs) replaces nodes (ir/rewrite.h), in both
+// executors.
+TEST(RwExprFeatures, SplitAndSubstitute) {
+  const UOp a = var("a"), b = var("b");
+  const UOp p = a.lt(c(3)), q = b.lt(c(4)), r = a.lt(b);
+  expect_rewrite("e_terms", sink({c(9), (p & q) & (r & UOp::cbool(true))}), sink({p, q, r}));
+  expect_rewrite("e_terms", sink({c(9), p}), sink({p}));
+  expect_rewrite("e_terms", sink({c(10), a * 2 + b, a, b}), sink({b * 2 + b}));
+  expect_rewrite("e_terms", sink({c(11), a + b}), sink({a + b}));
+  // an item that is no (from, to) pair is the rule's run-time error, in both executors
+  const ResolvedSet* s = program()->find("e_substitute_error");
+  ASSERT_NE(s, nullptr);
+  InterpretedMatcher interpreted(program(), *s);
+  const UOp f = UOp::make(Op::Exp2, dtypes::float32, {UOp::variable("f", 0, 1, dtypes::float32)});
+  for (const RuleSetMatcher* m :
+       {compiled_rules("e_substitute_error"), static_cast<const RuleSetMatcher*>(&interpreted)}) {
+    try {
+      graph_rewrite(f, m);
+      ADD_FAILURE() << "no error";
+    } catch (const RwError& e) {
+      EXPECT_NE(std::string(e.what()).find("error in rule e_substitute_error#0: substitute takes "
+                                           "pairs (from, to), got "),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 // `a if c else b` runs only the chosen branch, in both executors: the untaken branches here would
 // raise (an index past a one-source Sink, log2_int(0)), and no error comes.
 TEST(RwExprFeatures, ConditionalEvaluatesOnlyTheChosenBranch) {

@@ -70,6 +70,24 @@ TEST(VMinVMax, BitwiseAndCasts) {
   EXPECT_TRUE(std::isinf(UOp::make(Op::Sin, dtypes::float32, {x.cast(dtypes::float32)}).vmax().f));
 }
 
+// may_raise (ir/graph.h): a division, modulo or shift anywhere under the node whose divisor may be
+// 0 or whose count may be negative.
+TEST(MayRaise, DivisorOrShiftCountRanges) {
+  const UOp x = UOp::variable("x", 0, 10), y = UOp::variable("y", 0, 3);
+  const UOp pos = UOp::variable("p", 1, 3), neg = UOp::variable("n", -3, -1);
+  EXPECT_FALSE(may_raise(x + y * 2));
+  EXPECT_TRUE(may_raise(x.floordiv(y)));
+  EXPECT_TRUE(may_raise(x.floormod(y) + 1));  // below the root
+  EXPECT_TRUE(may_raise(x.cdiv(y - 1)));
+  EXPECT_FALSE(may_raise(x.floordiv(pos)));
+  EXPECT_FALSE(may_raise(x.floormod(neg)));
+  EXPECT_TRUE(may_raise(x.floordiv(neg + 2)));  // [-1, 1] holds 0
+  EXPECT_FALSE(may_raise(x << y));
+  EXPECT_TRUE(may_raise(x << (y - 1)));
+  EXPECT_TRUE(may_raise(x >> neg));
+  EXPECT_TRUE(may_raise(x.lt(x.floordiv(y))));  // inside a condition
+}
+
 TEST(VMinVMax, DtypeLimitsNeverOverflow) {
   const UOp a = UOp::variable("a", kI64Min, kI64Max, dtypes::int64);
   EXPECT_EQ(lo(a), kI64Min);

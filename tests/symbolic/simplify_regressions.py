@@ -126,6 +126,27 @@ NAMED = [
     ("(x*4+z)<8", "(x<2)"),                              # lt_folding
 ]
 
+# (expression, the output): the gate (valid) simplification of where, rules/symbolic.rw's
+# simplify_given_valid, over a=0..9 b=0..9 c=-5..5, in both executors
+VALID_BOX = {'a': (0, 9), 'b': (0, 9), 'c': (-5, 5)}
+VALID = [
+    ("((a//5) if a < 5 else b)", "(0 if a<5 else b)"),                       # v < c
+    ("((a//5) if 5 <= a else b)", "(1 if a>=5 else b)"),                     # !(v < c)
+    ("((a//5) if 4 < a else b)", "(1 if 4<a else b)"),                       # c < v
+    ("((c//6) if c >= 0 else b)", "(0 if c>=0 else b)"),                     # a negative range
+    ("((a%4) if a < 4 else b)", "(a if a<4 else b)"),
+    ("((a//5+b%10) if (a < 5)&(b >= 2) else 0)", "(b if (a<5)&(b>=2) else 0)"),  # a conjunction
+    ("((a//5) if (a < 3)&(a < 7) else b)", "(0 if a<3 else b)"),             # the tightest bound
+    ("(((a+1)//5) if (a < 4)&(0 < a) else b)", "(0 if (a<4)&(0<a) else b)"),   # both ends
+    ("((a//5+b//2) if ((a < 5)&(b<2))&(c>=0) else c//6)", "(0 if (a<5)&(b<2)&(c>=0) else c//6)"),
+    # must not fire: a disjunction, an empty range, a sum, a bound the range already has
+    ("((a//5) if (a < 5)|(b < 2) else b)", "(a//5 if (a<5)|(b<2) else b)"),
+    ("((a//5) if (a < 3)&(a > 6) else b)", "(a//5 if (a<3)&(6<a) else b)"),
+    ("((a//5) if a+b < 5 else b)", "(a//5 if a+b<5 else b)"),
+    ("((a//5) if a < 12 else b)", "(a//5)"),
+    ("((a//5) if b < 3 else c)", "(a//5 if b<3 else c)"),
+]
+
 
 def engine():
     rng = random.Random(22)
@@ -151,6 +172,13 @@ def engine():
             out = run(args + mode + [src]).stdout.strip()
             check(out == want, f"{mode} {src}: {out}, want {want}")
             for env in points(NAMED_BOX, rng, 50):
+                check(value(out, env) == value(src, env), f"{mode} {src} -> {out} at {env}")
+    args = sum([['--var', f"{k}={lo}..{hi}"] for k, (lo, hi) in VALID_BOX.items()], [])
+    for mode in ([], ['--interp']):
+        for src, want in VALID:
+            out = run(args + mode + [src]).stdout.strip()
+            check(out == want, f"{mode} {src}: {out}, want {want}")
+            for env in points(VALID_BOX, rng, 50):
                 check(value(out, env) == value(src, env), f"{mode} {src} -> {out} at {env}")
     # long flat sums: simplified (a pair 1000 terms apart still combines), not left hanging
     terms = ['x', 'y', 'z', 'x*y', '(x%3)', '(y//2)', 'z*5', '7', '(x//3)']
