@@ -1,9 +1,8 @@
 // Primitives and analyses of rules/symbolic.rw: the rewrites are rules there, over the analyses of
-// sums and products on UOp (ir/terms.cpp). Some helpers here are rewrites still, each saying why
-// at its registration (speed, a pair search that keeps long sums linear, the gate simplification's
-// nested run of the rule set). All integer
-// math is exact (Python floor semantics for // and %): a fold whose arithmetic would leave the
-// exact 128-bit range, or use an unbounded (saturated) vmin/vmax, is not done.
+// sums and products on UOp (ir/terms.cpp). combine_divmod_terms is a rewrite still (its bounded
+// pair search keeps long sums linear). All integer math is exact (Python floor semantics for //
+// and %): a fold whose arithmetic would leave the exact 128-bit range, or use an unbounded
+// (saturated) vmin/vmax, is not done.
 #include <algorithm>
 #include <numeric>
 #include <tuple>
