@@ -435,8 +435,8 @@ const HelperRegistrar kChainMods(typed_helper(
         return std::any_of(nums.begin(), nums.end(),
                            [&](const Value& n) { return n.is_uop() && n.as_uop() == x; });
       };
-      i128 k = 0;
       if (nums.empty()) return out;
+      i128 k = 0;
       walk_chain(top, [&](const UOp& u, const UOp*) {
         const bool mul = u.op() == Op::Mul && u.src(1).is_const() && u.src(1).arg().is_int();
         const UOp& m = mul ? u.src(0) : u;
