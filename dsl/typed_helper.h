@@ -77,12 +77,12 @@ template <class T>
 using C = Conv<std::remove_cvref_t<T>>;
 
 template <class R, class... A, size_t... I>
-Value call(R (*fn)(A...), std::span<const Value> a, std::index_sequence<I...>) {
+Value call(R (*fn)(A...), [[maybe_unused]] std::span<const Value> a, std::index_sequence<I...>) {
   return C<R>::out(fn(C<A>::in(a[I])...));
 }
 template <class R, class... A, size_t... I>
-Value call(R (*fn)(RewriteContext&, A...), RewriteContext& ctx, std::span<const Value> a,
-           std::index_sequence<I...>) {
+Value call(R (*fn)(RewriteContext&, A...), RewriteContext& ctx,
+           [[maybe_unused]] std::span<const Value> a, std::index_sequence<I...>) {
   return C<R>::out(fn(ctx, C<A>::in(a[I])...));
 }
 
@@ -92,21 +92,21 @@ Value call(R (*fn)(RewriteContext&, A...), RewriteContext& ctx, std::span<const 
 template <class R, class... A>
 Helper typed_helper(std::string name, R (*fn)(A...), std::string doc,
                     Type result = typed::C<R>::type) {
-  Helper h{std::move(name), sizeof...(A), sizeof...(A), result, nullptr, std::move(doc)};
+  Helper h{std::move(name), sizeof...(A),   sizeof...(A),          result,
+           nullptr,         std::move(doc), {typed::C<A>::type...}};
   h.fn = [fn](RewriteContext&, std::span<const Value> a) {
     return typed::call(fn, a, std::index_sequence_for<A...>{});
   };
-  h.params = {typed::C<A>::type...};
   return h;
 }
 template <class R, class... A>
 Helper typed_helper(std::string name, R (*fn)(RewriteContext&, A...), std::string doc,
                     Type result = typed::C<R>::type) {
-  Helper h{std::move(name), sizeof...(A), sizeof...(A), result, nullptr, std::move(doc)};
+  Helper h{std::move(name), sizeof...(A),   sizeof...(A),          result,
+           nullptr,         std::move(doc), {typed::C<A>::type...}};
   h.fn = [fn](RewriteContext& ctx, std::span<const Value> a) {
     return typed::call(fn, ctx, a, std::index_sequence_for<A...>{});
   };
-  h.params = {typed::C<A>::type...};
   return h;
 }
 

@@ -91,6 +91,15 @@ ENGINE = [
 # rules/symbolic.rw (issue 12), over x=0..9 y=1..5 z=0..3 b=0..1, in both executors
 NAMED_BOX = {'x': (0, 9), 'y': (1, 5), 'z': (0, 3), 'b': (0, 1)}
 NAMED = [
+    # combine_divmod_terms: k*(x%c) + k*c*(x//c) == k*x, with terms between, the modulo or the
+    # division on the side searched first, nested (x//2)%3 with x//6, negative k, two sub-sums
+    ("(x%4)*2+y+(x//4)*8", "(x*2+y)"),
+    ("(x//4)*8+y+(x%4)*2", "(x*2+y)"),
+    ("((x//2)%3)+y*y+(x//6)*3", "(y*y+x//2)"),
+    ("(x//6)*3+y*y+((x//2)%3)", "(y*y+x//2)"),
+    ("(x%3)*-1+y*z+(x//3)*-3", "(x*-1+y*z)"),
+    ("((x%3)+y*y)+(z*y+(x//3)*3)", "(y*y+y*z+x)"),
+    ("(x%3)+y*y+(x//3)*2", "(y*y+x%3+x//3*2)"),          # no pair: k*c differs
     ("x//16", "0"),                                      # const_quotient
     ("(z+12)%8", "(z+4)"),                               # const_quotient (one period)
     ("(z+4)//(x//9+8)", "0"),                            # const_quotient (a variable divisor)
@@ -194,6 +203,17 @@ def engine():
     p = run(['--var', 'x=0..9', '--var', 'y=0..9',
              '(x%3)+' + '+'.join(['y'] * 1000) + '+(x//3)*3'])
     check(p.stdout.strip() == '(y*1000+x)', f"a far pair: {p.stdout.strip()[:200]}")
+    for mode in ([], ['--interp']):  # the modulo last (searched first), its partner 1000 terms down
+        p = run(['--var', 'x=0..9', '--var', 'y=0..9'] + mode +
+                ['(x//3)*3+' + '+'.join(['y'] * 1000) + '+(x%3)'])
+        check(p.stdout.strip() == '(y*1000+x)', f"{mode} a far pair: {p.stdout.strip()[:200]}")
+        # the search limit (docs/limits.md, kMaxPairSearch = 1024): distinct terms between
+        for n, combined in ((1000, True), (1030, False)):
+            mods = '+'.join(f"(y%{k})" for k in range(2, n + 2))
+            p = run(['--var', 'x=0..9', '--var', 'y=0..100000'] + mode + [f"(x%3)+{mods}+(x//3)*3"])
+            out = p.stdout.strip()
+            check(p.returncode == 0 and out.endswith('+x)' if combined else '+x//3*3)'),
+                  f"{mode} a pair {n} terms apart: {out[-60:]}")
 
 
 def cli():
