@@ -16,9 +16,7 @@ std::vector<Value> twice(const std::vector<Value>& items) {
   out.insert(out.end(), items.begin(), items.end());
   return out;
 }
-i128 from_context(RewriteContext& ctx, bool flag) {
-  return flag ? ctx.as<i128>() : -1;
-}
+i128 from_context(RewriteContext& ctx, bool flag) { return flag ? ctx.as<i128>() : -1; }
 
 Value run(const Helper& h, std::vector<Value> args, RewriteContext* ctx = nullptr) {
   RewriteContext none;
