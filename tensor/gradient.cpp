@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "dsl/value.h"
+#include "dsl/typed_helper.h"
 #include "ir/call.h"
 #include "ir/graph.h"
 #include "ir/rewrite.h"
@@ -184,14 +184,14 @@ class GradientPass {
   std::vector<UOp> arg_grads_;  // per argument of the CALL being differentiated
 };
 
-const rw::HelperRegistrar kCallGrad(
-    {"call_grad", 2, 2, rw::Type::Tuple,
-     [](RewriteContext& ctx, std::span<const rw::Value> a) {
-       if (!ctx.user) throw rw::EvalError("call_grad runs inside a gradient pass only");
-       return ctx.as<GradientPass>().call_grad(a[0].as_uop(), a[1].as_uop());
-     },
-     "call_grad(call, grads): one gradient per source of a CALL, from its outputs' gradients"},
-    {rw::Type::UOp, rw::Type::UOp});
+const rw::HelperRegistrar kCallGrad(rw::typed_helper(
+    "call_grad",
+    +[](RewriteContext& ctx, const UOp& call, const UOp& grads) {
+      if (!ctx.user) throw rw::EvalError("call_grad runs inside a gradient pass only");
+      return ctx.as<GradientPass>().call_grad(call, grads);
+    },
+    "call_grad(call, grads): one gradient per source of a CALL, from its outputs' gradients",
+    rw::Type::Tuple));
 
 }  // namespace
 

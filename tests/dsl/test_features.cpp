@@ -29,6 +29,16 @@ std::shared_ptr<const ResolvedProgram> features() {
 struct Both {
   const RuleSetMatcher* compiled;
   std::unique_ptr<InterpretedMatcher> interpreted;
+  // One application of the set's rules to u by each executor: they must agree; the compiled
+  // result is returned.
+  std::optional<Value> check(const UOp& u) const {
+    RewriteContext ctx;
+    std::optional<Value> c = compiled->apply(u, ctx, nullptr);
+    std::optional<Value> i = interpreted->apply(u, ctx, nullptr);
+    EXPECT_EQ(c.has_value(), i.has_value());
+    if (c && i) EXPECT_TRUE(*c == *i) << c->repr() << " vs " << i->repr();
+    return c;
+  }
 };
 Both both(const std::string& set) {
   const ResolvedSet* s = features()->find(set);
@@ -240,15 +250,8 @@ TEST(RwFeatures, TypedAccessorsAreTheRegisteredRuleSets) {
 
 TEST(RwFeatures, VerifierRules) {
   Both b = both("t_verify");
-  RewriteContext ctx;
   const UOp x = var("x", dtypes::int32);
-  auto check = [&](const UOp& u) {
-    std::optional<Value> c = b.compiled->apply(u, ctx, nullptr);
-    std::optional<Value> i = b.interpreted->apply(u, ctx, nullptr);
-    EXPECT_EQ(c.has_value(), i.has_value());
-    if (c && i) EXPECT_TRUE(*c == *i) << c->repr() << " vs " << i->repr();
-    return c;
-  };
+  auto check = [&](const UOp& u) { return b.check(u); };
   EXPECT_TRUE(check(c(1))->status_ok());
   EXPECT_TRUE(check(x + x)->status_ok());
   EXPECT_FALSE(check(UOp::make(Op::Add, dtypes::int32, {x, var("y", dtypes::int64)}))->status_ok());
@@ -263,14 +266,7 @@ TEST(RwFeatures, VerifierRules) {
 // failed require is the rule's result (later rules are not tried).
 TEST(RwFeatures, RequireInVerifiers) {
   Both b = both("t_require");
-  RewriteContext ctx;
-  auto check = [&](const UOp& u) {
-    std::optional<Value> c = b.compiled->apply(u, ctx, nullptr);
-    std::optional<Value> i = b.interpreted->apply(u, ctx, nullptr);
-    EXPECT_EQ(c.has_value(), i.has_value());
-    if (c && i) EXPECT_TRUE(*c == *i) << c->repr() << " vs " << i->repr();
-    return c;
-  };
+  auto check = [&](const UOp& u) { return b.check(u); };
   const UOp x = var("x", dtypes::int32), p = var("p", dtypes::bool_);
   EXPECT_TRUE(check(x + x)->status_ok());
   auto mixed = check(UOp::make(Op::Add, dtypes::int32, {x, var("y", dtypes::int64)}));
