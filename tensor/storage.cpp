@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "dsl/typed_helper.h"
 #include "ir/alu.h"
 
 namespace tinyrw {
@@ -120,5 +121,12 @@ int64_t next_effect_id() {
   static std::atomic<int64_t> next{1};
   return next++;
 }
+
+namespace {
+// The counter is the front end's state, so the front end registers it (rules/schedule.rw).
+const rw::HelperRegistrar kNextEffectId(rw::typed_helper(
+    "next_effect_id", +[] { return i128{next_effect_id()}; },
+    "next_effect_id(): a new effect number, unique in the process"));
+}  // namespace
 
 }  // namespace tinyrw

@@ -15,6 +15,7 @@
 #include "ir/builders.h"
 #include "ir/graph.h"
 #include "ir/rewrite.h"
+#include "rules_gen/schedule.h"
 #include "tensor/gradient.h"
 #include "tensor/storage.h"
 
@@ -140,13 +141,10 @@ Tensor::Tensor(UOp u, StorageList deps) : uop_(std::move(u)), deps_(std::move(de
 
 Tensor Tensor::from_uop(UOp u, const std::vector<Tensor>& reads) {
   if (!u) throw TensorError("from_uop: the UOp given is empty");
-  // every STORE of a hand-built graph gets an effect number, as assign() gives its own: the
-  // schedule tells executed assignments apart by it (kernel bodies are left alone)
-  LambdaMatcher number("number stores");
-  number.add({Op::Store}, [](RewriteContext&, const UOp& st) {
-    return st.arg().is_int() ? UOp() : st.with_arg(Arg::integer(next_effect_id()));
-  });
-  u = graph_rewrite(u, &number, {.walk = true, .enter_calls = false, .name = "from_uop"});
+  // every STORE of a hand-built graph gets an effect number (rules/schedule.rw number_effects),
+  // as assign() gives its own (kernel bodies are left alone)
+  u = graph_rewrite(u, &rules::number_effects(),
+                    {.walk = true, .enter_calls = false, .name = "from_uop"});
   // ALU nodes made with UOp::make skip the builders' typing: check them here, where the graph
   // becomes a tensor, rather than in a device's compiler at realize
   for (const UOp& n : toposort(u)) {
