@@ -301,4 +301,29 @@ UOp buffer_view(const UOp& buffer, const Shape& shape) {
 
 bool is_buffer_view(const UOp& u) { return u.op() == Op::Reshape && u.src(0).op() == Op::Buffer; }
 
+bool is_buffer_state(const UOp& u) {
+  return u.op() == Op::Buffer || u.op() == Op::After || is_buffer_view(u);
+}
+
+UOp view_base(const UOp& u) {
+  UOp v = u;
+  while (!is_buffer_state(v) && groups::movement().contains(v.op())) v = v.src(0);
+  return v;
+}
+
+UOp rebase_view(const UOp& u, const UOp& from, const UOp& to) {
+  std::vector<UOp> chain;
+  for (UOp v = u; v != from; v = v.src(0)) {
+    if (!groups::movement().contains(v.op())) return UOp();
+    chain.push_back(v);
+  }
+  UOp out = to;
+  for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+    std::vector<UOp> src(it->src().begin(), it->src().end());
+    src[0] = out;
+    out = it->with_src(src);
+  }
+  return out;
+}
+
 }  // namespace tinyrw

@@ -36,5 +36,13 @@ UOp buffer_uop(DType dtype, int64_t slot, int64_t size, std::string_view device)
 // buffer's size: realize views an assignment's target storage in the assigned value's shape.
 UOp buffer_view(const UOp& buffer, const Shape& shape);
 bool is_buffer_view(const UOp& u);
+// A state of a buffer's contents: the BUFFER, a whole view of it, or an assignment chain (AFTER).
+bool is_buffer_state(const UOp& u);
+// The node u views: u down through movement ops (their first source) to the first node that is
+// no movement op or is a buffer state; u itself when it is none.
+UOp view_base(const UOp& u);
+// u with `from`, reached from u through movement ops, replaced by `to` (the movement ops rebuilt
+// over it); an empty UOp when u's movement ops do not reach `from`.
+UOp rebase_view(const UOp& u, const UOp& from, const UOp& to);
 
 }  // namespace tinyrw

@@ -101,6 +101,8 @@ std::vector<Tensor> trace_function(const FunctionOptions& opts, int64_t grad_fn,
   } restore;
   for (Tensor* t : writable)
     if (t) restore.saved.emplace_back(t, *t);
+  // the callable's assignments are seen by every tensor over the buffers they write: undone too
+  AssignmentJournal journal;
   const std::vector<Tensor> outs = body();
   if (outs.empty()) throw TensorError(fmt::format("function {} returned no tensors", opts.name));
   std::vector<UOp> results;
@@ -146,6 +148,7 @@ std::vector<Tensor> trace_function(const FunctionOptions& opts, int64_t grad_fn,
   src.insert(src.end(), implicit.begin(), implicit.end());
   const UOp call = UOp::make(Op::Call, dtypes::void_, src, info.to_arg());
   restore.done = true;
+  journal.commit();
   std::vector<Tensor> ret;
   for (size_t i = 0; i < results.size(); ++i)
     ret.push_back(Tensor::over_storages(

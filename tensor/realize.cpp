@@ -800,10 +800,16 @@ void Tensor::realize_all(const std::vector<Tensor*>& tensors) {
     if (tensors[i] == nullptr)
       throw TensorError(fmt::format("realize_all: tensor {} is a null pointer", i));
   Realizer r;
+  // A view of a buffer (movement ops over a buffer state) stays a view of it, as in tinygrad: the
+  // buffer state is realized (its pending assignments run), not a copy of the view, so the view
+  // keeps seeing later assignments to the buffer.
   std::vector<UOp> roots;
+  std::vector<bool> is_view;
   for (Tensor* t : tensors) {
     for (const auto& s : t->deps_) r.buffers[s->id] = s;
-    roots.push_back(t->uop_);
+    const UOp base = view_base(t->uop_);
+    is_view.push_back(base != t->uop_ && is_buffer_state(base));
+    roots.push_back(is_view.back() ? base : t->uop_);
   }
   g_kernel_count = 0;
   g_kernel_outputs.clear();
@@ -813,6 +819,10 @@ void Tensor::realize_all(const std::vector<Tensor*>& tensors) {
     // a computed tensor keeps the graph (and buffers) it was computed by, for gradients; an
     // assigned one does not (its history would keep every earlier buffer alive)
     Tensor& t = *tensors[i];
+    if (is_view[i]) {
+      t.uop_ = rebase_view(t.uop_, roots[i], views[i]);
+      continue;
+    }
     if (t.uop_ != views[i] && t.uop_.op() != Op::After) {
       if (t.differentiable_uop() == t.uop_) {
         t.computed_by_ = t.uop_;
@@ -823,13 +833,18 @@ void Tensor::realize_all(const std::vector<Tensor*>& tensors) {
       t.computed_by_ = UOp();
       t.computed_by_storages_.clear();
     }
-    tensors[i]->uop_ = views[i];
-    tensors[i]->deps_ = {r.storage(Realizer::storage_of(Realizer::base_view(views[i])))};
+    t.uop_ = views[i];
+    t.deps_ = {r.storage(Realizer::storage_of(Realizer::base_view(views[i])))};
   }
+  // the other tensors over a buffer state an assignment left read the buffer from now on, so
+  // that later assignments to it reach them too
+  for (size_t i = 0; i < tensors.size(); ++i)
+    if (roots[i].op() == Op::After && roots[i] != views[i]) rebase_live(roots[i], views[i], {});
 }
 
 std::vector<double> Tensor::to_doubles() {
   realize();
+  if (view_base(uop_) != uop_) return contiguous().to_doubles();  // a view: its elements in order
   const Storage& s = *deps_.at(0);
   std::vector<double> out;
   for (int64_t i = 0; i < s.size; ++i) out.push_back(load_element(s, i).as_float());
@@ -867,6 +882,7 @@ DType host_dtype() {
 template <class T>
 std::vector<T> Tensor::data() {
   realize();
+  if (view_base(uop_) != uop_) return contiguous().data<T>();  // a view: its elements in order
   const Storage& s = *deps_.at(0);
   std::vector<T> out;
   out.reserve(static_cast<size_t>(s.size));

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <mutex>
 #include <numeric>
 #include <optional>
 #include <tuple>
@@ -117,13 +118,15 @@ void check_fits(DType dtype, const Arg& v, std::string_view what, int64_t elemen
   }
 }
 
-Tensor::Tensor(UOp u, StorageList deps) : uop_(std::move(u)), deps_(std::move(deps)) {
-  // every tensor the API makes has a shape within the size limit; a shape error in a graph
-  // built by hand is raised here, where it was built
-  if (!uop_) throw TensorError("a tensor needs a graph, and the UOp given is empty");
+namespace {
+
+// Every tensor the API makes has a shape within the size limit; a shape error in a graph built by
+// hand is raised where it was built.
+void check_graph(const UOp& u) {
+  if (!u) throw TensorError("a tensor needs a graph, and the UOp given is empty");
   std::optional<Shape> s;
   try {
-    s = uop_.shape_opt();
+    s = u.shape_opt();
   } catch (const GraphError& e) {
     throw TensorError(e.what());
   }
@@ -133,7 +136,105 @@ Tensor::Tensor(UOp u, StorageList deps) : uop_(std::move(u)), deps_(std::move(de
     if (!x.is_int()) return;  // symbolic sizes are bound later
     d.push_back(x.value());
   }
-  check_shape(d, uop_.dtype(), op_name(uop_.op()));
+  check_shape(d, u.dtype(), op_name(u.op()));
+}
+
+}  // namespace
+
+// The live tensors, a doubly linked list through the Tensors themselves (a link and an unlink
+// are O(1), and only an assignment walks the list).
+struct LiveTensors {
+  std::mutex mutex;
+  Tensor* head = nullptr;
+  AssignmentJournal* journal = nullptr;  // the innermost open one
+  static LiveTensors& get() {
+    static LiveTensors* live = new LiveTensors;  // never destroyed: tensors outlive statics
+    return *live;
+  }
+};
+
+void Tensor::link() {
+  LiveTensors& live = LiveTensors::get();
+  std::lock_guard lock(live.mutex);
+  live_next_ = live.head;
+  if (live.head) live.head->live_prev_ = this;
+  live.head = this;
+}
+
+Tensor::~Tensor() {
+  LiveTensors& live = LiveTensors::get();
+  std::lock_guard lock(live.mutex);
+  (live_prev_ ? live_prev_->live_next_ : live.head) = live_next_;
+  if (live_next_) live_next_->live_prev_ = live_prev_;
+  for (AssignmentJournal* j = live.journal; j; j = j->outer_)
+    std::erase_if(j->entries_, [&](const AssignmentJournal::Entry& e) { return e.tensor == this; });
+}
+
+AssignmentJournal::AssignmentJournal() {
+  LiveTensors& live = LiveTensors::get();
+  std::lock_guard lock(live.mutex);
+  outer_ = live.journal;
+  live.journal = this;
+}
+
+AssignmentJournal::~AssignmentJournal() {
+  LiveTensors& live = LiveTensors::get();
+  std::lock_guard lock(live.mutex);
+  live.journal = outer_;
+  if (committed_) {
+    if (outer_) outer_->entries_.insert(outer_->entries_.end(), entries_.begin(), entries_.end());
+    return;
+  }
+  for (auto it = entries_.rbegin(); it != entries_.rend(); ++it) {
+    it->tensor->uop_ = it->uop;
+    it->tensor->deps_ = it->deps;
+  }
+}
+
+Tensor::Tensor(UOp u, StorageList deps) : uop_(std::move(u)), deps_(std::move(deps)) {
+  check_graph(uop_);
+  link();
+}
+Tensor::Tensor(const Tensor& o)
+    : uop_(o.uop_),
+      deps_(o.deps_),
+      grad_(o.grad_),
+      computed_by_(o.computed_by_),
+      realized_view_(o.realized_view_),
+      computed_by_storages_(o.computed_by_storages_) {
+  link();
+}
+Tensor::Tensor(Tensor&& o) noexcept
+    : uop_(std::move(o.uop_)),
+      deps_(std::move(o.deps_)),
+      grad_(std::move(o.grad_)),
+      computed_by_(std::move(o.computed_by_)),
+      realized_view_(std::move(o.realized_view_)),
+      computed_by_storages_(std::move(o.computed_by_storages_)) {
+  link();
+}
+// Assignment copies the state; each object keeps its own place in the list.
+Tensor& Tensor::operator=(const Tensor& o) {
+  if (this != &o) {
+    uop_ = o.uop_;
+    deps_ = o.deps_;
+    grad_ = o.grad_;
+    computed_by_ = o.computed_by_;
+    realized_view_ = o.realized_view_;
+    computed_by_storages_ = o.computed_by_storages_;
+  }
+  return *this;
+}
+Tensor& Tensor::operator=(Tensor&& o) noexcept {
+  if (this != &o) {
+    uop_ = std::move(o.uop_);
+    deps_ = std::move(o.deps_);
+    grad_ = std::move(o.grad_);
+    computed_by_ = std::move(o.computed_by_);
+    realized_view_ = std::move(o.realized_view_);
+    computed_by_storages_ = std::move(o.computed_by_storages_);
+  }
+  return *this;
 }
 
 // ---- creation
@@ -800,10 +901,7 @@ Tensor& Tensor::setitem(std::vector<std::tuple<int64_t, int64_t, int64_t>> slice
     vs.insert(vs.begin(), view.ndim() - vs.size(), 1);
     v = v.reshape(vs).expand(view.shape());
   }
-  const UOp store =
-      UOp::make(Op::Store, dtypes::void_, {view.uop_, v.uop_}, Arg::integer(next_effect_id()));
-  uop_ = uop_.after({store});
-  deps_ = StorageList::merge(deps_, v.deps_);
+  write(view.uop_, v);
   return *this;
 }
 
@@ -817,15 +915,41 @@ Tensor& Tensor::assign(const Tensor& value) {
   // a buffer, or a view of one (written through), is the target; a computed tensor gets its own
   // buffer first
   if (!writable_view(uop_, "assign")) realize();
-  // STORE into the current state (so assignments to one buffer apply in order), then AFTER: the
-  // buffer, readable once the store has run
-  // each assignment is its own event: the arg keeps two equal-looking assignments (a training
-  // step repeated) from hash-consing into one node that would count as already executed
-  const UOp store =
-      UOp::make(Op::Store, dtypes::void_, {uop_, value.uop_}, Arg::integer(next_effect_id()));
-  uop_ = uop_.after({store});
-  deps_ = StorageList::merge(deps_, value.deps_);
+  write(uop_, value);
   return *this;
+}
+
+void Tensor::write(const UOp& target, const Tensor& value) {
+  // STORE into the current state (so assignments to one buffer apply in order), then AFTER: the
+  // buffer, readable once the store has run. Each assignment is its own event: the arg keeps two
+  // equal-looking assignments (a training step repeated) from hash-consing into one node that
+  // would count as already executed.
+  const UOp store =
+      UOp::make(Op::Store, dtypes::void_, {target, value.uop_}, Arg::integer(next_effect_id()));
+  // The state written: the target when it holds the whole buffer (a gradient then flows through
+  // the AFTER to the stored value), else the buffer state under the view. Every live tensor whose
+  // movement ops reach that state reads it after the store; one that reaches only the buffer
+  // state under it (another shape of the whole buffer) reads that after the store. A computed
+  // tensor made before keeps reading the old contents (or is refused once they are overwritten).
+  const UOp state = view_base(target);
+  UOp under = state;
+  while (under.op() != Op::After && groups::movement().contains(under.op())) under = under.src(0);
+  const StorageList value_deps = value.deps_;  // `value` may be one of the tensors rebased
+  rebase_live(state, state.after({store}), value_deps);
+  if (under != state) rebase_live(under, under.after({store}), value_deps);
+}
+
+void Tensor::rebase_live(const UOp& from, const UOp& to, const StorageList& add_deps) {
+  LiveTensors& live = LiveTensors::get();
+  std::lock_guard lock(live.mutex);
+  for (Tensor* t = live.head; t; t = t->live_next_) {
+    if (!t->uop_) continue;  // moved from
+    UOp moved = rebase_view(t->uop_, from, to);
+    if (!moved) continue;
+    if (live.journal) live.journal->entries_.push_back({t, t->uop_, t->deps_});
+    t->uop_ = moved;
+    if (!add_deps.empty()) t->deps_ = StorageList::merge(t->deps_, add_deps);
+  }
 }
 
 // ---- gradients

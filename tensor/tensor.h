@@ -52,6 +52,14 @@ inline constexpr int kMaxFusedDepth = 256;
 
 class Tensor {
  public:
+  // Every Tensor is listed while it lives, so that an assignment is seen by every tensor over the
+  // buffer it writes (tinygrad replaces the graph of every live tensor that holds the buffer).
+  Tensor(const Tensor& o);
+  Tensor(Tensor&& o) noexcept;
+  Tensor& operator=(const Tensor& o);
+  Tensor& operator=(Tensor&& o) noexcept;
+  ~Tensor();
+
   // ---- creation
   // Every value must fit `dtype` (an integer dtype's range; a finite value must stay finite in a
   // float dtype): a value that does not raises a TensorError. T is float, double, bool or an
@@ -241,9 +249,17 @@ class Tensor {
   Tensor with(UOp u) const { return Tensor(std::move(u), deps_); }
   int axis(int a) const;
   static bool writable_view(UOp u, std::string_view what);
+  // STORE value into target (this tensor's graph or a view of it), and make every live tensor over
+  // the buffer read the buffer as the store leaves it.
+  void write(const UOp& target, const Tensor& value);
+  void link();  // into the list of live tensors
+  // Every live tensor whose movement ops reach `from` reads `to` there instead (and add_deps).
+  static void rebase_live(const UOp& from, const UOp& to, const StorageList& add_deps);
 
-  UOp uop_;
-  StorageList deps_;              // every buffer the graph reads
+  // mutable: an assignment to a buffer changes the graph of every live tensor over it, a const
+  // one too (its meaning, the buffer's current contents, stays)
+  mutable UOp uop_;
+  mutable StorageList deps_;      // every buffer the graph reads
   std::shared_ptr<Tensor> grad_;  // backward()'s accumulated gradient
   // The graph this tensor was computed by, kept when realize() replaces it with the buffer view
   // `realized_view_`: gradients still follow it (and the buffers it read) while the tensor is
@@ -253,7 +269,35 @@ class Tensor {
   const UOp& differentiable_uop() const {
     return computed_by_ && uop_ == realized_view_ ? computed_by_ : uop_;
   }
+  Tensor *live_prev_ = nullptr, *live_next_ = nullptr;  // the list of live tensors
   friend struct Realizer;
+  friend struct LiveTensors;
+  friend class AssignmentJournal;
+};
+
+// While open, records what assignments do to the graphs of live tensors (each assignment is seen
+// by every tensor over the buffer it writes), and undoes it when destroyed uncommitted: function()
+// leaves no trace of a callable that threw. Journals nest; a committed one hands its records to
+// the one around it.
+class AssignmentJournal {
+ public:
+  AssignmentJournal();
+  ~AssignmentJournal();
+  AssignmentJournal(const AssignmentJournal&) = delete;
+  AssignmentJournal& operator=(const AssignmentJournal&) = delete;
+  void commit() { committed_ = true; }
+
+ private:
+  struct Entry {
+    Tensor* tensor;
+    UOp uop;
+    StorageList deps;
+  };
+  std::vector<Entry> entries_;
+  AssignmentJournal* outer_ = nullptr;
+  bool committed_ = false;
+  friend class Tensor;
+  friend struct LiveTensors;
 };
 
 // How many kernels the last realize() ran, and how many elements each wrote in the order they ran
