@@ -1083,8 +1083,21 @@ Value record_field(const Value& recv, std::string_view field, std::string_view e
 // ---- the running rule set
 // -------------------------------------------------------------------------------------
 
+namespace {
+thread_local int g_rewritten_depth = 0;
+}  // namespace
+
 Value rewritten(RewriteContext& ctx, const Value& u, bool fully) {
   const std::string_view name = fully ? "rewritten_fully" : "rewritten";
+  if (g_rewritten_depth >= kMaxRewrittenDepth)
+    throw EvalError(
+        fmt::format("{}() nested more than {} deep (the rewritten depth limit): the "
+                    "nodes a rule rewrites do not get smaller",
+                    name, kMaxRewrittenDepth));
+  struct Nest {
+    Nest() { ++g_rewritten_depth; }
+    ~Nest() { --g_rewritten_depth; }
+  } nest;
   if (!ctx.pm)
     throw EvalError(
         fmt::format("{}() needs a running rule set (a graph_rewrite); this rule was "

@@ -198,6 +198,10 @@ Value record_field(const Value& recv, std::string_view field, std::string_view e
 // rule fires; `rewritten_fully(u)`: to a fixed point by a nested graph_rewrite (u itself when no
 // rule fires). Builtins, since a rule cannot name the set it belongs to; outside a running
 // rewrite (a rule applied alone) each is an EvalError.
+// Calls nest on the C++ stack (a rule, the rule its node fires, ...): at most
+// kMaxRewrittenDepth deep on one thread (the rewritten depth limit), past which it is an
+// EvalError, not a stack overflow. rules/symbolic.rw nests at most log2 of a divisor (< 128).
+inline constexpr int kMaxRewrittenDepth = 256;
 Value rewritten(RewriteContext& ctx, const Value& u, bool fully);
 bool is_context_builtin(std::string_view name);  // rewritten, rewritten_fully
 Value call_context_builtin(RewriteContext& ctx, std::string_view name, std::span<const Value> args);

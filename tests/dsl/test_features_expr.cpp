@@ -803,4 +803,11 @@ TEST(RwExprFeatures, RewrittenByTheRunningRuleSet) {
           << e.what();
     }
   }
+  // a runaway nesting stops at the limit with the innermost rule's error, in both executors
+  const UOp f = UOp::make(Op::Exp2, dtypes::float32, {UOp::variable("f", 0, 1, dtypes::float32)});
+  for (const std::string& e : errors_in_both("e_rewritten_runaway", f))
+    EXPECT_NE(e.find("error in rule e_rewritten_runaway#0: rewritten() nested more than 256 deep "
+                     "(the rewritten depth limit)"),
+              std::string::npos)
+        << e;
 }
