@@ -114,6 +114,7 @@ std::string cpp_value(const Value& v) {
       return out + "})";
     }
     case Value::Kind::UOp:
+    case Value::Kind::Record:  // never a literal
       return "Value()";
   }
   return "Value()";
@@ -316,6 +317,7 @@ class ExprEmitter {
       case RExpr::K::Invert:
         return {fmt::format("invert({})", as_value(emit(e.kids[0]))), CodeKind::Value};
       case RExpr::K::Member: {
+        if (!e.kids[0].record.empty()) return record_field_code(e);
         Code recv = emit(e.kids[0]);
         if (recv.kind == CodeKind::UOp && (e.name == "vmin" || e.name == "vmax")) {
           return {fmt::format("{}.{}()", recv.text, e.name), CodeKind::Num};
@@ -356,6 +358,11 @@ class ExprEmitter {
         }
         std::vector<std::string> args;
         for (const RExpr& k : e.kids) args.push_back(as_value(emit(k)));
+        if (is_context_builtin(e.name)) {  // rewritten(u): the running rule set, from ctx
+          return {fmt::format("call_context_builtin(ctx, {}, {})", cpp_string(e.name),
+                              value_array(args)),
+                  CodeKind::Value};
+        }
         return {fmt::format("call_builtin({}, {}, {})", cpp_string(e.name), value_array(args),
                             names_array(e.arg_names, 0)),
                 CodeKind::Value};
@@ -411,6 +418,23 @@ class ExprEmitter {
       }
     }
     return {"Value()", CodeKind::Value};
+  }
+
+  // recv.field of a record type the checker knows: read straight from the node's arg for
+  // `x.arg.field` (no record value is built), checked against the type at run time.
+  Code record_field_code(const RExpr& e) {
+    const RExpr& recv = e.kids[0];
+    if (recv.k == RExpr::K::Member && recv.name == "arg") {
+      Code node = emit(recv.kids[0]);
+      if (node.kind == CodeKind::UOp) {
+        return {fmt::format("record_field(arg({}), {}, {})", node.text, cpp_string(e.name),
+                            cpp_string(recv.record)),
+                CodeKind::Value};
+      }
+    }
+    return {fmt::format("record_field({}, {}, {})", as_value(emit(recv)), cpp_string(e.name),
+                        cpp_string(recv.record)),
+            CodeKind::Value};
   }
 
   std::string slot_var(int slot) const {

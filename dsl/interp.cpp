@@ -156,6 +156,7 @@ Value eval(const RExpr& e, Slots& s, RewriteContext& ctx) {
       return invert(eval(e.kids[0], s, ctx));
     case RExpr::K::Member: {
       const Value recv = eval(e.kids[0], s, ctx);
+      if (!e.kids[0].record.empty()) return record_field(recv, e.name, e.kids[0].record);
       if (e.prop && recv.is_uop()) return uop_member(recv.as_uop(), *e.prop);
       return member(recv, e.name);
     }
@@ -168,6 +169,7 @@ Value eval(const RExpr& e, Slots& s, RewriteContext& ctx) {
       return index(eval(e.kids[0], s, ctx), eval(e.kids[1], s, ctx));
     case RExpr::K::Builtin: {
       const std::vector<Value> args = eval_kids(e, s, ctx);
+      if (is_context_builtin(e.name)) return call_context_builtin(ctx, e.name, args);
       return call_builtin(e.name, args, e.arg_names);
     }
     case RExpr::K::Construct: {

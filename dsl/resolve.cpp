@@ -159,6 +159,10 @@ struct SlotInfo {
   DClass dclass = DClass::Unknown;  // UOp slots
   bool hidden = false;              // a comprehension variable past its comprehension
   Type item = Type::Any;            // tuples: the type of every item, when known
+  // UOp captures: the ops the pattern allows in every variant (nullopt: any op); lets of a known
+  // record type: its name
+  std::optional<OpSet> ops = std::nullopt;
+  std::string record = {};
 };
 
 // Per-rule state: slots by name and their uses.
@@ -235,7 +239,7 @@ class Resolver {
   Type type_of(const std::string& name, const Loc& at) {
     if (auto t = helper_type_from_name(name)) return *t;
     diags_.error(at, fmt::format("unknown type '{}' (any, none, bool, int, float, string, uop, "
-                                 "dtype, op, tuple, status)",
+                                 "dtype, op, tuple, status, record)",
                                  name));
     return Type::Any;
   }
@@ -489,6 +493,7 @@ class Resolver {
       return;
     }
     assign_slot_classes(variants, rc);
+    assign_slot_ops(variants, rc);
     const int g_slot = set.kind == SetKind::Gradient ? rc.bind("g", Type::UOp, false, m.loc) : -1;
     std::vector<Step> steps;
     for (const Clause& c : m.clauses) {
@@ -504,6 +509,7 @@ class Resolver {
         s.slot = rc.bind(c.name, s.expr.type, false, c.loc);
         rc.slots[static_cast<size_t>(s.slot)].dclass = s.expr.dclass;
         rc.slots[static_cast<size_t>(s.slot)].item = item_type(s.expr, rc);
+        rc.slots[static_cast<size_t>(s.slot)].record = s.expr.record;
       } else if (!guard_type_ok(s.expr.type)) {
         diags_.error(c.expr->loc,
                      fmt::format("a guard must be a bool, got {}", type_name(s.expr.type)));
@@ -1067,6 +1073,40 @@ class Resolver {
     for (const auto& [slot, c] : agreed) rc.slots[static_cast<size_t>(slot)].dclass = *c;
   }
 
+  // The ops a capture may have: those its nodes allow, over every variant (any op when one node
+  // has no op constraint). `c.arg` of a capture that is always a CALL is a CallInfo record.
+  static void collect_ops(const MatchNode& n, std::map<int, std::optional<OpSet>>& out) {
+    for (int s : n.slots) {
+      auto [it, fresh] = out.emplace(s, n.any_op ? std::nullopt : std::optional<OpSet>(n.ops));
+      if (!fresh && it->second) {
+        if (n.any_op)
+          it->second.reset();
+        else
+          it->second = *it->second | n.ops;
+      }
+    }
+    for (const MatchNode& k : n.srcs) collect_ops(k, out);  // as deep as the brackets
+  }
+  static void assign_slot_ops(const std::vector<MatchNode>& variants, RuleCtx& rc) {
+    std::map<int, std::optional<OpSet>> ops;
+    for (const MatchNode& v : variants) collect_ops(v, ops);
+    for (const auto& [slot, o] : ops) rc.slots[static_cast<size_t>(slot)].ops = o;
+  }
+  // The record type of `x.arg`, when every op x may have carries the same known record.
+  const RecordSchema* arg_record(const RExpr& x, const RuleCtx& rc) const {
+    if (x.k != RExpr::K::Slot) return nullptr;
+    const std::optional<OpSet>& ops = rc.slots[static_cast<size_t>(x.slot)].ops;
+    if (!ops || ops->empty()) return nullptr;
+    const RecordSchema* out = nullptr;
+    for (int o = 0; o < kNumOps; ++o) {
+      if (!ops->contains(static_cast<Op>(o))) continue;
+      const RecordSchema* s = record_schema_of(static_cast<Op>(o));
+      if (!s || (out && out != s)) return nullptr;
+      out = s;
+    }
+    return out;
+  }
+
   // The operands of an ALU op built by an expression: UOps, or numbers that become constants of
   // the UOp operands' dtype. Checks what rules/spec.rw's spec_alu verifies at run time, as far as
   // the classes are known, and returns the class of the result.
@@ -1212,12 +1252,36 @@ class Resolver {
         for (const auto& k : e.kids) r.kids.push_back(expr(*k, rc));
         r.arg_names = e.arg_names;
         const Type recv = r.kids[0].type;
+        if (const RecordSchema* rs = record_schema(r.kids[0].record); rs && !e.is_call) {
+          // a field of a known record type: its declared type, or an error naming the fields
+          const std::optional<Type> ft = rs->field_type(e.name);
+          if (!ft)
+            diags_.error(e.loc, fmt::format("{} has no field '{}' (its fields: {})", rs->name,
+                                            e.name, rs->field_list()));
+          r.prop.reset();
+          r.type = ft.value_or(Type::Any);
+          return r;
+        }
         auto t = member_type(recv, e.name, e.is_call);
-        if (!t) {
+        if (!t && !e.is_call && is_record_field(e.name)) {
+          diags_.error(e.loc, recv == Type::UOp
+                                  ? fmt::format("UOp has no property '{}' (a record's fields are "
+                                                "read through the arg: x.arg.{})",
+                                                e.name, e.name)
+                                  : fmt::format("{} has no field '{}' (only a record arg has "
+                                                "fields)",
+                                                type_name(recv), e.name));
+        } else if (!t) {
           diags_.error(e.loc, fmt::format("{} has no {} '{}'", type_name(recv),
                                           e.is_call ? "method" : "property", e.name));
         }
         r.type = t.value_or(Type::Any);
+        if (!e.is_call && e.name == "arg" && recv == Type::UOp) {
+          if (const RecordSchema* rs = arg_record(r.kids[0], rc)) {
+            r.type = Type::Record;
+            r.record = std::string(rs->name);
+          }
+        }
         if (t && r.type == Type::UOp) check_uop_call(r, e.loc);
         return r;
       }
@@ -1286,6 +1350,7 @@ class Resolver {
       r.slot = s;
       r.type = rc.slots[static_cast<size_t>(s)].type;
       r.dclass = rc.slots[static_cast<size_t>(s)].dclass;
+      r.record = rc.slots[static_cast<size_t>(s)].record;
       ++rc.slots[static_cast<size_t>(s)].expr_uses;
       return r;
     }
@@ -1366,6 +1431,11 @@ class Resolver {
       if (r.type == Type::UOp) check_uop_call(r, e.loc);
       if (e.name == "fail" && rc.kind != SetKind::Verifier && !rc.in_def)
         diags_.error(e.loc, "'fail' is only a result of verifier rules");
+      if (is_context_builtin(e.name) && rc.kind != SetKind::Rules && !rc.in_def)
+        diags_.error(e.loc,
+                     fmt::format("'{}' rewrites with the running rule set: only the rules "
+                                 "of a ruleset run in one (not a {}'s)",
+                                 e.name, rc.kind == SetKind::Verifier ? "verifier" : "gradient"));
       return r;
     }
     if (auto it = out_.helpers.find(e.name); it != out_.helpers.end()) {
@@ -1691,9 +1761,10 @@ class Resolver {
   // Argument counts and kinds of the tuple builtins.
   void check_builtin_args(const RExpr& r, const Loc& at) {
     static const std::map<std::string_view, std::pair<size_t, size_t>> kArity = {
-        {"zip", {1, SIZE_MAX}}, {"enumerate", {1, 2}}, {"range", {1, 3}}, {"sum", {1, 2}},
-        {"prod", {1, 1}},       {"all", {1, 1}},       {"any", {1, 1}},   {"argsort", {1, 1}},
-        {"tuple", {1, 1}},      {"len", {1, 1}},       {"fold", {2, 2}}};
+        {"zip", {1, SIZE_MAX}},     {"enumerate", {1, 2}}, {"range", {1, 3}}, {"sum", {1, 2}},
+        {"prod", {1, 1}},           {"all", {1, 1}},       {"any", {1, 1}},   {"argsort", {1, 1}},
+        {"tuple", {1, 1}},          {"len", {1, 1}},       {"fold", {2, 2}},  {"rewritten", {1, 1}},
+        {"rewritten_fully", {1, 1}}};
     const size_t n = r.kids.size();
     if ((r.name == "max" || r.name == "min") && n == 1) {
       if (r.kids[0].type != Type::Tuple && r.kids[0].type != Type::Any)
@@ -1710,6 +1781,12 @@ class Resolver {
                                    : lo == hi     ? std::to_string(lo)
                                                   : fmt::format("{} to {}", lo, hi),
                                    n));
+      return;
+    }
+    if (is_context_builtin(r.name)) {  // rewritten(u), rewritten_fully(u)
+      const Type t = r.kids[0].type;
+      if (t != Type::UOp && t != Type::Any)
+        diags_.error(r.kids[0].loc, fmt::format("'{}' needs a UOp, got {}", r.name, type_name(t)));
       return;
     }
     for (size_t i = 0; i < n; ++i) {
@@ -2023,10 +2100,10 @@ class Resolver {
 
 std::optional<Type> helper_type_from_name(std::string_view name) {
   static const std::pair<std::string_view, Type> kTypes[] = {
-      {"any", Type::Any},     {"none", Type::None},    {"bool", Type::Bool},
-      {"int", Type::Int},     {"float", Type::Float},  {"string", Type::String},
-      {"uop", Type::UOp},     {"dtype", Type::DType},  {"op", Type::Op},
-      {"tuple", Type::Tuple}, {"status", Type::Status}};
+      {"any", Type::Any},     {"none", Type::None},     {"bool", Type::Bool},
+      {"int", Type::Int},     {"float", Type::Float},   {"string", Type::String},
+      {"uop", Type::UOp},     {"dtype", Type::DType},   {"op", Type::Op},
+      {"tuple", Type::Tuple}, {"status", Type::Status}, {"record", Type::Record}};
   for (const auto& [n, t] : kTypes)
     if (n == name) return t;
   return std::nullopt;

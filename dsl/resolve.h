@@ -146,6 +146,9 @@ struct RExpr {
   std::vector<RExpr> kids;           // Method: receiver first
   std::vector<std::string> arg_names;
   std::vector<RCompClause> comp;  // Comp
+  // A value of a record type the checker knows (type Record; `c.arg` of a CALL is a CallInfo):
+  // its name, so a field access on it is typed and checked at run time against it.
+  std::string record;
 };
 
 // A `def name(params) = body`: params are slots 0..nparams-1, the body's comprehension

@@ -37,6 +37,8 @@ std::string_view type_name(Type t) {
       return "op";
     case Type::Tuple:
       return "tuple";
+    case Type::Record:
+      return "record";
     case Type::Status:
       return "verifier status";
   }
@@ -71,6 +73,11 @@ Value Value::fail(std::string message) {
   v.p_ = std::make_shared<const std::string>(std::move(message));
   return v;
 }
+Value Value::record(Arg a) {
+  if (!a.is_record()) throw std::logic_error("Value::record of a non-record arg");
+  return with(Kind::Record, &Value::p_,
+              std::shared_ptr<const void>(std::make_shared<const Arg>(std::move(a))));
+}
 Value Value::from_arg(const Arg& a) {
   switch (a.kind()) {
     case Arg::Kind::None:
@@ -94,7 +101,7 @@ Value Value::from_arg(const Arg& a) {
       return tuple(std::move(items));
     }
     case Arg::Kind::Record:
-      return string(a.repr());
+      return record(a);
   }
   return Value();
 }
@@ -151,6 +158,10 @@ const std::vector<Value>& Value::items() const {
   if (kind_ != Kind::Tuple) type_error("a tuple", *this);
   return items_ref();
 }
+const Arg& Value::as_record() const {
+  if (kind_ != Kind::Record) type_error("a record", *this);
+  return *static_cast<const Arg*>(p_.get());
+}
 bool Value::status_ok() const {
   if (kind_ == Kind::Status) return b_;
   return as_bool();
@@ -177,6 +188,8 @@ Arg Value::to_arg() const {
       for (const Value& v : items_ref()) items.push_back(v.to_arg());
       return Arg::tuple(std::move(items));
     }
+    case Kind::Record:
+      return as_record();
     default:
       type_error("a value usable as an arg", *this);
   }
@@ -208,6 +221,8 @@ std::string Value::repr() const {
     }
     case Kind::Status:
       return b_ ? "ok" : "fail(" + (p_ ? *str_ptr() : "") + ")";
+    case Kind::Record:
+      return as_record().repr();
   }
   return "?";
 }
@@ -242,6 +257,8 @@ bool Value::operator==(const Value& o) const {
       return items_ref() == o.items_ref();
     case Kind::Status:
       return b_ == o.b_;
+    case Kind::Record:
+      return as_record() == o.as_record();
     default:
       return false;
   }
@@ -670,6 +687,7 @@ Value member(const Value& recv, std::string_view name) {
     return Value::integer(static_cast<i128>(recv.items().size()));
   if (recv.kind() == Value::Kind::Op && name == "name")
     return Value::string(std::string(op_name(recv.as_op())));
+  if (recv.kind() == Value::Kind::Record) return record_field(recv.as_record(), name, "");
   throw EvalError(fmt::format("{} has no property '{}'", recv.repr(), name));
 }
 
@@ -980,15 +998,155 @@ Value call_builtin(std::string_view name, std::span<const Value> args,
   throw EvalError(fmt::format("unknown function '{}'", name));
 }
 
+// ---- record args
+// -------------------------------------------------------------------------------------
+
+namespace {
+// The record types the IR builds (Arg::record): CallInfo::to_arg (ir/call.h) writes every field;
+// ParamArg (PARAM and BUFFER) and the others may leave some out, so they give names, not an op.
+const std::vector<RecordSchema>& schemas() {
+  static const std::vector<RecordSchema> kSchemas = {
+      {"CallInfo",
+       Op::Call,
+       {{"name", Type::String},
+        {"kernel", Type::Bool},
+        {"precompile", Type::Bool},
+        {"precompile_backward", Type::Bool},
+        {"grad_fn", Type::Int},
+        {"id", Type::Int}}},
+      {"ParamArg", Op::Noop, {{"slot", Type::Int}, {"device", Type::Any}, {"size", Type::Int}}},
+      {"ProgramInfo", Op::Noop, {{"ins", Type::Tuple}, {"outs", Type::Tuple}}},
+      {"KernelInfo", Op::Noop, {{"name", Type::String}}},
+  };
+  return kSchemas;
+}
+}  // namespace
+
+std::optional<Type> RecordSchema::field_type(std::string_view field) const {
+  for (const auto& [n, t] : fields)
+    if (n == field) return t;
+  return std::nullopt;
+}
+std::string RecordSchema::field_list() const {
+  std::string out;
+  for (const auto& [n, t] : fields) out += (out.empty() ? "" : ", ") + std::string(n);
+  return out;
+}
+const RecordSchema* record_schema(std::string_view name) {
+  for (const RecordSchema& r : schemas())
+    if (r.name == name) return &r;
+  return nullptr;
+}
+const RecordSchema* record_schema_of(Op op) {
+  for (const RecordSchema& r : schemas())
+    if (r.op == op && op != Op::Noop) return &r;
+  return nullptr;
+}
+bool is_record_field(std::string_view name) {
+  for (const RecordSchema& r : schemas())
+    if (r.field_type(name)) return true;
+  return false;
+}
+
+Value record_field(const Arg& recv, std::string_view field, std::string_view expect) {
+  if (!recv.is_record()) {
+    throw EvalError(fmt::format("expected {} record, got {} (reading field '{}')",
+                                expect.empty() ? "a" : fmt::format("a {}", expect), recv.repr(),
+                                field));
+  }
+  if (!expect.empty() && recv.record_type() != expect) {
+    throw EvalError(fmt::format("expected a {} record, got {} (reading field '{}')", expect,
+                                recv.repr(), field));
+  }
+  const Arg* f = recv.find_field(field);
+  if (!f) {
+    std::string names;
+    for (const auto& [n, v] : recv.fields()) names += (names.empty() ? "" : ", ") + n;
+    throw EvalError(fmt::format("{} has no field '{}' (its fields: {})", recv.record_type(), field,
+                                names.empty() ? "none" : names));
+  }
+  Value v = Value::from_arg(*f);
+  if (const RecordSchema* s = record_schema(recv.record_type())) {
+    if (auto t = s->field_type(field); t && !value_has_type(v, *t))
+      throw EvalError(fmt::format("field '{}' of {} is {}, not {}", field, recv.record_type(),
+                                  v.repr(), type_name(*t)));
+  }
+  return v;
+}
+Value record_field(const Value& recv, std::string_view field, std::string_view expect) {
+  if (recv.kind() == Value::Kind::Record) return record_field(recv.as_record(), field, expect);
+  throw EvalError(fmt::format("expected {} record, got {} (reading field '{}')",
+                              expect.empty() ? "a" : fmt::format("a {}", expect), recv.repr(),
+                              field));
+}
+
+// ---- the running rule set
+// -------------------------------------------------------------------------------------
+
+namespace {
+thread_local int g_rewritten_depth = 0;
+}  // namespace
+
+Value rewritten(RewriteContext& ctx, const Value& u, bool fully) {
+  const std::string_view name = fully ? "rewritten_fully" : "rewritten";
+  if (g_rewritten_depth >= kMaxRewrittenDepth)
+    throw EvalError(
+        fmt::format("{}() nested more than {} deep (the rewritten depth limit): the "
+                    "nodes a rule rewrites do not get smaller",
+                    name, kMaxRewrittenDepth));
+  struct Nest {
+    Nest() { ++g_rewritten_depth; }
+    ~Nest() { --g_rewritten_depth; }
+  } nest;
+  if (!ctx.pm)
+    throw EvalError(
+        fmt::format("{}() needs a running rule set (a graph_rewrite); this rule was "
+                    "applied on its own",
+                    name));
+  if (!u.is_uop()) throw EvalError(fmt::format("{}() needs a UOp, got {}", name, u.repr()));
+  const UOp& x = u.as_uop();
+  if (fully)
+    return Value::uop(graph_rewrite(x, ctx.pm, {.ctx = ctx.user, .name = "rewritten_fully"}));
+  const RuleInfo* fired = nullptr;
+  UOp r = ctx.pm->rewrite(x, ctx, &fired);
+  return !r || r == x ? Value() : Value::uop(std::move(r));
+}
+bool is_context_builtin(std::string_view name) {
+  return name == "rewritten" || name == "rewritten_fully";
+}
+Value call_context_builtin(RewriteContext& ctx, std::string_view name,
+                           std::span<const Value> args) {
+  if (args.size() != 1)
+    throw EvalError(fmt::format("'{}' takes 1 argument(s), got {}", name, args.size()));
+  return rewritten(ctx, args[0], name == "rewritten_fully");
+}
+
 std::optional<Type> builtin_type(std::string_view name) {
   static const std::map<std::string_view, Type> kTypes = {
-      {"const_like", Type::UOp}, {"max", Type::Any},    {"min", Type::Any},
-      {"abs", Type::Any},        {"len", Type::Int},    {"int", Type::Int},
-      {"float", Type::Float},    {"select", Type::Any}, {"fail", Type::Status},
-      {"uop", Type::UOp},        {"zip", Type::Tuple},  {"enumerate", Type::Tuple},
-      {"range", Type::Tuple},    {"sum", Type::Any},    {"prod", Type::Any},
-      {"all", Type::Bool},       {"any", Type::Bool},   {"argsort", Type::Tuple},
-      {"tuple", Type::Tuple},    {"fold", Type::UOp}};
+      {"const_like", Type::UOp},
+      {"max", Type::Any},
+      {"min", Type::Any},
+      {"abs", Type::Any},
+      {"len", Type::Int},
+      {"int", Type::Int},
+      {"float", Type::Float},
+      {"select", Type::Any},
+      {"fail", Type::Status},
+      {"uop", Type::UOp},
+      {"zip", Type::Tuple},
+      {"enumerate", Type::Tuple},
+      {"range", Type::Tuple},
+      {"sum", Type::Any},
+      {"prod", Type::Any},
+      {"all", Type::Bool},
+      {"any", Type::Bool},
+      {"argsort", Type::Tuple},
+      {"tuple", Type::Tuple},
+      {"fold", Type::UOp},
+      // the running rule set (is_context_builtin): UOp or none
+      {"rewritten", Type::UOp},
+      {"rewritten_fully", Type::UOp},
+  };
   auto it = kTypes.find(name);
   if (it == kTypes.end()) return std::nullopt;
   return it->second;
@@ -1038,10 +1196,14 @@ std::optional<Type> member_type(Type recv, std::string_view name, bool is_call) 
       return !is_call && name == "len" ? std::optional<Type>(Type::Int) : std::nullopt;
     case Type::Op:
       return !is_call && name == "name" ? std::optional<Type>(Type::String) : std::nullopt;
+    case Type::Record:  // of a record type the checker does not know: any field, checked at run
+                        // time
+      return is_call ? std::nullopt : std::optional<Type>(Type::Any);
     case Type::Any: {
       if (auto t = is_call ? lookup_method() : lookup(kUOpProps)) return Type::Any;
       if (auto t = lookup(kDTypeProps); t && !is_call) return Type::Any;
       if (name == "len" || name == "name" || name == "vec") return Type::Any;
+      if (!is_call && is_record_field(name)) return Type::Any;
       return std::nullopt;
     }
     default:
@@ -1077,6 +1239,8 @@ bool value_has_type(const Value& v, Type t) {
       return v.kind() == K::Tuple;
     case Type::Status:
       return v.kind() == K::Status;
+    case Type::Record:
+      return v.kind() == K::Record;
   }
   return false;
 }

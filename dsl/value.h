@@ -19,12 +19,37 @@
 namespace tinyrw::rw {
 
 // Static types the checker infers for expressions.
-enum class Type : uint8_t { Any, None, Bool, Int, Float, String, UOp, DType, Op, Tuple, Status };
+enum class Type : uint8_t {
+  Any,
+  None,
+  Bool,
+  Int,
+  Float,
+  String,
+  UOp,
+  DType,
+  Op,
+  Tuple,
+  Status,
+  Record,  // a record arg (CallInfo, ParamArg, ...): named fields, read as `x.arg.field`
+};
 std::string_view type_name(Type t);
 
 class Value {
  public:
-  enum class Kind : uint8_t { None, Bool, Int, Float, String, UOp, DType, Op, Tuple, Status };
+  enum class Kind : uint8_t {
+    None,
+    Bool,
+    Int,
+    Float,
+    String,
+    UOp,
+    DType,
+    Op,
+    Tuple,
+    Status,
+    Record
+  };
 
   Value() = default;
   static Value boolean(bool b);
@@ -37,6 +62,7 @@ class Value {
   static Value tuple(std::vector<Value> items);
   static Value ok();
   static Value fail(std::string message);
+  static Value record(Arg a);           // a record arg (Arg::Kind::Record), kept whole
   static Value from_arg(const Arg& a);  // tuples become tuples of values
   static Value from_num(const Num& n);
 
@@ -54,6 +80,7 @@ class Value {
   DType as_dtype() const;
   Op as_op() const;
   const std::vector<Value>& items() const;
+  const Arg& as_record() const;
   bool status_ok() const;
   Arg to_arg() const;  // for constants and args built by results
   std::string repr() const;
@@ -80,7 +107,8 @@ class Value {
   };
   UOp u_;
   DType d_;
-  // the tuple's items (Tuple) or the text (String, a failed Status); null otherwise
+  // the tuple's items (Tuple), the text (String, a failed Status) or the Arg (Record); null
+  // otherwise
   std::shared_ptr<const void> p_;
   const std::vector<Value>& items_ref() const {
     return *static_cast<const std::vector<Value>*>(p_.get());
@@ -144,6 +172,39 @@ Value uop_member(const UOp& u, UOpProp p);
 Value method(const Value& recv, std::string_view name, std::span<const Value> args,
              std::span<const std::string> arg_names);
 Value index(const Value& recv, const Value& idx);
+
+// ---- record args
+// A record type the checker knows: its fields and their types, so `c.arg.kernel` of a CALL `c` is
+// typed (bool) and a misspelt field is a check-time error. `op`: the op whose arg is always this
+// record (CALL: CallInfo); Noop where the record has no op of its own or its fields may be absent.
+struct RecordSchema {
+  std::string_view name;
+  Op op = Op::Noop;
+  std::vector<std::pair<std::string_view, Type>> fields;
+  std::optional<Type> field_type(std::string_view field) const;
+  std::string field_list() const;  // "name, kernel, ..."
+};
+const RecordSchema* record_schema(std::string_view name);
+const RecordSchema* record_schema_of(Op op);  // the record `op`'s arg always is, if any
+bool is_record_field(std::string_view name);  // a field of some known record type
+// recv.field of a record: its value, or an EvalError naming the record type and its fields.
+// `expect` (a known record type's name, or empty) is what the checker typed recv as: a receiver
+// of another kind or type, or a field whose value is not of its declared type, is an EvalError.
+Value record_field(const Arg& recv, std::string_view field, std::string_view expect);
+Value record_field(const Value& recv, std::string_view field, std::string_view expect);
+
+// ---- the running rule set
+// `rewritten(u)`: u rewritten once by the rule set that runs (RewriteContext::pm), none when no
+// rule fires; `rewritten_fully(u)`: to a fixed point by a nested graph_rewrite (u itself when no
+// rule fires). Builtins, since a rule cannot name the set it belongs to; outside a running
+// rewrite (a rule applied alone) each is an EvalError.
+// Calls nest on the C++ stack (a rule, the rule its node fires, ...): at most
+// kMaxRewrittenDepth deep on one thread (the rewritten depth limit), past which it is an
+// EvalError, not a stack overflow. rules/symbolic.rw nests at most log2 of a divisor (< 128).
+inline constexpr int kMaxRewrittenDepth = 256;
+Value rewritten(RewriteContext& ctx, const Value& u, bool fully);
+bool is_context_builtin(std::string_view name);  // rewritten, rewritten_fully
+Value call_context_builtin(RewriteContext& ctx, std::string_view name, std::span<const Value> args);
 
 // ---- tuples: slices, comprehensions
 // Tuples that range(), repetition, concatenation and zip() build hold at most kMaxTupleSize items,

@@ -14,20 +14,6 @@ size_t count_arg(i128 v) {
   return static_cast<size_t>(v);
 }
 
-// Kept C++: the CALL's arg is a CallInfo record, which the rules see as text only.
-const HelperRegistrar kIsKernelCall(typed_helper(
-    "is_kernel_call", +[](const UOp& c) { return CallInfo::of(c).kernel; },
-    "is_kernel_call(call): a kernel CALL (in-place effects)"));
-const HelperRegistrar kCallName(typed_helper(
-    "call_name", +[](const UOp& c) { return CallInfo::of(c).name; },
-    "call_name(call): the CALL's name, for messages"));
-const HelperRegistrar kHasGradFn(typed_helper(
-    "has_grad_fn", +[](const UOp& c) { return CallInfo::of(c).grad_fn >= 0; },
-    "has_grad_fn(call): a CALL with a registered gradient function"));
-const HelperRegistrar kIsPrecompiled(typed_helper(
-    "is_precompiled", +[](const UOp& c) { return CallInfo::of(c).precompile; },
-    "is_precompiled(call): a function CALL whose body runs as kernels of its own"));
-
 // Kept C++: binding PARAMs is a substitution over the whole body (not entering nested CALLs).
 const HelperRegistrar kInlineOutput(typed_helper(
     "inline_output", +[](const UOp& c, i128 i) { return inline_output(c, count_arg(i)); },

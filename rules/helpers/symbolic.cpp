@@ -10,7 +10,6 @@
 #include "dsl/typed_helper.h"
 #include "ir/alu.h"
 #include "ir/graph.h"
-#include "ir/rewrite.h"
 
 namespace tinyrw::rw {
 namespace {
@@ -97,33 +96,11 @@ const HelperRegistrar kFoldConst(typed_helper(
     },
     "fold_const(a): the constant an ALU op of constants evaluates to (none if undefined)"));
 
-// The running rule set applied once to a node a rule builds (tinygrad's recursive call of
-// fold_divmod_general): C++ because a rule cannot name its own rule set.
-const HelperRegistrar kRewritten(typed_helper(
-    "rewritten",
-    +[](RewriteContext& ctx, const UOp& u) {
-      if (!ctx.pm) return UOp();
-      const RuleInfo* fired = nullptr;
-      UOp r = ctx.pm->rewrite(u, ctx, &fired);
-      return r == u ? UOp() : r;
-    },
-    "rewritten(u): u rewritten once by the running rule set (none when no rule fires)"));
-
 // C++: an analysis (a total structural order on UOps), not a rewrite.
 const HelperRegistrar kOrder(typed_helper(
     "sources_out_of_order",
     +[](const UOp& u) { return u.nsrc() == 2 && compare_uops(u.src(1), u.src(0)) < 0; },
     "sources_out_of_order(x): the two sources are not in canonical order"));
-
-// The running rule set applied to a fixed point on a sub-expression (tinygrad's nested
-// graph_rewrite in uop_given_valid): C++ because a rule cannot name its own rule set.
-const HelperRegistrar kRewrittenFully(typed_helper(
-    "rewritten_fully",
-    +[](RewriteContext& ctx, const UOp& u) {
-      return ctx.pm ? graph_rewrite(u, ctx.pm, {.name = "rewritten_fully"}) : UOp();
-    },
-    "rewritten_fully(u): u rewritten by the running rule set until no rule fires (u itself when "
-    "none does; none without a running rule set)"));
 
 // C++: bounded searches of a chain (primitives, not rewrites): they keep the pair search of
 // combine_divmod_terms linear in a long sum, walking pointers and building no values.

@@ -645,7 +645,7 @@ TEST(RwDiagnostics, ConditionalNotInAndTypedDefErrors) {
                "argument 2 ('n') of def 'f' is int, got string", 3, 25);
   expect_error("def f(x: frob) = x\nruleset r {\n  Add(x, y) => f(x)\n}\n",
                "unknown type 'frob' (any, none, bool, int, float, string, uop, dtype, op, tuple, "
-               "status)",
+               "status, record)",
                1, 10);
   // the body is checked with the declared types
   expect_error("def f(n: int) = n.vmax\nruleset r {\n  Add(x, y) => f(1)\n}\n",
@@ -669,4 +669,49 @@ TEST(RwDiagnostics, ConditionalNotInAndTypedDefErrors) {
           "error: pattern or expression nested deeper than 256 levels (the tree depth limit)"),
       std::string::npos)
       << deep.text.substr(0, 300);
+}
+
+// Record fields: a CALL's arg is a CallInfo, so a misspelt field or a field used as the wrong type
+// is a check-time error; a field name read from what is no record is one too.
+TEST(RwDiagnostics, RecordFieldErrors) {
+  auto rule = [](const std::string& r) { return "ruleset r {\n  " + r + "\n}\n"; };
+  expect_error(rule("c:Call(...) if c.arg.kernle => c.src[0]"),
+               "CallInfo has no field 'kernle' (its fields: name, kernel, precompile, "
+               "precompile_backward, grad_fn, id)",
+               2, 24);
+  expect_error(rule("c:Call(...) if c.arg.name => c.src[0]"), "a guard must be a bool, got string",
+               2, 24);
+  expect_error(rule("c:Call(...) let i = c.arg if i.grad => c.src[0]"),
+               "CallInfo has no field 'grad'", 2, 34);
+  expect_error(rule("c:Call(...) if c.kernel => c.src[0]"),
+               "UOp has no property 'kernel' (a record's fields are read through the arg: "
+               "x.arg.kernel)",
+               2, 20);
+  expect_error(rule("c:Call(...) if c.nsrc.kernel => c.src[0]"),
+               "int has no field 'kernel' (only a record arg has fields)", 2, 25);
+  // where the op is not known to carry a CallInfo, a known field name is read at run time
+  const Result any = check(rule("c:(Call|Param) if c.arg.kernel || c.arg.slot == 0 => c.src[0]"));
+  EXPECT_TRUE(any.ok) << any.text;
+  expect_error(rule("c:(Call|Param) if c.arg.frob => c.src[0]"), "any has no property 'frob'", 2,
+               27);
+}
+
+// rewritten(u) and rewritten_fully(u) take one UOp, and only a ruleset's rules run in a rule set.
+TEST(RwDiagnostics, RewrittenErrors) {
+  expect_error("ruleset r {\n  Add(x, y) => rewritten(x, y)\n}\n",
+               "'rewritten' takes 1 argument(s), got 2", 2, 16);
+  expect_error("ruleset r {\n  Add(x, y) => rewritten_fully(x.nsrc)\n}\n",
+               "'rewritten_fully' needs a UOp, got int", 2, 34);
+  expect_error("ruleset r {\n  Add(x, y) => rewritten(3)\n}\n", "'rewritten' needs a UOp, got int",
+               2, 26);
+  expect_error("verifier v {\n  Add(x, y) => rewritten(x) != none\n}\n",
+               "'rewritten' rewrites with the running rule set: only the rules of a ruleset run "
+               "in one (not a verifier's)",
+               2, 16);
+  expect_error("gradient g {\n  Add(x, y) => (rewritten_fully(g), g)\n}\n",
+               "'rewritten_fully' rewrites with the running rule set: only the rules of a "
+               "ruleset run in one (not a gradient's)",
+               2, 17);
+  const Result ok = check("def once(u) = rewritten(u)\nruleset r {\n  Neg(x) => once(x * 1)\n}\n");
+  EXPECT_TRUE(ok.ok) << ok.text;
 }

@@ -677,3 +677,137 @@ TEST(RwExprFeatures, TypedDefParameters) {
                        sink({x})),
             "run.rw:3: error in rule r#0: argument 1 ('n') of def 'f' must be int, got 1.5");
 }
+
+namespace {
+// The error `set` raises on `in` in both executors (the same text); empty when it raises none.
+std::vector<std::string> errors_in_both(const std::string& set, const UOp& in) {
+  const ResolvedSet* s = program()->find(set);
+  InterpretedMatcher interpreted(program(), *s);
+  std::vector<std::string> out;
+  for (const RuleSetMatcher* m :
+       {compiled_rules(set), static_cast<const RuleSetMatcher*>(&interpreted)}) {
+    try {
+      graph_rewrite(in, m);
+      out.emplace_back();
+    } catch (const RwError& e) {
+      out.emplace_back(e.what());
+    }
+  }
+  return out;
+}
+UOp call_of(const CallInfo& info, const UOp& body) {
+  return UOp::make(Op::Call, dtypes::void_, {body}, info.to_arg());
+}
+}  // namespace
+
+// `c.arg.field`: a CALL's CallInfo read field by field in both executors; a let keeps the record
+// type, and a def or a PARAM's ParamArg reads fields by name at run time.
+TEST(RwExprFeatures, RecordFields) {
+  const UOp body = sink({c(1)});
+  const UOp k = call_of({.name = "k", .kernel = true, .id = 7}, body);
+  expect_rewrite("e_record", UOp::make(Op::Returned, dtypes::int32, {k}, Arg::integer(2)),
+                 UOp::cint(9, dtypes::int32));
+  // another name, or not a kernel: the first rule does not fire
+  const UOp other = call_of({.name = "other", .kernel = true, .id = 7}, body);
+  expect_rewrite("e_record", UOp::make(Op::Returned, dtypes::int32, {other}, Arg::integer(2)),
+                 UOp::make(Op::Returned, dtypes::int32, {other}, Arg::integer(2)));
+  expect_rewrite("e_record", call_of({.name = "f", .precompile = true, .id = 3}, body),
+                 UOp::cint(3, dtypes::int32));
+  expect_rewrite("e_record", call_of({.name = "f", .precompile = true, .grad_fn = 0}, body),
+                 call_of({.name = "f", .precompile = true, .grad_fn = 0}, body));
+  const UOp p =
+      UOp::make(Op::Param, dtypes::int32, {},
+                Arg::record("ParamArg", {{"slot", Arg::integer(4)}, {"size", Arg::integer(16)}}));
+  expect_rewrite("e_record", sink({p, c(1)}), UOp::cint(4, dtypes::int32));
+  expect_rewrite("e_record", UOp::make(Op::Detach, dtypes::int32, {p}),
+                 UOp::cint(16, dtypes::int32));
+}
+
+// A record field that is missing, of another type than declared, or read from what is no record
+// is a run-time error naming the record type and its fields, the same in both executors.
+TEST(RwExprFeatures, RecordFieldErrors) {
+  const UOp no_size =
+      UOp::make(Op::Param, dtypes::int32, {}, Arg::record("ParamArg", {{"slot", Arg::integer(0)}}));
+  for (const std::string& e :
+       errors_in_both("e_record", UOp::make(Op::Detach, dtypes::int32, {no_size})))
+    EXPECT_NE(e.find("error in rule e_record#3: ParamArg has no field 'size' (its fields: slot)"),
+              std::string::npos)
+        << e;
+  // a CALL whose arg is no CallInfo (a bare CALL, or a record of another type)
+  const UOp bare = UOp::make(Op::Call, dtypes::void_, {sink({c(1)})});
+  for (const std::string& e : errors_in_both("e_record", bare))
+    EXPECT_NE(e.find("error in rule e_record#1: expected a CallInfo record, got none (reading "
+                     "field 'precompile')"),
+              std::string::npos)
+        << e;
+  const UOp param_arg = UOp::make(Op::Call, dtypes::void_, {sink({c(1)})},
+                                  Arg::record("ParamArg", {{"slot", Arg::integer(0)}}));
+  for (const std::string& e : errors_in_both("e_record", param_arg))
+    EXPECT_NE(e.find("expected a CallInfo record, got ParamArg(slot=0)"), std::string::npos) << e;
+  // a CallInfo whose field is not of its declared type, or lacks it
+  const UOp wrong = UOp::make(
+      Op::Call, dtypes::void_, {sink({c(1)})},
+      Arg::record("CallInfo", {{"name", Arg::string("f")}, {"precompile", Arg::string("yes")}}));
+  for (const std::string& e : errors_in_both("e_record", wrong))
+    EXPECT_NE(e.find("field 'precompile' of CallInfo is 'yes', not bool"), std::string::npos) << e;
+  const UOp partial = UOp::make(Op::Call, dtypes::void_, {sink({c(1)})},
+                                Arg::record("CallInfo", {{"name", Arg::string("f")}}));
+  for (const std::string& e : errors_in_both("e_record", partial))
+    EXPECT_NE(e.find("CallInfo has no field 'precompile' (its fields: name)"), std::string::npos)
+        << e;
+}
+
+// The record types the checker knows match what the IR builds: CallInfo::to_arg writes every
+// field of the schema, each of its declared type.
+TEST(RwExprFeatures, CallInfoSchemaMatchesTheIR) {
+  const RecordSchema* s = record_schema_of(Op::Call);
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->name, "CallInfo");
+  const Arg a = CallInfo{.name = "f"}.to_arg();
+  ASSERT_EQ(a.fields().size(), s->fields.size());
+  for (const auto& [name, t] : s->fields) {
+    const Arg* f = a.find_field(name);
+    ASSERT_NE(f, nullptr) << name;
+    EXPECT_TRUE(value_has_type(Value::from_arg(*f), t)) << name;
+  }
+  // a record arg is a value of its own: compared, and kept whole by replace(arg: ...)
+  EXPECT_TRUE(Value::from_arg(a) == Value::from_arg(CallInfo{.name = "f"}.to_arg()));
+  EXPECT_FALSE(Value::from_arg(a) == Value::from_arg(CallInfo{.name = "g"}.to_arg()));
+  EXPECT_EQ(Value::from_arg(a).to_arg(), a);
+}
+
+// rewritten(u) applies the running rule set once to a node the rule builds, rewritten_fully(u)
+// to a fixed point; both executors agree, and outside a running rewrite each is an error.
+TEST(RwExprFeatures, RewrittenByTheRunningRuleSet) {
+  const UOp x = var("x");
+  // (x * -1) * 1 rewritten once is x * -1 (Mul(x, 1) => x fires once)
+  expect_rewrite("e_rewritten", UOp::make(Op::Neg, dtypes::index, {x}), x * c(-1));
+  // ((x * 1 + 0) * 4) to a fixed point is x * 4
+  expect_rewrite("e_rewritten", x << c(2), x * c(4));
+  expect_rewrite("e_rewritten", x << c(0), x);
+  // x * 2: no rule fires, so rewritten gives none and the rule does not match
+  expect_rewrite("e_rewritten", x.floormod(c(5)), x.floormod(c(5)));
+  const ResolvedSet* s = program()->find("e_rewritten");
+  InterpretedMatcher interpreted(program(), *s);
+  RewriteContext alone;  // no graph_rewrite runs: no rule set to rewrite with
+  for (const RuleSetMatcher* m :
+       {compiled_rules("e_rewritten"), static_cast<const RuleSetMatcher*>(&interpreted)}) {
+    try {
+      m->apply(UOp::make(Op::Neg, dtypes::index, {x}), alone, nullptr);
+      ADD_FAILURE() << "no error";
+    } catch (const RwError& e) {
+      EXPECT_NE(std::string(e.what()).find("error in rule e_rewritten#2: rewritten() needs a "
+                                           "running rule set (a graph_rewrite); this rule was "
+                                           "applied on its own"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  // a runaway nesting stops at the limit with the innermost rule's error, in both executors
+  const UOp f = UOp::make(Op::Exp2, dtypes::float32, {UOp::variable("f", 0, 1, dtypes::float32)});
+  for (const std::string& e : errors_in_both("e_rewritten_runaway", f))
+    EXPECT_NE(e.find("error in rule e_rewritten_runaway#0: rewritten() nested more than 256 deep "
+                     "(the rewritten depth limit)"),
+              std::string::npos)
+        << e;
+}
