@@ -479,8 +479,9 @@ class ExprEmitter {
   }
 
   static std::string_view prop_enum(UOpProp p) {
-    static constexpr std::string_view kNames[] = {
-        "Op", "DType", "Arg", "Tag", "NSrc", "VMin", "VMax", "Shape", "Src", "IsConst", "Finite"};
+    static constexpr std::string_view kNames[] = {"Op",     "DType",   "Arg",     "Tag", "NSrc",
+                                                  "VMin",   "VMax",    "Shape",   "Src", "IsConst",
+                                                  "Finite", "MayWrap", "MayRaise"};
     return kNames[static_cast<size_t>(p)];
   }
 

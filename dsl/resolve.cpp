@@ -1680,15 +1680,16 @@ class Resolver {
   }
 
   // The type every item of a tuple expression has, when the checker can tell: `x.src`,
-  // `x.terms()`, `x.factors()` and `x.split(op)` hold UOps, `range(...)` and `argsort(...)` ints, a
-  // comprehension its element's type, a tuple literal its items' common type; slices,
-  // concatenation, repetition, lets and defs keep it.
+  // `x.terms()`, `x.factors()`, `x.split(op)` and `x.spine(op)` hold UOps, `range(...)` and
+  // `argsort(...)` ints, a comprehension its element's type, a tuple literal its items' common
+  // type; slices, concatenation, repetition, lets and defs keep it.
   Type item_type(const RExpr& r, const RuleCtx& rc) const {
     switch (r.k) {
       case RExpr::K::Member:
         return r.name == "src" && r.kids[0].type == Type::UOp ? Type::UOp : Type::Any;
-      case RExpr::K::Method:  // the terms of a sum, the factors of a product
-        return (r.name == "terms" || r.name == "factors" || r.name == "split") &&
+      case RExpr::K::Method:  // the terms of a sum, the factors of a product, a spine
+        return (r.name == "terms" || r.name == "factors" || r.name == "split" ||
+                r.name == "spine") &&
                        r.kids[0].type == Type::UOp
                    ? Type::UOp
                    : Type::Any;

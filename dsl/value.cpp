@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "ir/builders.h"
+#include "ir/graph.h"
 #include "ir/rewrite.h"
 
 namespace tinyrw::rw {
@@ -499,8 +500,9 @@ Value shape_value(const UOp& u) {
   return Value::tuple(std::move(dims));
 }
 
-constexpr std::string_view kUOpProps[] = {"op",   "dtype", "arg", "tag",      "nsrc",  "vmin",
-                                          "vmax", "shape", "src", "is_const", "finite"};
+constexpr std::string_view kUOpProps[] = {"op",     "dtype",    "arg",      "tag", "nsrc",
+                                          "vmin",   "vmax",     "shape",    "src", "is_const",
+                                          "finite", "may_wrap", "may_raise"};
 
 }  // namespace
 
@@ -539,6 +541,10 @@ Value uop_member(const UOp& u, UOpProp p) {
       return Value::boolean(u.op() == Op::Const);
     case UOpProp::Finite:
       return Value::boolean(!u.vmin().is_infinite() && !u.vmax().is_infinite());
+    case UOpProp::MayWrap:
+      return Value::boolean(u.may_wrap());
+    case UOpProp::MayRaise:
+      return Value::boolean(may_raise(u));
   }
   return Value();
 }
@@ -620,12 +626,13 @@ Value call_builder(const UOpBuilder& b, const UOp& u, std::span<const Value> arg
 }
 
 // The analyses of ir/terms.cpp as UOp methods: terms(), factors(), split(op), const_factor(),
-// divides(v), divide_exact(y), pop_const(op); and substitute(pairs) (ir/rewrite.h). A UOp they
-// cannot give is none, and so are the terms or factors past kMaxTupleSize (a loop over them would
-// pass the limit).
+// divides(v), divide_exact(y), pop_const(op), spine(op); precedes(y) (ir/order.cpp); and
+// substitute(pairs) (ir/rewrite.h). A UOp they cannot give is none, and so are the terms or
+// factors past kMaxTupleSize (a loop over them would pass the limit).
 bool is_analysis(std::string_view name) {
   return name == "terms" || name == "factors" || name == "split" || name == "const_factor" ||
-         name == "divides" || name == "divide_exact" || name == "pop_const" || name == "substitute";
+         name == "divides" || name == "divide_exact" || name == "pop_const" ||
+         name == "substitute" || name == "spine" || name == "precedes";
 }
 Value analysis(const UOp& u, std::string_view name, std::span<const Value> args) {
   auto maybe = [](UOp r) { return r ? Value::uop(std::move(r)) : Value(); };
@@ -644,6 +651,16 @@ Value analysis(const UOp& u, std::string_view name, std::span<const Value> args)
   if (name == "split") {
     expect_args(name, args, 1, 1);
     return parts(args[0].as_op());
+  }
+  if (name == "spine") {  // the walk down a chain of op nodes, at most kMaxSpineNodes long
+    expect_args(name, args, 1, 1);
+    std::vector<Value> out;
+    for (UOp& n : u.spine(args[0].as_op(), kMaxSpineNodes)) out.push_back(Value::uop(std::move(n)));
+    return Value::tuple(std::move(out));
+  }
+  if (name == "precedes") {
+    expect_args(name, args, 1, 1);
+    return Value::boolean(u.precedes(args[0].as_uop()));
   }
   if (name == "substitute") {  // pairs ((from, to), ...): every `from` under u becomes its `to`
     expect_args(name, args, 1, 1);
@@ -1155,9 +1172,11 @@ bool is_builtin(std::string_view name) { return builtin_type(name).has_value(); 
 
 std::optional<Type> member_type(Type recv, std::string_view name, bool is_call) {
   static const std::map<std::string_view, Type> kUOpProps = {
-      {"op", Type::Op},     {"dtype", Type::DType},   {"arg", Type::Any},    {"tag", Type::Any},
-      {"nsrc", Type::Int},  {"vmin", Type::Any},      {"vmax", Type::Any},   {"shape", Type::Tuple},
-      {"src", Type::Tuple}, {"is_const", Type::Bool}, {"finite", Type::Bool}};
+      {"op", Type::Op},         {"dtype", Type::DType}, {"arg", Type::Any},
+      {"tag", Type::Any},       {"nsrc", Type::Int},    {"vmin", Type::Any},
+      {"vmax", Type::Any},      {"shape", Type::Tuple}, {"src", Type::Tuple},
+      {"is_const", Type::Bool}, {"finite", Type::Bool}, {"may_wrap", Type::Bool},
+      {"may_raise", Type::Bool}};
   static const std::map<std::string_view, Type> kUOpMethods = {
       {"replace", Type::UOp},    {"cast", Type::UOp},        {"bitcast", Type::UOp},
       {"const_like", Type::UOp}, {"logical_not", Type::UOp}, {"where", Type::UOp},
@@ -1165,11 +1184,12 @@ std::optional<Type> member_type(Type recv, std::string_view name, bool is_call) 
       {"ge", Type::UOp},         {"ne", Type::UOp},          {"eq", Type::UOp},
       {"maximum", Type::UOp},    {"minimum", Type::UOp},     {"floordiv", Type::UOp},
       {"floormod", Type::UOp},   {"cdiv", Type::UOp},        {"cmod", Type::UOp}};
-  // the analyses of ir/terms.cpp (is_analysis)
+  // the analyses of ir/terms.cpp and ir/order.cpp (is_analysis)
   static const std::map<std::string_view, Type> kUOpAnalyses = {
-      {"terms", Type::Tuple}, {"factors", Type::Tuple},    {"const_factor", Type::Int},
-      {"divides", Type::UOp}, {"divide_exact", Type::UOp}, {"pop_const", Type::Tuple},
-      {"split", Type::Tuple}, {"substitute", Type::UOp}};
+      {"terms", Type::Tuple},  {"factors", Type::Tuple},    {"const_factor", Type::Int},
+      {"divides", Type::UOp},  {"divide_exact", Type::UOp}, {"pop_const", Type::Tuple},
+      {"split", Type::Tuple},  {"substitute", Type::UOp},   {"spine", Type::Tuple},
+      {"precedes", Type::Bool}};
   static const std::map<std::string_view, Type> kDTypeProps = {
       {"is_int", Type::Bool},  {"is_float", Type::Bool}, {"is_unsigned", Type::Bool},
       {"is_bool", Type::Bool}, {"is_index", Type::Bool}, {"is_ptr", Type::Bool},

@@ -165,7 +165,21 @@ Value invert(const Value& a);  // ~x
 Value member(const Value& recv, std::string_view name);
 // A UOp's properties by number: generated code names the property when it is compiled, so a
 // UOp receiver is neither boxed into a Value nor looked up by name on each call.
-enum class UOpProp : uint8_t { Op, DType, Arg, Tag, NSrc, VMin, VMax, Shape, Src, IsConst, Finite };
+enum class UOpProp : uint8_t {
+  Op,
+  DType,
+  Arg,
+  Tag,
+  NSrc,
+  VMin,
+  VMax,
+  Shape,
+  Src,
+  IsConst,
+  Finite,
+  MayWrap,
+  MayRaise
+};
 std::optional<UOpProp> uop_prop_from_name(std::string_view name);
 std::string_view uop_prop_name(UOpProp p);
 Value uop_member(const UOp& u, UOpProp p);
@@ -211,6 +225,9 @@ Value call_context_builtin(RewriteContext& ctx, std::string_view name, std::span
 // and one evaluation of a comprehension runs its loop bodies at most that many times in all (the
 // tuple size limit): past it, an EvalError.
 inline constexpr size_t kMaxTupleSize = 65536;
+// x.spine(op) gives at most kMaxSpineNodes nodes (UOp::spine's limit), so a rule searching a chain
+// (combine_divmod_terms in rules/symbolic.rw) costs at most that many steps in a long sum.
+inline constexpr size_t kMaxSpineNodes = 1024;
 // t[lo:hi:step] as Python (negative bounds count from the end; none is the default).
 Value slice(const Value& recv, const Value& lo, const Value& hi, const Value& step);
 // The items a comprehension iterates over (a tuple), or an EvalError.

@@ -1,5 +1,6 @@
-// Analyses of sums and products (UOp::split, const_factor, divides, divide_exact, pop_const):
-// structural facts, not rewrites; the rules of rules/symbolic.rw decide what to build from them.
+// Analyses of sums and products (UOp::split, const_factor, divides, divide_exact, pop_const,
+// spine): structural facts, not rewrites; the rules of rules/symbolic.rw decide what to build from
+// them.
 #include <algorithm>
 
 #include "ir/uop.h"
@@ -96,6 +97,19 @@ std::pair<UOp, Arg> UOp::pop_const(Op sep) const {
   if (sep == Op::Add) return {*this, Arg::integer(0)};
   if (sep == Op::Mul) return {*this, Arg::integer(1)};
   return {*this, Arg()};
+}
+
+std::vector<UOp> UOp::spine(Op sep, size_t limit) const {
+  std::vector<UOp> out;
+  const UOp* u = this;
+  while (out.size() < limit) {
+    out.push_back(*u);
+    if (u->op() != sep) break;
+    const bool sep0 = u->src(0).op() == sep, sep1 = u->src(1).op() == sep;
+    if (sep0 && sep1) break;
+    u = &u->src(sep1 ? 1 : 0);
+  }
+  return out;
 }
 
 }  // namespace tinyrw

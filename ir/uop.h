@@ -175,6 +175,19 @@ class UOp {
   // (a, c) when this is sep(a, CONST c); else (this, sep's identity: 0 for ADD, 1 for MUL, none
   // for other ops).
   std::pair<UOp, Arg> pop_const(Op sep) const;
+  // The nodes of the walk down the chain of `sep` nodes at this node: this node, then, while the
+  // node is `sep` and not both of its sources are, the one source that is `sep` (src(0) when
+  // neither is); at most `limit` nodes. The last node is the bottom of the chain (a node that is
+  // not `sep`, or one whose two sources both are) unless the limit cut the walk short. Term k of
+  // the chain is the source of node k that is not node k+1; the last node is one term itself.
+  std::vector<UOp> spine(Op sep, size_t limit) const;
+
+  // ---- canonical order (ir/order.cpp): a total structural order on UOps (tinygrad's
+  // UOp.tuplize order): ALU ops by op, then the irreducible ops (variables, ranges), constants
+  // last; ties broken by arg, dtype, source count, then the sources left to right. Iterative.
+  // Negative, 0 or positive as this sorts before, with, or after o (0 only for the same node).
+  int order(const UOp& o) const;
+  bool precedes(const UOp& o) const { return order(o) < 0; }
 
   // ---- derived properties (computed once per node, iteratively, and cached)
   Num vmin() const;

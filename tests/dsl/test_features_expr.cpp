@@ -597,6 +597,45 @@ TEST(RwExprFeatures, TermAnalyses) {
   expect_rewrite("e_terms", sink({c(7), past}), sink({past}));
 }
 
+// precedes(y), spine(op) and the properties may_wrap and may_raise, in both executors.
+TEST(RwExprFeatures, OrderSpineAndRangeProperties) {
+  const UOp a = var("a"), b = var("b"), d = var("d");
+  // an ALU op sorts before a variable, a variable before a constant; a node is not before itself
+  expect_rewrite("e_order", sink({c(0), a, a * b}), sink({a * b, a}));
+  expect_rewrite("e_order", sink({c(0), a * b, a}), sink({c(0), a * b, a}));
+  expect_rewrite("e_order", sink({c(0), c(3), a}), sink({a, c(3)}));
+  expect_rewrite("e_order", sink({c(0), a, a}), sink({c(0), a, a}));
+  // the spine: the one ADD source each step (src[0] when neither is), to the bottom
+  const UOp s = (a * 2 + b) + 3;
+  expect_rewrite("e_order", sink({c(1), s}), sink({s, a * 2 + b, a * 2}));
+  const UOp both = (a + b) + (b + d);
+  expect_rewrite("e_order", sink({c(1), both}), sink({both}));
+  expect_rewrite("e_order", sink({c(2), s}), sink({a * 2}));
+  // at most kMaxSpineNodes nodes
+  UOp l = a;
+  for (int k = 0; k < 10; ++k) l = l + b;
+  expect_rewrite("e_order", sink({c(3), l}), sink({c(11)}));
+  for (size_t k = 10; k < kMaxSpineNodes + 100; ++k) l = l + b;
+  expect_rewrite("e_order", sink({c(3), l}), sink({c(static_cast<i128>(kMaxSpineNodes))}));
+  // may_wrap: a tensor int whose exact range leaves its dtype's (never an index)
+  const UOp w = UOp::variable("w", 0, 1 << 30, dtypes::int32);
+  expect_rewrite("e_order", sink({c(4), w * UOp::cint(4, dtypes::int32)}),
+                 sink({w * UOp::cint(4, dtypes::int32)}));
+  expect_rewrite("e_order", sink({c(4), w + UOp::cint(4, dtypes::int32)}),
+                 sink({c(4), w + UOp::cint(4, dtypes::int32)}));
+  expect_rewrite("e_order", sink({c(4), a * (1 << 30) * 8}), sink({c(4), a * (1 << 30) * 8}));
+  // may_raise: a division by a range holding 0, anywhere below
+  expect_rewrite("e_order", sink({c(5), a.floordiv(b) + 1}), sink({a.floordiv(b) + 1}));
+  expect_rewrite("e_order", sink({c(5), a.floordiv(b + 1)}), sink({c(5), a.floordiv(b + 1)}));
+  // a wrong argument is the rule's run-time error
+  EXPECT_NE(eval_error("ruleset r {\n  Sink(x) if x.precedes(3) => x\n}\n", sink({a}))
+                .find("expected a UOp, got 3"),
+            std::string::npos);
+  EXPECT_NE(eval_error("ruleset r {\n  Sink(x) => uop(Sink, void, src: x.spine())\n}\n", sink({a}))
+                .find("spine takes 1 argument, got 0"),
+            std::string::npos);
+}
+
 // split(op) flattens a tree of op nodes; substitute(pairs) replaces nodes (ir/rewrite.h), in both
 // executors.
 TEST(RwExprFeatures, SplitAndSubstitute) {

@@ -1,5 +1,6 @@
 // The analyses of sums and products on UOp (ir/terms.cpp): split, const_factor, divides,
-// divide_exact, pop_const, with their exactness and depth limits.
+// divide_exact, pop_const, spine, with their exactness and depth limits; and the canonical order
+// (ir/order.cpp).
 #include <gtest/gtest.h>
 
 #include "ir/uop.h"
@@ -71,4 +72,47 @@ TEST(Terms, PopConst) {
   EXPECT_EQ((a + 5).pop_const(Op::Mul), std::make_pair(a + 5, Arg::integer(1)));
   EXPECT_EQ(a.floormod(c(4)).pop_const(Op::FloorMod), std::make_pair(a, Arg::integer(4)));
   EXPECT_TRUE(a.pop_const(Op::FloorMod).second.is_none());
+}
+
+// spine(sep, limit): the walk down a chain of sep nodes, the one source that is sep each step
+// (src(0) when neither is), ending at a node that is not sep or whose sources both are.
+TEST(Terms, Spine) {
+  const UOp a = var("a"), b = var("b"), d = var("d");
+  const UOp s = (a * 2 + b) + 3;  // the ADD (a*2 + b) has no ADD source: the walk takes src(0)
+  EXPECT_EQ(s.spine(Op::Add, 100), (std::vector<UOp>{s, a * 2 + b, a * 2}));
+  const UOp r = c(3) + (b + (a + d));  // the ADD source on the right
+  EXPECT_EQ(r.spine(Op::Add, 100), (std::vector<UOp>{r, b + (a + d), a + d, a}));
+  const UOp both = (a + b) + (b + d);  // both sources ADDs: the node is the bottom
+  EXPECT_EQ(both.spine(Op::Add, 100), (std::vector<UOp>{both}));
+  EXPECT_EQ(a.spine(Op::Add, 100), (std::vector<UOp>{a}));  // another op: itself
+  EXPECT_EQ((a * b * d).spine(Op::Mul, 100), (std::vector<UOp>{a * b * d, a * b, a}));
+  // at most `limit` nodes, iteratively: a sum a million terms long
+  UOp l = a;
+  for (int k = 0; k < 1000000; ++k) l = l + b;
+  EXPECT_EQ(l.spine(Op::Add, 1024).size(), 1024u);
+  EXPECT_EQ(l.spine(Op::Add, 2000000).size(), 1000001u);
+  EXPECT_EQ(l.spine(Op::Add, 0).size(), 0u);
+}
+
+// order: ALU ops by op, then the irreducible ops, constants last; then arg, dtype, sources.
+TEST(Order, TotalStructuralOrder) {
+  const UOp a = var("a"), b = var("b");
+  EXPECT_TRUE((a + b).precedes(a));         // an ALU op before a variable
+  EXPECT_TRUE(a.precedes(c(3)));            // a variable before a constant
+  EXPECT_TRUE((a + b).precedes(a * b));     // ALU ops by op: ADD before MUL
+  EXPECT_TRUE(a.precedes(b));               // variables by arg (the name first)
+  EXPECT_TRUE(c(2).precedes(c(3)));         // constants by value
+  EXPECT_TRUE((a + b).precedes(a + c(1)));  // then the sources, left to right
+  EXPECT_FALSE(a.precedes(a));
+  EXPECT_EQ(a.order(a), 0);
+  // antisymmetric on distinct nodes
+  const std::vector<UOp> us = {a, b, c(1), c(-1), a + b, b + a, a * b, a.floordiv(c(2)), a + c(1)};
+  for (const UOp& x : us)
+    for (const UOp& y : us)
+      if (x != y) EXPECT_NE(x.precedes(y), y.precedes(x)) << x.repr() << " " << y.repr();
+  // iterative: two sums 100,000 terms long that differ at the bottom
+  UOp p = a, q = b;
+  for (int k = 0; k < 100000; ++k) p = p + c(1), q = q + c(1);
+  EXPECT_TRUE(p.precedes(q));
+  EXPECT_GT(q.order(p), 0);
 }

@@ -207,7 +207,7 @@ def engine():
         p = run(['--var', 'x=0..9', '--var', 'y=0..9'] + mode +
                 ['(x//3)*3+' + '+'.join(['y'] * 1000) + '+(x%3)'])
         check(p.stdout.strip() == '(y*1000+x)', f"{mode} a far pair: {p.stdout.strip()[:200]}")
-        # the search limit (docs/limits.md, kMaxPairSearch = 1024): distinct terms between
+        # the search limit (docs/limits.md, kMaxSpineNodes = 1024): distinct terms between
         for n, combined in ((1000, True), (1030, False)):
             mods = '+'.join(f"(y%{k})" for k in range(2, n + 2))
             p = run(['--var', 'x=0..9', '--var', 'y=0..100000'] + mode + [f"(x%3)+{mods}+(x//3)*3"])
