@@ -90,20 +90,17 @@ Value call(R (*fn)(RewriteContext&, A...), RewriteContext& ctx,
 
 // `result` overrides the result type where the C++ type says less (a Value that is a tuple).
 template <class R, class... A>
-Helper typed_helper(std::string name, R (*fn)(A...), std::string doc,
-                    Type result = typed::C<R>::type) {
-  Helper h{std::move(name), sizeof...(A),   sizeof...(A),          result,
-           nullptr,         std::move(doc), {typed::C<A>::type...}};
+Helper typed_helper(std::string name, R (*fn)(A...), Type result = typed::C<R>::type) {
+  Helper h{std::move(name), sizeof...(A), sizeof...(A), result, nullptr, {typed::C<A>::type...}};
   h.fn = [fn](RewriteContext&, std::span<const Value> a) {
     return typed::call(fn, a, std::index_sequence_for<A...>{});
   };
   return h;
 }
 template <class R, class... A>
-Helper typed_helper(std::string name, R (*fn)(RewriteContext&, A...), std::string doc,
+Helper typed_helper(std::string name, R (*fn)(RewriteContext&, A...),
                     Type result = typed::C<R>::type) {
-  Helper h{std::move(name), sizeof...(A),   sizeof...(A),          result,
-           nullptr,         std::move(doc), {typed::C<A>::type...}};
+  Helper h{std::move(name), sizeof...(A), sizeof...(A), result, nullptr, {typed::C<A>::type...}};
   h.fn = [fn](RewriteContext& ctx, std::span<const Value> a) {
     return typed::call(fn, ctx, a, std::index_sequence_for<A...>{});
   };

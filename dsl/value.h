@@ -264,7 +264,6 @@ struct Helper {
   int max_args = 0;
   Type result = Type::Any;  // UOp helpers may return None for "no rewrite"
   HelperFn fn;
-  std::string doc;
   // The type of each parameter (max_args of them), as its `extern fn` line declares it: the
   // checker and generated code compare them, so a declaration cannot drift from its C++.
   std::vector<Type> params;
@@ -278,8 +277,9 @@ void register_helper(Helper helper);
 const Helper* find_helper(std::string_view name);
 std::vector<const Helper*> all_helpers();
 
-// `HelperRegistrar kGcd({"gcd", 2, 2, Type::Int, fn, "doc"}, {Type::Int, Type::Int})`: the
-// helper, then each parameter's type (or a Helper whose `params` are set already).
+// `HelperRegistrar kGcd({"gcd", 2, 2, Type::Int, fn}, {Type::Int, Type::Int})`: the helper, then
+// each parameter's type (or a Helper whose `params` are set already). What a helper gives is
+// documented where rules read it, at its `extern fn` line in rules/prelude.rw.
 struct HelperRegistrar {
   explicit HelperRegistrar(Helper h) { register_helper(std::move(h)); }
   HelperRegistrar(Helper h, std::vector<Type> params) {

@@ -190,7 +190,6 @@ const rw::HelperRegistrar kCallGrad(rw::typed_helper(
       if (!ctx.user) throw rw::EvalError("call_grad runs inside a gradient pass only");
       return ctx.as<GradientPass>().call_grad(call, grads);
     },
-    "call_grad(call, grads): one gradient per source of a CALL, from its outputs' gradients",
     rw::Type::Tuple));
 
 }  // namespace

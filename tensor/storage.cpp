@@ -125,8 +125,7 @@ int64_t next_effect_id() {
 namespace {
 // The counter is the front end's state, so the front end registers it (rules/schedule.rw).
 const rw::HelperRegistrar kNextEffectId(rw::typed_helper(
-    "next_effect_id", +[] { return i128{next_effect_id()}; },
-    "next_effect_id(): a new effect number, unique in the process"));
+    "next_effect_id", +[] { return i128{next_effect_id()}; }));
 }  // namespace
 
 }  // namespace tinyrw

@@ -13,25 +13,19 @@ i128 log2_int(i128 v) {
 }
 
 const HelperRegistrar kGcd(typed_helper(
-    "gcd", +[](i128 a, i128 b) { return gcd(a, b); },
-    "gcd(a, b): the greatest common divisor (>= 0)"));
+    "gcd", +[](i128 a, i128 b) { return gcd(a, b); }));
 // C++: a primitive (a gcd over a tuple, which no builtin folds).
 const HelperRegistrar kGcdOf(typed_helper(
-    "gcd_of",
-    +[](const std::vector<Value>& t) {
+    "gcd_of", +[](const std::vector<Value>& t) {
       i128 g = 0;
       for (const Value& v : t) g = gcd(g, v.as_int());
       return g;
-    },
-    "gcd_of(t): the greatest common divisor of a tuple of ints (>= 0; 0 for ())"));
+    }));
 const HelperRegistrar kIsPow2(typed_helper(
-    "is_pow2", +[](i128 v) { return v > 0 && (v & (v - 1)) == 0; },
-    "is_pow2(v): v is a positive power of two"));
-const HelperRegistrar kLog2(typed_helper("log2_int", &log2_int,
-                                         "log2_int(v): floor(log2(v)) for v > 0"));
+    "is_pow2", +[](i128 v) { return v > 0 && (v & (v - 1)) == 0; }));
+const HelperRegistrar kLog2(typed_helper("log2_int", &log2_int));
 const HelperRegistrar kSafeCast(typed_helper(
-    "can_safe_cast", +[](DType from, DType to) { return can_safe_cast(from, to); },
-    "can_safe_cast(from, to): every value of dtype `from` fits in `to`"));
+    "can_safe_cast", +[](DType from, DType to) { return can_safe_cast(from, to); }));
 
 }  // namespace
 }  // namespace tinyrw::rw

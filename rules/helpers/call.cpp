@@ -16,48 +16,37 @@ size_t count_arg(i128 v) {
 
 // Kept C++: binding PARAMs is a substitution over the whole body (not entering nested CALLs).
 const HelperRegistrar kInlineOutput(typed_helper(
-    "inline_output", +[](const UOp& c, i128 i) { return inline_output(c, count_arg(i)); },
-    "inline_output(call, i): output i of a function CALL, its body's PARAMs bound to the "
-    "arguments"));
+    "inline_output", +[](const UOp& c, i128 i) { return inline_output(c, count_arg(i)); }));
 
 // Kept C++: walks an assignment chain of any length.
 const HelperRegistrar kAfterBase(typed_helper(
-    "after_base",
-    +[](const UOp& u) {
+    "after_base", +[](const UOp& u) {
       UOp x = u;
       while (x.op() == Op::After) x = x.src(0);
       return x;
-    },
-    "after_base(u): what an assignment chain AFTER(AFTER(x, ...), ...) reads, x"));
+    }));
 const HelperRegistrar kIsBufferView(typed_helper(
-    "is_buffer_view", +[](const UOp& u) { return is_buffer_view(u); },
-    "is_buffer_view(u): how a tensor holds a whole buffer (ir/builders.h)"));
+    "is_buffer_view", +[](const UOp& u) { return is_buffer_view(u); }));
 
 // Kept C++: walks views and assignment chains of any length.
 const HelperRegistrar kStorageRoot(typed_helper(
-    "storage_root", +[](const UOp& u) { return storage_root(u); },
-    "storage_root(u): the BUFFER (or PARAM) a view or assignment addresses"));
+    "storage_root", +[](const UOp& u) { return storage_root(u); }));
 // Kept C++: the access analysis reads the body's loads and stores (ir/call.h).
 const HelperRegistrar kCallWrites(typed_helper(
-    "call_writes",
-    +[](const UOp& c) {
+    "call_writes", +[](const UOp& c) {
       std::vector<Value> out;
       for (size_t w : call_access(c).writes) out.push_back(Value::integer(static_cast<i128>(w)));
       return out;
-    },
-    "call_writes(call): the argument slots a kernel CALL writes, ascending"));
+    }));
 const HelperRegistrar kCallOutputs(typed_helper(
-    "call_outputs", +[](const UOp& c) { return static_cast<i128>(call_outputs(c)); },
-    "call_outputs(call): the number of outputs of a CALL"));
+    "call_outputs", +[](const UOp& c) { return static_cast<i128>(call_outputs(c)); }));
 // Kept C++: the bundle's form is shared with the gradient pass, which adds bundles up.
 const HelperRegistrar kCallGradBundle(typed_helper(
-    "call_grad_bundle",
-    +[](i128 n_outputs, i128 output, const UOp& g) {
+    "call_grad_bundle", +[](i128 n_outputs, i128 output, const UOp& g) {
       const size_t n = count_arg(n_outputs), i = count_arg(output);
       if (i >= n) throw EvalError(fmt::format("output {} of a CALL with {} outputs", i, n));
       return call_grad_bundle(n, i, g);
-    },
-    "call_grad_bundle(n, i, g): the gradients of a CALL's n outputs, g for output i alone"));
+    }));
 
 }  // namespace
 }  // namespace tinyrw::rw

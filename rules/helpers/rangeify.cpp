@@ -18,9 +18,7 @@ std::vector<Value> new_ranges(RewriteContext& ctx, const std::vector<Value>& siz
   return out;
 }
 
-const HelperRegistrar kNewRanges(typed_helper(
-    "new_ranges", &new_ranges,
-    "new_ranges(sizes): a new RANGE of each size, numbered by the pass's RangeifyContext"));
+const HelperRegistrar kNewRanges(typed_helper("new_ranges", &new_ranges));
 
 }  // namespace
 }  // namespace tinyrw::rw

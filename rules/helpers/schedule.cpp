@@ -39,39 +39,28 @@ const ScheduleContext& schedule(const RewriteContext& ctx) {
 }
 
 // A set membership fact: `name(u)` is whether u is in the context's set `member`.
-Helper fact(const char* name, std::unordered_set<UOp> ScheduleContext::*member, const char* doc) {
-  Helper h{name, 1, 1, Type::Bool, nullptr, doc, {Type::UOp}};
+Helper fact(const char* name, std::unordered_set<UOp> ScheduleContext::*member) {
+  Helper h{name, 1, 1, Type::Bool, nullptr, {Type::UOp}};
   h.fn = [member](RewriteContext& ctx, std::span<const Value> a) {
     return Value::boolean((schedule(ctx).*member).contains(a[0].as_uop()));
   };
   return h;
 }
 
-const HelperRegistrar kIsRoot(fact("is_root", &ScheduleContext::roots,
-                                   "is_root(u): u is one of the tensors being realized"));
-const HelperRegistrar kPending(fact("pending", &ScheduleContext::pending,
-                                    "pending(e): an assignment or kernel CALL not yet run"));
-const HelperRegistrar kIsCallArgument(
-    fact("is_call_argument", &ScheduleContext::call_arguments,
-         "is_call_argument(u): u is an argument of a kernel CALL"));
-const HelperRegistrar kReadsPendingWrite(
-    fact("reads_pending_write", &ScheduleContext::hazards,
-         "reads_pending_write(u): u is a pending assignment's value that reads a buffer another "
-         "pending assignment writes (or its own target, written through a view)"));
-const HelperRegistrar kPinned(fact("pinned", &ScheduleContext::pinned,
-                                   "pinned(u): an assignment writes through the view u"));
+const HelperRegistrar kIsRoot(fact("is_root", &ScheduleContext::roots));
+const HelperRegistrar kPending(fact("pending", &ScheduleContext::pending));
+const HelperRegistrar kIsCallArgument(fact("is_call_argument", &ScheduleContext::call_arguments));
+const HelperRegistrar kReadsPendingWrite(fact("reads_pending_write", &ScheduleContext::hazards));
+const HelperRegistrar kPinned(fact("pinned", &ScheduleContext::pinned));
 
 const HelperRegistrar kFusedDepth(typed_helper(
     "fused_depth",
-    +[](RewriteContext& ctx, const UOp& u) { return i128{schedule(ctx).fused_depth(u)}; },
-    "fused_depth(u): the longest fused chain ending in u, were u fused"));
+    +[](RewriteContext& ctx, const UOp& u) { return i128{schedule(ctx).fused_depth(u)}; }));
 const HelperRegistrar kMaxFusedDepth(typed_helper(
-    "max_fused_depth", +[](RewriteContext& ctx) { return i128{schedule(ctx).max_fused_depth}; },
-    "max_fused_depth(): the deepest chain one kernel fuses (kMaxFusedDepth in a realize)"));
+    "max_fused_depth", +[](RewriteContext& ctx) { return i128{schedule(ctx).max_fused_depth}; }));
 const HelperRegistrar kBroadcastSource(typed_helper(
     "broadcast_source",
-    +[](RewriteContext& ctx, const UOp& u) { return schedule(ctx).broadcast_source(u); },
-    "broadcast_source(u): the fused source of the broadcast u is a view of, or none"));
+    +[](RewriteContext& ctx, const UOp& u) { return schedule(ctx).broadcast_source(u); }));
 
 }  // namespace
 }  // namespace tinyrw::rw

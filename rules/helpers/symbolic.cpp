@@ -28,20 +28,17 @@ void for_each_chain_term(const UOp& top, F&& f) {
 
 // C++: exact constant folding with the dtype semantics of exec_alu (a primitive).
 const HelperRegistrar kFoldConst(typed_helper(
-    "fold_const",
-    +[](const UOp& u) {
+    "fold_const", +[](const UOp& u) {
       std::vector<Arg> args;
       for (const UOp& s : u.src()) args.push_back(s.arg());
       const std::optional<Arg> r = exec_alu(u.op(), u.dtype(), args);
       return r ? u.const_like(*r) : UOp();
-    },
-    "fold_const(a): the constant an ALU op of constants evaluates to (none if undefined)"));
+    }));
 
 // C++: searches of a chain of ADDs (primitives, not rewrites): each Add of a long sum searches
 // the other side's chain once, so they walk nodes without building values per term.
 const HelperRegistrar kChainIndices(typed_helper(
-    "chain_indices",
-    +[](const UOp& top, const std::vector<Value>& ts) {
+    "chain_indices", +[](const UOp& top, const std::vector<Value>& ts) {
       std::vector<Value> out(ts.size(), Value::integer(-1));
       if (ts.empty()) return out;
       for_each_chain_term(top, [&](const UOp& u, i128 k) {
@@ -50,12 +47,9 @@ const HelperRegistrar kChainIndices(typed_helper(
             out[i] = Value::integer(k);
       });
       return out;
-    },
-    "chain_indices(s, ts): for each of ts, its index among the terms of the chain of ADDs under s "
-    "(the terms of s.spine(Add)), or -1"));
+    }));
 const HelperRegistrar kChainMods(typed_helper(
-    "chain_mods",
-    +[](const UOp& top, const std::vector<Value>& nums) {
+    "chain_mods", +[](const UOp& top, const std::vector<Value>& nums) {
       std::vector<Value> out;
       auto in_nums = [&](const UOp& x) {
         return std::any_of(nums.begin(), nums.end(),
@@ -70,30 +64,23 @@ const HelperRegistrar kChainMods(typed_helper(
           out.push_back(Value::tuple({Value::integer(k), Value::uop(u)}));
       });
       return out;
-    },
-    "chain_mods(s, nums): (index, term) for the terms k*(x%c) of the chain of ADDs under s whose x,"
-    " or x's numerator, is in nums"));
+    }));
 
 // C++: a primitive of checked arithmetic (floats follow IEEE, an infinity is a value; ints
 // saturate at the 128-bit limits).
 const HelperRegistrar kExact(typed_helper(
     "exact",
-    +[](const Value& v) { return v.kind() == Value::Kind::Float || !is_infinite(v.as_int()); },
-    "exact(v): an int v is not saturated (rule arithmetic on ints saturates; a fold must not use "
-    "it); any float is"));
+    +[](const Value& v) { return v.kind() == Value::Kind::Float || !is_infinite(v.as_int()); }));
 
 // C++: a primitive of checked arithmetic.
 const HelperRegistrar kFits(typed_helper(
-    "fits",
-    +[](const UOp& x, const Value& v) {
+    "fits", +[](const UOp& x, const Value& v) {
       if (v.kind() == Value::Kind::Float) return true;
       const DType d = x.dtype();
       const i128 i = v.as_int();
       if (is_infinite(i)) return false;
       return !d.is_int() || d.is_index() || (i >= d.int_min() && i <= d.int_max());
-    },
-    "fits(x, v): a constant v of x's dtype is v itself (exact, and within a tensor int's range; "
-    "a tensor int constant beyond it would wrap)"));
+    }));
 
 }  // namespace
 }  // namespace tinyrw::rw

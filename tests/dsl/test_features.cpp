@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <fstream>
 #include <set>
 
 #include "dsl/compiled.h"
@@ -194,6 +195,25 @@ TEST(RwFeatures, PreludeDeclaresEveryRegisteredHelper) {
   for (const Helper* h : all_helpers()) registered.insert(h->name);
   EXPECT_EQ(declared, registered) << "every HelperRegistrar needs its `extern fn` line";
   EXPECT_GE(declared.size(), 10u);  // not vacuous (the count falls as helpers move into .rw)
+}
+
+// The prelude is where a helper is documented: each `extern fn` line follows a comment saying what
+// the helper gives (not the header of its group, which names the registering file).
+TEST(RwFeatures, PreludeDocumentsEveryHelper) {
+  std::ifstream in(TINYRW_SOURCE_DIR "/rules/prelude.rw");
+  ASSERT_TRUE(in);
+  std::string line, previous;
+  int documented = 0;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (line.starts_with("extern fn ")) {
+      const bool doc = previous.starts_with("# ") && !previous.starts_with("# rules/") &&
+                       !previous.starts_with("# tensor/");
+      EXPECT_TRUE(doc) << "rules/prelude.rw:" << n << ": no comment says what it gives: " << line;
+      documented += doc;
+    }
+    previous = line;
+  }
+  EXPECT_GE(documented, 10);
 }
 
 // A helper declared but not linked: the checker accepts the call (rwc never links helpers); the

@@ -26,45 +26,44 @@ Value run(const Helper& h, std::vector<Value> args, RewriteContext* ctx = nullpt
 }  // namespace
 
 TEST(TypedHelper, SignatureGivesArityAndTypes) {
-  const Helper h = typed_helper("scaled", &scaled, "doc");
+  const Helper h = typed_helper("scaled", &scaled);
   EXPECT_EQ(h.name, "scaled");
   EXPECT_EQ(h.min_args, 2);
   EXPECT_EQ(h.max_args, 2);
   EXPECT_EQ(h.result, Type::UOp);
   EXPECT_EQ(h.params, (std::vector<Type>{Type::UOp, Type::Int}));
-  EXPECT_EQ(h.doc, "doc");
 
-  const Helper t = typed_helper("twice", &twice, "");
+  const Helper t = typed_helper("twice", &twice);
   EXPECT_EQ(t.result, Type::Tuple);
   EXPECT_EQ(t.params, (std::vector<Type>{Type::Tuple}));
   // the context parameter is not an argument
-  const Helper c = typed_helper("from_context", &from_context, "");
+  const Helper c = typed_helper("from_context", &from_context);
   EXPECT_EQ(c.max_args, 1);
   EXPECT_EQ(c.params, (std::vector<Type>{Type::Bool}));
   EXPECT_EQ(c.result, Type::Int);
   // a Value result says less than the helper gives: the registration names it
   EXPECT_EQ(typed_helper(
-                "any", +[](const Value& v) { return v; }, "", Type::Tuple)
+                "any", +[](const Value& v) { return v; }, Type::Tuple)
                 .result,
             Type::Tuple);
 }
 
 TEST(TypedHelper, ArgumentsAndResultsConvert) {
   const UOp x = UOp::variable("x", 0, 9);
-  const Helper h = typed_helper("scaled", &scaled, "");
+  const Helper h = typed_helper("scaled", &scaled);
   const Value r = run(h, {Value::uop(x), Value::integer(3)});
   ASSERT_TRUE(r.is_uop());
   EXPECT_EQ(r.as_uop(), x * UOp::cint(3));
   EXPECT_TRUE(run(h, {Value::uop(x), Value::integer(0)}).is_none());        // an empty UOp is none
   EXPECT_THROW(run(h, {Value::integer(1), Value::integer(3)}), EvalError);  // not a UOp
 
-  const Value t = run(typed_helper("twice", &twice, ""), {Value::tuple({Value::integer(7)})});
+  const Value t = run(typed_helper("twice", &twice), {Value::tuple({Value::integer(7)})});
   ASSERT_EQ(t.items().size(), 2u);
   EXPECT_EQ(t.items()[1].as_int(), 7);
 
   i128 seven = 7;
   RewriteContext ctx{.user = &seven};
-  const Helper c = typed_helper("from_context", &from_context, "");
+  const Helper c = typed_helper("from_context", &from_context);
   EXPECT_EQ(run(c, {Value::boolean(true)}, &ctx).as_int(), 7);
   EXPECT_EQ(run(c, {Value::boolean(false)}, &ctx).as_int(), -1);
 }
