@@ -70,16 +70,17 @@ class Value {
     return v;
   }
   Kind kind_ = Kind::None;
-  // The scalar of the kind (every read checks kind_ first): one slot instead of four keeps a Value
+  // The scalar of the kind (every read checks kind_ first): one slot instead of five keeps a Value
   // small, and values are copied on every operation.
-  union {
-    bool b_;
-    i128 i_ = 0;
-    double f_;
-    Op o_;
-  };
+  union Scalar {
+    Scalar() : i(0) {}
+    bool b;
+    i128 i;
+    double f;
+    Op o;
+    DType d;  // trivially copyable: here it costs no constructor call per Value
+  } s_;
   UOp u_;
-  DType d_;
   // the tuple's items (Tuple) or the text (String, a failed Status); null otherwise
   std::shared_ptr<const void> p_;
   const std::vector<Value>& items_ref() const {
@@ -141,6 +142,17 @@ enum class UOpProp : uint8_t { Op, DType, Arg, Tag, NSrc, VMin, VMax, Shape, Src
 std::optional<UOpProp> uop_prop_from_name(std::string_view name);
 std::string_view uop_prop_name(UOpProp p);
 Value uop_member(const UOp& u, UOpProp p);
+// The same on a receiver of any kind (member(recv, name) unless it is a UOp), and typed forms
+// that generated code uses where it knows the result's kind: recv.op, recv.vmin / recv.vmax, and
+// recv.src[i] without building the tuple of sources. Each gives the value, or throws the error,
+// that the generic member() and index() give.
+Value member(const Value& recv, UOpProp p);
+Op op_of(const Value& recv);
+Num num_member(const Value& recv, UOpProp p);  // VMin or VMax
+UOp src_item(const UOp& u, i128 i);
+UOp src_item(const UOp& u, const Value& idx);
+UOp src_item(const Value& recv, i128 i);
+UOp src_item(const Value& recv, const Value& idx);
 Value method(const Value& recv, std::string_view name, std::span<const Value> args,
              std::span<const std::string> arg_names);
 Value index(const Value& recv, const Value& idx);
@@ -161,6 +173,33 @@ void comp_step(size_t& steps);
 // Builtin functions (const_like, max, min, abs, uop, fail, ...), and op constructors (Add(a, b)).
 Value call_builtin(std::string_view name, std::span<const Value> args,
                    std::span<const std::string> arg_names);
+// The builtins by number: generated code names the builtin when it is compiled, so a call is not
+// looked up by name each time (call_builtin(name, ...) is builtin_from_name, then this).
+enum class Builtin : uint8_t {
+  ConstLike,
+  Max,
+  Min,
+  Abs,
+  Len,
+  Int,
+  Float,
+  Select,
+  Fail,
+  Uop,
+  Zip,
+  Enumerate,
+  Range,
+  Sum,
+  Prod,
+  All,
+  Any,
+  Argsort,
+  Tuple,
+  Fold
+};
+std::optional<Builtin> builtin_from_name(std::string_view name);
+std::string_view builtin_name(Builtin b);
+Value call_builtin(Builtin b, std::span<const Value> args, std::span<const std::string> arg_names);
 Value construct(Op op, std::span<const Value> args);
 
 // The static type of a member/method/builtin, for the checker; nullopt when the name is unknown.
