@@ -316,6 +316,7 @@ class ExprEmitter {
       case RExpr::K::Invert:
         return {fmt::format("invert({})", as_value(emit(e.kids[0]))), CodeKind::Value};
       case RExpr::K::Member: {
+        if (auto fast = dtype_property(e)) return *fast;
         Code recv = emit(e.kids[0]);
         if (recv.kind == CodeKind::UOp && (e.name == "vmin" || e.name == "vmax")) {
           return {fmt::format("{}.{}()", recv.text, e.name), CodeKind::Num};
@@ -488,6 +489,22 @@ class ExprEmitter {
     static constexpr std::string_view kNames[] = {
         "Op", "DType", "Arg", "Tag", "NSrc", "VMin", "VMax", "Shape", "Src", "IsConst", "Finite"};
     return kNames[static_cast<size_t>(p)];
+  }
+
+  // `x.dtype.is_int` (and the other flags) and `x.dtype.count` on a UOp: called on the DType,
+  // as the value library's dtype properties do, without a value or a name lookup.
+  std::optional<Code> dtype_property(const RExpr& e) {
+    static const std::set<std::string_view> kFlags = {"is_int",  "is_float", "is_unsigned",
+                                                      "is_bool", "is_index", "is_ptr"};
+    const RExpr& r = e.kids[0];
+    if (r.k != RExpr::K::Member || uop_prop_from_name(r.name) != UOpProp::DType)
+      return std::nullopt;
+    if (!kFlags.count(e.name) && e.name != "count") return std::nullopt;
+    Code u = emit(r.kids[0]);
+    if (u.kind != CodeKind::UOp) return std::nullopt;
+    if (e.name == "count")
+      return Code{fmt::format("Value::integer(dtype({}).count())", u.text), CodeKind::Value};
+    return Code{fmt::format("dtype({}).{}()", u.text, e.name), CodeKind::Bool};
   }
 
   // A method of a UOp on UOp arguments that the value library maps straight to the UOp method of

@@ -50,21 +50,6 @@ std::string_view type_name(Type t) {
 // Value keeps its dtype in the scalar union, which copies it bytewise.
 static_assert(std::is_trivially_copyable_v<DType> && std::is_trivially_destructible_v<DType>);
 
-Value Value::boolean(bool b) {
-  Value v(Kind::Bool);
-  v.s_.b = b;
-  return v;
-}
-Value Value::integer(i128 i) {
-  Value v(Kind::Int);
-  v.s_.i = i;
-  return v;
-}
-Value Value::real(double f) {
-  Value v(Kind::Float);
-  v.s_.f = f;
-  return v;
-}
 Value Value::string(std::string s) {
   return with(Kind::String, &Value::p_,
               std::shared_ptr<const void>(std::make_shared<const std::string>(std::move(s))));
@@ -72,16 +57,6 @@ Value Value::string(std::string s) {
 Value Value::uop(UOp u) {
   if (!u) return Value();
   return with(Kind::UOp, &Value::u_, std::move(u));
-}
-Value Value::dtype(DType d) {
-  Value v(Kind::DType);
-  v.s_.d = d;
-  return v;
-}
-Value Value::op(Op o) {
-  Value v(Kind::Op);
-  v.s_.o = o;
-  return v;
 }
 Value Value::tuple(std::vector<Value> items) {
   return with(
@@ -680,12 +655,24 @@ bool is_analysis(std::string_view name) {
 Value analysis(const UOp& u, std::string_view name, std::span<const Value> args) {
   auto maybe = [](UOp r) { return r ? Value::uop(std::move(r)) : Value(); };
   auto parts = [&](Op sep) {  // none past the tuple size limit: a rule leaves such a sum alone
+    // The last split is kept: the divmod rules each ask one node for its terms in turn. Nodes are
+    // immutable, so the tuple stays right; it keeps one node alive per thread.
+    thread_local UOp last;
+    thread_local Op last_sep = Op::Noop;
+    thread_local Value last_parts;
+    if (u == last && sep == last_sep) return last_parts;
     std::vector<UOp> split = u.split(sep);
-    if (split.size() > kMaxTupleSize) return Value();
-    std::vector<Value> out;
-    out.reserve(split.size());
-    for (UOp& t : split) out.push_back(Value::uop(std::move(t)));
-    return Value::tuple(std::move(out));
+    Value result;
+    if (split.size() <= kMaxTupleSize) {
+      std::vector<Value> out;
+      out.reserve(split.size());
+      for (UOp& t : split) out.push_back(Value::uop(std::move(t)));
+      result = Value::tuple(std::move(out));
+    }
+    last = u;
+    last_sep = sep;
+    last_parts = result;
+    return result;
   };
   if (name == "terms" || name == "factors") {
     expect_args(name, args, 0, 0);

@@ -27,13 +27,13 @@ class Value {
   enum class Kind : uint8_t { None, Bool, Int, Float, String, UOp, DType, Op, Tuple, Status };
 
   Value() = default;
-  static Value boolean(bool b);
-  static Value integer(i128 v);
-  static Value real(double v);
+  static Value boolean(bool b) { return scalar(Kind::Bool, &Scalar::b, b); }
+  static Value integer(i128 v) { return scalar(Kind::Int, &Scalar::i, v); }
+  static Value real(double v) { return scalar(Kind::Float, &Scalar::f, v); }
   static Value string(std::string s);
   static Value uop(UOp u);
-  static Value dtype(DType d);
-  static Value op(Op o);
+  static Value dtype(DType d) { return scalar(Kind::DType, &Scalar::d, d); }
+  static Value op(Op o) { return scalar(Kind::Op, &Scalar::o, o); }
   static Value tuple(std::vector<Value> items);
   static Value ok();
   static Value fail(std::string message);
@@ -62,6 +62,14 @@ class Value {
 
  private:
   explicit Value(Kind kind) : kind_(kind) {}
+  union Scalar;
+  // A value of a scalar kind, made inline: ints, bools and ops are made on every operation.
+  template <class T>
+  static Value scalar(Kind kind, T Scalar::*member, T x) {
+    Value v(kind);
+    v.s_.*member = x;
+    return v;
+  }
   // A value of `kind` with one member set: the shape of every factory.
   template <class Member, class T>
   static Value with(Kind kind, Member Value::*member, T&& x) {
