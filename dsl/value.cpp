@@ -123,8 +123,7 @@ bool Value::as_bool() const {
       type_error("a bool", *this);
   }
 }
-i128 Value::as_int() const {
-  if (kind_ == Kind::Int) return s_.i;
+i128 Value::as_int_other() const {
   if (kind_ == Kind::Bool) return s_.b;
   type_error("an int", *this);
 }
@@ -383,7 +382,7 @@ std::optional<Value> tuple_binary(BinOp op, const Value& a, const Value& b) {
 
 }  // namespace
 
-Value binary(BinOp op, const Value& a, const Value& b) {
+Value binary_general(BinOp op, const Value& a, const Value& b) {
   if (op == BinOp::Eq) return Value::boolean(a == b);
   if (op == BinOp::Ne) return Value::boolean(!(a == b));
   if (op == BinOp::In || op == BinOp::NotIn) {
@@ -548,7 +547,7 @@ Num num_member(const Value& recv, UOpProp p) {
 UOp src_item(const UOp& u, i128 i) {
   const i128 n = static_cast<i128>(u.nsrc());
   const i128 at = i < 0 ? i + n : i;
-  if (at >= 0 && at < n) return u.src(static_cast<size_t>(at));
+  if (at >= 0 && at < n) return u.src()[static_cast<size_t>(at)];
   return index(uop_member(u, UOpProp::Src), Value::integer(i)).as_uop();  // index's error
 }
 
