@@ -375,9 +375,21 @@ class ExprEmitter {
                     CodeKind::UOp};
           }
         }
+        const std::optional<Builtin> b = builtin_from_name(e.name);  // the checker knows it
+        const bool positional = std::all_of(e.arg_names.begin(), e.arg_names.end(),
+                                            [](const std::string& n) { return n.empty(); });
+        if (b == Builtin::Select && e.kids.size() == 3 && positional) {
+          return {fmt::format("select_of({{{}, {}, {}}})", as_value(emit(e.kids[0])),
+                              as_value(emit(e.kids[1])), as_value(emit(e.kids[2]))),
+                  CodeKind::Value};
+        }
+        if (b == Builtin::Len && e.kids.size() == 1 && positional) {  // a number, as len() gives
+          return {fmt::format("Num::of(static_cast<i128>({}.items().size()))",
+                              as_value(emit(e.kids[0]))),
+                  CodeKind::Num};
+        }
         std::vector<std::string> args;
         for (const RExpr& k : e.kids) args.push_back(as_value(emit(k)));
-        const std::optional<Builtin> b = builtin_from_name(e.name);  // the checker knows it
         return {fmt::format("call_builtin({}, {}, {})",
                             b ? fmt::format("Builtin::{}", builtin_enum(*b)) : cpp_string(e.name),
                             value_array(args), names_array(e.arg_names, 0)),

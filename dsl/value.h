@@ -3,6 +3,7 @@
 // calling these functions, so the two agree by construction on every operation.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -246,6 +247,11 @@ enum class Builtin : uint8_t {
 std::optional<Builtin> builtin_from_name(std::string_view name);
 std::string_view builtin_name(Builtin b);
 Value call_builtin(Builtin b, std::span<const Value> args, std::span<const std::string> arg_names);
+// select(c, a, b) as call_builtin gives it, without the builtin's dispatch (generated code).
+inline Value select_of(const std::array<Value, 3>& args) {
+  if (args[0].is_uop()) return call_builtin(Builtin::Select, args, {});
+  return args[0].as_bool() ? args[1] : args[2];
+}
 Value construct(Op op, std::span<const Value> args);
 
 // The static type of a member/method/builtin, for the checker; nullopt when the name is unknown.
