@@ -318,6 +318,7 @@ class ExprEmitter {
         return {fmt::format("invert({})", as_value(emit(e.kids[0]))), CodeKind::Value};
       case RExpr::K::Member: {
         if (!e.kids[0].record.empty()) return record_field_code(e);
+        if (auto fast = dtype_property(e)) return *fast;
         Code recv = emit(e.kids[0]);
         if (recv.kind == CodeKind::UOp && (e.name == "vmin" || e.name == "vmax")) {
           return {fmt::format("{}.{}()", recv.text, e.name), CodeKind::Num};
@@ -327,6 +328,13 @@ class ExprEmitter {
         if (auto p = uop_prop_from_name(e.name); p && recv.kind == CodeKind::UOp)  // no boxing
           return {fmt::format("uop_member({}, UOpProp::{})", recv.text, prop_enum(*p)),
                   CodeKind::Value};
+        if (auto p = uop_prop_from_name(e.name)) {  // a value that may be a UOp: no name lookup
+          const std::string v = as_value(recv);
+          if (*p == UOpProp::Op) return {fmt::format("op_of({})", v), CodeKind::Op};
+          if (*p == UOpProp::VMin || *p == UOpProp::VMax)
+            return {fmt::format("num_member({}, UOpProp::{})", v, prop_enum(*p)), CodeKind::Num};
+          return {fmt::format("member({}, UOpProp::{})", v, prop_enum(*p)), CodeKind::Value};
+        }
         return {fmt::format("member({}, {})", as_value(recv), cpp_string(e.name)), CodeKind::Value};
       }
       case RExpr::K::Method: {
@@ -337,9 +345,22 @@ class ExprEmitter {
                             value_array(args), names_array(e.arg_names, 1)),
                 CodeKind::Value};
       }
-      case RExpr::K::Index:
+      case RExpr::K::Index: {
+        const RExpr& seq = e.kids[0];
+        if (seq.k == RExpr::K::Member && uop_prop_from_name(seq.name) == UOpProp::Src) {
+          // x.src[i]: the source itself, without the tuple of all sources
+          Code recv = emit(seq.kids[0]);
+          const RExpr& i = e.kids[1];
+          const std::string idx = i.k == RExpr::K::Const && i.value.kind() == Value::Kind::Int
+                                      ? cpp_i128(i.value.as_int())
+                                      : as_value(emit(i));
+          return {fmt::format("src_item({}, {})",
+                              recv.kind == CodeKind::UOp ? recv.text : as_value(recv), idx),
+                  CodeKind::UOp};
+        }
         return {fmt::format("index({}, {})", as_value(emit(e.kids[0])), as_value(emit(e.kids[1]))),
                 CodeKind::Value};
+      }
       case RExpr::K::Builtin: {
         if (e.name == "const_like" && e.kids.size() == 2 && e.kids[1].k == RExpr::K::Const &&
             e.kids[1].value.kind() == Value::Kind::Int) {
@@ -356,6 +377,19 @@ class ExprEmitter {
                     CodeKind::UOp};
           }
         }
+        const std::optional<Builtin> b = builtin_from_name(e.name);  // the checker knows it
+        const bool positional = std::all_of(e.arg_names.begin(), e.arg_names.end(),
+                                            [](const std::string& n) { return n.empty(); });
+        if (b == Builtin::Select && e.kids.size() == 3 && positional) {
+          return {fmt::format("select_of({{{}, {}, {}}})", as_value(emit(e.kids[0])),
+                              as_value(emit(e.kids[1])), as_value(emit(e.kids[2]))),
+                  CodeKind::Value};
+        }
+        if (b == Builtin::Len && e.kids.size() == 1 && positional) {  // a number, as len() gives
+          return {fmt::format("Num::of(static_cast<i128>({}.items().size()))",
+                              as_value(emit(e.kids[0]))),
+                  CodeKind::Num};
+        }
         std::vector<std::string> args;
         for (const RExpr& k : e.kids) args.push_back(as_value(emit(k)));
         if (is_context_builtin(e.name)) {  // rewritten(u): the running rule set, from ctx
@@ -363,8 +397,9 @@ class ExprEmitter {
                               value_array(args)),
                   CodeKind::Value};
         }
-        return {fmt::format("call_builtin({}, {}, {})", cpp_string(e.name), value_array(args),
-                            names_array(e.arg_names, 0)),
+        return {fmt::format("call_builtin({}, {}, {})",
+                            b ? fmt::format("Builtin::{}", builtin_enum(*b)) : cpp_string(e.name),
+                            value_array(args), names_array(e.arg_names, 0)),
                 CodeKind::Value};
       }
       case RExpr::K::Construct: {
@@ -478,11 +513,35 @@ class ExprEmitter {
     return out + "}";
   }
 
+  static std::string_view builtin_enum(Builtin b) {
+    static constexpr std::string_view kNames[] = {
+        "ConstLike", "Max",  "Min", "Abs",     "Len",       "Int",   "Float",
+        "Select",    "Fail", "Uop", "Zip",     "Enumerate", "Range", "Sum",
+        "Prod",      "All",  "Any", "Argsort", "Tuple",     "Fold"};
+    return kNames[static_cast<size_t>(b)];
+  }
+
   static std::string_view prop_enum(UOpProp p) {
     static constexpr std::string_view kNames[] = {"Op",     "DType",   "Arg",     "Tag", "NSrc",
                                                   "VMin",   "VMax",    "Shape",   "Src", "IsConst",
                                                   "Finite", "MayWrap", "MayRaise"};
     return kNames[static_cast<size_t>(p)];
+  }
+
+  // `x.dtype.is_int` (and the other flags) and `x.dtype.count` on a UOp: called on the DType,
+  // as the value library's dtype properties do, without a value or a name lookup.
+  std::optional<Code> dtype_property(const RExpr& e) {
+    static const std::set<std::string_view> kFlags = {"is_int",  "is_float", "is_unsigned",
+                                                      "is_bool", "is_index", "is_ptr"};
+    const RExpr& r = e.kids[0];
+    if (r.k != RExpr::K::Member || uop_prop_from_name(r.name) != UOpProp::DType)
+      return std::nullopt;
+    if (!kFlags.count(e.name) && e.name != "count") return std::nullopt;
+    Code u = emit(r.kids[0]);
+    if (u.kind != CodeKind::UOp) return std::nullopt;
+    if (e.name == "count")
+      return Code{fmt::format("Value::integer(dtype({}).count())", u.text), CodeKind::Value};
+    return Code{fmt::format("dtype({}).{}()", u.text, e.name), CodeKind::Bool};
   }
 
   // A method of a UOp on UOp arguments that the value library maps straight to the UOp method of
@@ -517,9 +576,35 @@ class ExprEmitter {
     return std::nullopt;
   }
 
+  static bool is_none_const(const RExpr& e) {
+    return e.k == RExpr::K::Const && e.value.kind() == Value::Kind::None;
+  }
+
   Code binary_code(const RExpr& e) {
-    Code a = emit(e.kids[0]), b = emit(e.kids[1]);
     const BinOp op = e.bop;
+    if ((op == BinOp::Eq || op == BinOp::Ne) && is_none_const(e.kids[1])) {  // x == none
+      return {
+          fmt::format("({}{}.is_none())", op == BinOp::Eq ? "" : "!", as_value(emit(e.kids[0]))),
+          CodeKind::Bool};
+    }
+    if ((op == BinOp::In || op == BinOp::NotIn) && e.kids[1].k == RExpr::K::Tuple &&
+        !e.kids[1].kids.empty() &&
+        std::all_of(e.kids[1].kids.begin(), e.kids[1].kids.end(), [](const RExpr& k) {
+          return k.k == RExpr::K::Const && k.value.kind() == Value::Kind::Op;
+        })) {
+      // `x.op in (A, B)`: compared op by op, no tuple built
+      Code x = emit(e.kids[0]);
+      if (x.kind == CodeKind::Op) {
+        std::string any;
+        for (size_t i = 0; i < e.kids[1].kids.size(); ++i)
+          any += fmt::format("{}o == Op::{}", i ? " || " : "",
+                             op_name(e.kids[1].kids[i].value.as_op()));
+        return {
+            fmt::format("{}[](Op o) {{ return {}; }}({})", op == BinOp::In ? "" : "!", any, x.text),
+            CodeKind::Bool};
+      }
+    }
+    Code a = emit(e.kids[0]), b = emit(e.kids[1]);
     if ((op == BinOp::Eq || op == BinOp::Ne) && a.kind == CodeKind::UOp &&
         b.kind == CodeKind::UOp) {
       return {fmt::format("({} {} {})", a.text, op == BinOp::Eq ? "==" : "!=", b.text),
@@ -611,6 +696,8 @@ class ExprEmitter {
     std::string code = "[&] {\n";
     code += fmt::format("  std::vector<Value> {};\n  size_t {} = 0;\n", out, steps);
     std::string pad = "  ";
+    const size_t nfor = static_cast<size_t>(
+        std::count_if(e.comp.begin(), e.comp.end(), [](const RCompClause& c) { return !c.is_if; }));
     for (size_t i = 0; i < e.comp.size(); ++i) {
       const RExpr& x = e.kids[i + 1];
       if (e.comp[i].is_if) {
@@ -626,7 +713,7 @@ class ExprEmitter {
         std::string sizes;
         for (size_t m = 0; m < x.kids.size(); ++m) {
           code +=
-              fmt::format("{}const Value {}_{} = {};\n", pad, seq, m, as_value(emit(x.kids[m])));
+              fmt::format("{}const Value& {}_{} = {};\n", pad, seq, m, as_value(emit(x.kids[m])));
           code += fmt::format("{}const std::vector<Value>& {}_{}_items = items_of({}_{});\n", pad,
                               seq, m, seq, m);
           sizes += fmt::format("{}{}_{}_items.size()", m ? ", " : "", seq, m);
@@ -640,7 +727,10 @@ class ExprEmitter {
           bind_target(t.items[m], fmt::format("{}_{}_items[{}]", seq, m, item), used, pad, code);
         continue;
       }
-      code += fmt::format("{}const Value {} = {};\n", pad, seq, as_value(emit(x)));
+      // a reference: to a temporary (kept alive as long as the reference) or a live slot
+      code += fmt::format("{}const Value& {} = {};\n", pad, seq, as_value(emit(x)));
+      if (i == 0 && nfor == 1)  // one loop: at most one item per item of the sequence
+        code += fmt::format("{}{}.reserve(items_of({}).size());\n", pad, out, seq);
       code += fmt::format("{}for (const Value& {} : items_of({})) {{\n", pad, item, seq);
       pad += "  ";
       code += fmt::format("{}comp_step({});\n", pad, steps);
@@ -656,8 +746,8 @@ class ExprEmitter {
   }
   void bind_target(const RTarget& t, const std::string& v, const std::set<int>& used,
                    const std::string& pad, std::string& code) {
-    if (t.slot >= 0 && used.count(t.slot))
-      code += fmt::format("{}const Value {} = {};\n", pad, slot_var(t.slot), v);
+    if (t.slot >= 0 && used.count(t.slot))  // an item of a sequence that outlives the loop
+      code += fmt::format("{}const Value& {} = {};\n", pad, slot_var(t.slot), v);
     if (!t.is_tuple) return;
     const std::string items = fmt::format("u{}", counter_++);
     code += fmt::format("{}const std::vector<Value>& {} = unpack({}, {});\n", pad, items, v,
@@ -906,7 +996,6 @@ std::set<const ResolvedDef*> defs_used(const ResolvedProgram& program,
 void emit_defs(Writer& w, const ResolvedProgram& program,
                const std::vector<const ResolvedSet*>& sets, const ShownPaths& paths) {
   const std::set<const ResolvedDef*> used = defs_used(program, sets);
-  const std::map<int, std::string> no_uops;
   for (const auto& d : program.defs) {
     if (!used.count(d.get())) continue;
     auto path = paths.find(d->loc.file);
@@ -922,14 +1011,19 @@ void emit_defs(Writer& w, const ResolvedProgram& program,
                           d->name));
     w.line(0, fmt::format("Value {}({}) {{", def_function(*d), params));
     w.line(1, "(void)ctx;");
+    std::map<int, std::string> uop_params;
     for (int i = 0; i < d->nparams; ++i) {  // typed parameters, checked as the interpreter does
       const Type t = d->param_types[static_cast<size_t>(i)];
       if (t == Type::Any) continue;
       const std::string& p = d->slot_names[static_cast<size_t>(i)];
       w.line(1, fmt::format("check_def_arg(v_{}, Type::{}, {}, {}, {});", ident(p), type_enum(t),
                             cpp_string(d->name), i, cpp_string(p)));
+      if (t == Type::UOp && params_used.count(i)) {  // checked: the body uses it as a UOp
+        w.line(1, fmt::format("const UOp& x_{0} = v_{0}.as_uop();", ident(p)));
+        uop_params[i] = "v_" + ident(p);
+      }
     }
-    ExprEmitter ex(d->slot_names, no_uops);
+    ExprEmitter ex(d->slot_names, uop_params);
     w.line(1, fmt::format("return {};", ExprEmitter::as_value(ex.emit(d->body))));
     w.line(0, "}");
     w.line(0, "");

@@ -165,8 +165,12 @@ Value eval(const RExpr& e, Slots& s, RewriteContext& ctx) {
       const std::vector<Value> args = eval_kids(e, s, ctx, 1);
       return method(recv, e.name, args, std::span<const std::string>(e.arg_names).subspan(1));
     }
-    case RExpr::K::Index:
-      return index(eval(e.kids[0], s, ctx), eval(e.kids[1], s, ctx));
+    case RExpr::K::Index: {
+      const RExpr& seq = e.kids[0];
+      if (seq.k == RExpr::K::Member && seq.prop == UOpProp::Src)  // x.src[i]: no tuple built
+        return Value::uop(src_item(eval(seq.kids[0], s, ctx), eval(e.kids[1], s, ctx)));
+      return index(eval(seq, s, ctx), eval(e.kids[1], s, ctx));
+    }
     case RExpr::K::Builtin: {
       const std::vector<Value> args = eval_kids(e, s, ctx);
       if (is_context_builtin(e.name)) return call_context_builtin(ctx, e.name, args);

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 #include <optional>
+#include <type_traits>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -49,9 +50,9 @@ std::string_view type_name(Type t) {
 // ---- Value
 // ------------------------------------------------------------------------------------------
 
-Value Value::boolean(bool b) { return with(Kind::Bool, &Value::b_, b); }
-Value Value::integer(i128 i) { return with(Kind::Int, &Value::i_, i); }
-Value Value::real(double f) { return with(Kind::Float, &Value::f_, f); }
+// Value keeps its dtype in the scalar union, which copies it bytewise.
+static_assert(std::is_trivially_copyable_v<DType> && std::is_trivially_destructible_v<DType>);
+
 Value Value::string(std::string s) {
   return with(Kind::String, &Value::p_,
               std::shared_ptr<const void>(std::make_shared<const std::string>(std::move(s))));
@@ -60,17 +61,19 @@ Value Value::uop(UOp u) {
   if (!u) return Value();
   return with(Kind::UOp, &Value::u_, std::move(u));
 }
-Value Value::dtype(DType d) { return with(Kind::DType, &Value::d_, d); }
-Value Value::op(Op o) { return with(Kind::Op, &Value::o_, o); }
 Value Value::tuple(std::vector<Value> items) {
   return with(
       Kind::Tuple, &Value::p_,
       std::shared_ptr<const void>(std::make_shared<const std::vector<Value>>(std::move(items))));
 }
-Value Value::ok() { return with(Kind::Status, &Value::b_, true); }
+Value Value::ok() {
+  Value v(Kind::Status);
+  v.s_.b = true;
+  return v;
+}
 Value Value::fail(std::string message) {
   Value v(Kind::Status);
-  v.b_ = false;
+  v.s_.b = false;
   v.p_ = std::make_shared<const std::string>(std::move(message));
   return v;
 }
@@ -117,26 +120,25 @@ namespace {
 bool Value::as_bool() const {
   switch (kind_) {
     case Kind::Bool:
-      return b_;
+      return s_.b;
     case Kind::Int:
-      return i_ != 0;
+      return s_.i != 0;
     case Kind::Float:
-      return f_ != 0;
+      return s_.f != 0;
     case Kind::Status:
-      return b_;
+      return s_.b;
     default:
       type_error("a bool", *this);
   }
 }
-i128 Value::as_int() const {
-  if (kind_ == Kind::Int) return i_;
-  if (kind_ == Kind::Bool) return b_;
+i128 Value::as_int_other() const {
+  if (kind_ == Kind::Bool) return s_.b;
   type_error("an int", *this);
 }
 double Value::as_float() const {
-  if (kind_ == Kind::Float) return f_;
-  if (kind_ == Kind::Int) return static_cast<double>(i_);
-  if (kind_ == Kind::Bool) return b_;
+  if (kind_ == Kind::Float) return s_.f;
+  if (kind_ == Kind::Int) return static_cast<double>(s_.i);
+  if (kind_ == Kind::Bool) return s_.b;
   type_error("a number", *this);
 }
 const std::string& Value::as_string() const {
@@ -149,11 +151,11 @@ const UOp& Value::as_uop() const {
 }
 DType Value::as_dtype() const {
   if (kind_ != Kind::DType) type_error("a dtype", *this);
-  return d_;
+  return s_.d;
 }
 Op Value::as_op() const {
   if (kind_ != Kind::Op) type_error("an op", *this);
-  return o_;
+  return s_.o;
 }
 const std::vector<Value>& Value::items() const {
   if (kind_ != Kind::Tuple) type_error("a tuple", *this);
@@ -164,7 +166,7 @@ const Arg& Value::as_record() const {
   return *static_cast<const Arg*>(p_.get());
 }
 bool Value::status_ok() const {
-  if (kind_ == Kind::Status) return b_;
+  if (kind_ == Kind::Status) return s_.b;
   return as_bool();
 }
 
@@ -173,17 +175,17 @@ Arg Value::to_arg() const {
     case Kind::None:
       return Arg();
     case Kind::Bool:
-      return Arg::boolean(b_);
+      return Arg::boolean(s_.b);
     case Kind::Int:
-      return Arg::integer(i_);
+      return Arg::integer(s_.i);
     case Kind::Float:
-      return Arg::real(f_);
+      return Arg::real(s_.f);
     case Kind::String:
       return Arg::string(*str_ptr());
     case Kind::DType:
-      return Arg::dtype(d_);
+      return Arg::dtype(s_.d);
     case Kind::Op:
-      return Arg::op(o_);
+      return Arg::op(s_.o);
     case Kind::Tuple: {
       std::vector<Arg> items;
       for (const Value& v : items_ref()) items.push_back(v.to_arg());
@@ -201,19 +203,19 @@ std::string Value::repr() const {
     case Kind::None:
       return "none";
     case Kind::Bool:
-      return b_ ? "True" : "False";
+      return s_.b ? "True" : "False";
     case Kind::Int:
-      return to_string(i_);
+      return to_string(s_.i);
     case Kind::Float:
-      return Arg::real(f_).repr();
+      return Arg::real(s_.f).repr();
     case Kind::String:
       return Arg::string(*str_ptr()).repr();
     case Kind::UOp:
       return u_.repr(1);
     case Kind::DType:
-      return d_.repr();
+      return s_.d.repr();
     case Kind::Op:
-      return std::string(op_name(o_));
+      return std::string(op_name(s_.o));
     case Kind::Tuple: {
       std::string out = "(";
       const std::vector<Value>& items = items_ref();
@@ -221,7 +223,7 @@ std::string Value::repr() const {
       return out + (items.size() == 1 ? ",)" : ")");
     }
     case Kind::Status:
-      return b_ ? "ok" : "fail(" + (p_ ? *str_ptr() : "") + ")";
+      return s_.b ? "ok" : "fail(" + (p_ ? *str_ptr() : "") + ")";
     case Kind::Record:
       return as_record().repr();
   }
@@ -251,13 +253,13 @@ bool Value::operator==(const Value& o) const {
     case Kind::UOp:
       return u_ == o.u_;
     case Kind::DType:
-      return d_ == o.d_;
+      return s_.d == o.s_.d;
     case Kind::Op:
-      return o_ == o.o_;
+      return s_.o == o.s_.o;
     case Kind::Tuple:
       return items_ref() == o.items_ref();
     case Kind::Status:
-      return b_ == o.b_;
+      return s_.b == o.s_.b;
     case Kind::Record:
       return as_record() == o.as_record();
     default:
@@ -398,7 +400,7 @@ std::optional<Value> tuple_binary(BinOp op, const Value& a, const Value& b) {
 
 }  // namespace
 
-Value binary(BinOp op, const Value& a, const Value& b) {
+Value binary_general(BinOp op, const Value& a, const Value& b) {
   if (op == BinOp::Eq) return Value::boolean(a == b);
   if (op == BinOp::Ne) return Value::boolean(!(a == b));
   if (op == BinOp::In || op == BinOp::NotIn) {
@@ -549,6 +551,45 @@ Value uop_member(const UOp& u, UOpProp p) {
   return Value();
 }
 
+Value member(const Value& recv, UOpProp p) {
+  if (recv.is_uop()) return uop_member(recv.as_uop(), p);
+  return member(recv, uop_prop_name(p));
+}
+
+Op op_of(const Value& recv) {
+  if (recv.is_uop()) return recv.as_uop().op();
+  return member(recv, UOpProp::Op).as_op();  // only a UOp has an op: this throws member's error
+}
+
+Num num_member(const Value& recv, UOpProp p) {
+  if (recv.is_uop()) return p == UOpProp::VMin ? recv.as_uop().vmin() : recv.as_uop().vmax();
+  const Value v = member(recv, p);  // only a UOp has bounds: this throws member's error
+  return v.kind() == Value::Kind::Float ? Num::of_float(v.as_float()) : Num::of(v.as_int());
+}
+
+UOp src_item(const UOp& u, i128 i) {
+  const i128 n = static_cast<i128>(u.nsrc());
+  const i128 at = i < 0 ? i + n : i;
+  if (at >= 0 && at < n) return u.src()[static_cast<size_t>(at)];
+  return index(uop_member(u, UOpProp::Src), Value::integer(i)).as_uop();  // index's error
+}
+
+UOp src_item(const UOp& u, const Value& idx) {
+  if (idx.kind() == Value::Kind::Int || idx.kind() == Value::Kind::Bool)
+    return src_item(u, idx.as_int());
+  return index(uop_member(u, UOpProp::Src), idx).as_uop();  // index's error
+}
+
+UOp src_item(const Value& recv, i128 i) {
+  if (recv.is_uop()) return src_item(recv.as_uop(), i);
+  return index(member(recv, UOpProp::Src), Value::integer(i)).as_uop();  // member's error
+}
+
+UOp src_item(const Value& recv, const Value& idx) {
+  if (recv.is_uop()) return src_item(recv.as_uop(), idx);
+  return index(member(recv, UOpProp::Src), idx).as_uop();  // member's error
+}
+
 namespace {
 
 Value dtype_member(DType d, std::string_view name) {
@@ -637,12 +678,24 @@ bool is_analysis(std::string_view name) {
 Value analysis(const UOp& u, std::string_view name, std::span<const Value> args) {
   auto maybe = [](UOp r) { return r ? Value::uop(std::move(r)) : Value(); };
   auto parts = [&](Op sep) {  // none past the tuple size limit: a rule leaves such a sum alone
+    // The last split is kept: the divmod rules each ask one node for its terms in turn. Nodes are
+    // immutable, so the tuple stays right; it keeps one node alive per thread.
+    thread_local UOp last;
+    thread_local Op last_sep = Op::Noop;
+    thread_local Value last_parts;
+    if (u == last && sep == last_sep) return last_parts;
     std::vector<UOp> split = u.split(sep);
-    if (split.size() > kMaxTupleSize) return Value();
-    std::vector<Value> out;
-    out.reserve(split.size());
-    for (UOp& t : split) out.push_back(Value::uop(std::move(t)));
-    return Value::tuple(std::move(out));
+    Value result;
+    if (split.size() <= kMaxTupleSize) {
+      std::vector<Value> out;
+      out.reserve(split.size());
+      for (UOp& t : split) out.push_back(Value::uop(std::move(t)));
+      result = Value::tuple(std::move(out));
+    }
+    last = u;
+    last_sep = sep;
+    last_parts = result;
+    return result;
   };
   if (name == "terms" || name == "factors") {
     expect_args(name, args, 0, 0);
@@ -848,8 +901,9 @@ namespace {
 
 // Builtins over tuples: zip, enumerate, range, sum, prod, all, any, argsort, tuple, fold, and
 // max/min of one tuple. nullopt for any other name.
-std::optional<Value> tuple_builtin(std::string_view name, std::span<const Value> args) {
-  if (name == "zip") {
+std::optional<Value> tuple_builtin(Builtin b, std::span<const Value> args) {
+  const std::string_view name = builtin_name(b);
+  if (b == Builtin::Zip) {
     if (args.empty()) throw EvalError("zip takes at least 1 argument, got 0");
     size_t n = SIZE_MAX;
     for (const Value& a : args) n = std::min(n, items_of(a).size());
@@ -861,7 +915,7 @@ std::optional<Value> tuple_builtin(std::string_view name, std::span<const Value>
     }
     return Value::tuple(std::move(out));
   }
-  if (name == "enumerate") {
+  if (b == Builtin::Enumerate) {
     expect_args(name, args, 1, 2);
     const i128 start = args.size() > 1 ? args[1].as_int() : 0;
     std::vector<Value> out;
@@ -870,7 +924,7 @@ std::optional<Value> tuple_builtin(std::string_view name, std::span<const Value>
           Value::tuple({Value::integer(sat_add(start, static_cast<i128>(out.size()))), x}));
     return Value::tuple(std::move(out));
   }
-  if (name == "range") {
+  if (b == Builtin::Range) {
     expect_args(name, args, 1, 3);
     const i128 lo = args.size() > 1 ? args[0].as_int() : 0;
     const i128 hi = args.size() > 1 ? args[1].as_int() : args[0].as_int();
@@ -885,16 +939,17 @@ std::optional<Value> tuple_builtin(std::string_view name, std::span<const Value>
     for (i128 i = 0; i < n; ++i) out.push_back(Value::integer(lo + i * st));
     return Value::tuple(std::move(out));
   }
-  if (name == "sum" || name == "prod") {  // left to right from the first item: no `0 + x` node
-    expect_args(name, args, 1, name == "sum" ? 2 : 1);
+  if (b == Builtin::Sum ||
+      b == Builtin::Prod) {  // left to right from the first item: no `0 + x` node
+    expect_args(name, args, 1, b == Builtin::Sum ? 2 : 1);
     const auto& items = items_of(args[0]);
-    const BinOp op = name == "sum" ? BinOp::Add : BinOp::Mul;
-    Value acc = args.size() > 1 ? args[1] : Value::integer(name == "sum" ? 0 : 1);
+    const BinOp op = b == Builtin::Sum ? BinOp::Add : BinOp::Mul;
+    Value acc = args.size() > 1 ? args[1] : Value::integer(b == Builtin::Sum ? 0 : 1);
     for (size_t i = 0; i < items.size(); ++i)
       acc = i == 0 && args.size() == 1 ? items[0] : binary(op, acc, items[i]);
     return acc;
   }
-  if (name == "fold") {  // fold(Op, t): ((t0 op t1) op t2) ..., as tinygrad folds with reduce()
+  if (b == Builtin::Fold) {  // fold(Op, t): ((t0 op t1) op t2) ..., as tinygrad folds with reduce()
     expect_args(name, args, 2, 2);
     const Op op = args[0].as_op();
     const auto& items = items_of(args[1]);
@@ -903,72 +958,90 @@ std::optional<Value> tuple_builtin(std::string_view name, std::span<const Value>
     for (size_t i = 1; i < items.size(); ++i) acc = construct(op, std::array{acc, items[i]});
     return acc;
   }
-  if (name == "all" || name == "any") {
+  if (b == Builtin::All || b == Builtin::Any) {
     expect_args(name, args, 1, 1);
-    const bool want = name == "any";
+    const bool want = b == Builtin::Any;
     for (const Value& x : items_of(args[0]))
       if (x.as_bool() == want) return Value::boolean(want);
     return Value::boolean(!want);
   }
-  if (name == "argsort") {  // the indices that sort the tuple, ties in order (a stable sort)
+  if (b == Builtin::Argsort) {  // the indices that sort the tuple, ties in order (a stable sort)
     expect_args(name, args, 1, 1);
     const auto& items = items_of(args[0]);
     std::vector<size_t> idx(items.size());
     for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
-    std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) {
-      return binary(BinOp::Lt, items[a], items[b]).as_bool();
+    std::stable_sort(idx.begin(), idx.end(), [&](size_t x, size_t y) {
+      return binary(BinOp::Lt, items[x], items[y]).as_bool();
     });
     std::vector<Value> out;
     for (size_t i : idx) out.push_back(Value::integer(static_cast<i128>(i)));
     return Value::tuple(std::move(out));
   }
-  if (name == "tuple") {
+  if (b == Builtin::Tuple) {
     expect_args(name, args, 1, 1);
     return Value::tuple(items_of(args[0]));
   }
-  if ((name == "max" || name == "min") && args.size() == 1) {
+  if ((b == Builtin::Max || b == Builtin::Min) && args.size() == 1) {
     const auto& items = items_of(args[0]);
     if (items.empty()) throw EvalError(fmt::format("{}() of an empty tuple", name));
     Value acc = items[0];
     for (size_t i = 1; i < items.size(); ++i) {
       const std::array<Value, 2> pair{acc, items[i]};
-      acc = call_builtin(name, pair, {});
+      acc = call_builtin(b, pair, {});
     }
     return acc;
   }
   return std::nullopt;
 }
 
+constexpr std::string_view kBuiltinNames[] = {
+    "const_like", "max",       "min",   "abs", "len",  "int", "float", "select",  "fail",  "uop",
+    "zip",        "enumerate", "range", "sum", "prod", "all", "any",   "argsort", "tuple", "fold"};
+static_assert(std::size(kBuiltinNames) == static_cast<size_t>(Builtin::Fold) + 1);
+
 }  // namespace
+
+std::optional<Builtin> builtin_from_name(std::string_view name) {
+  for (size_t i = 0; i < std::size(kBuiltinNames); ++i)
+    if (kBuiltinNames[i] == name) return static_cast<Builtin>(i);
+  return std::nullopt;
+}
+std::string_view builtin_name(Builtin b) { return kBuiltinNames[static_cast<size_t>(b)]; }
 
 Value call_builtin(std::string_view name, std::span<const Value> args,
                    std::span<const std::string> names) {
-  if (name == "const_like") {
+  if (auto b = builtin_from_name(name)) return call_builtin(*b, args, names);
+  throw EvalError(fmt::format("unknown function '{}'", name));
+}
+
+Value call_builtin(Builtin b, std::span<const Value> args, std::span<const std::string> names) {
+  const std::string_view name = builtin_name(b);
+  if (b == Builtin::ConstLike) {
     expect_args(name, args, 2, 2);
     return Value::uop(args[0].as_uop().const_like(args[1].to_arg()));
   }
-  if (auto v = tuple_builtin(name, args)) return *v;
-  if (name == "max" || name == "min") {
+  if (auto v = tuple_builtin(b, args)) return *v;
+  if (b == Builtin::Max || b == Builtin::Min) {
     expect_args(name, args, 2, 2);
     if (args[0].is_uop() || args[1].is_uop()) {
       const UOp& like = args[0].is_uop() ? args[0].as_uop() : args[1].as_uop();
-      const UOp a = as_operand(args[0], like), b = as_operand(args[1], like);
-      return Value::uop(name == "max" ? a.maximum(b) : a.minimum(b));
+      const UOp x = as_operand(args[0], like), y = as_operand(args[1], like);
+      return Value::uop(b == Builtin::Max ? x.maximum(y) : x.minimum(y));
     }
     const bool lt = binary(BinOp::Lt, args[0], args[1]).as_bool();
-    return name == "max" ? (lt ? args[1] : args[0]) : (lt ? args[0] : args[1]);
+    return b == Builtin::Max ? (lt ? args[1] : args[0]) : (lt ? args[0] : args[1]);
   }
-  if (name == "abs") {
+  if (b == Builtin::Abs) {
     expect_args(name, args, 1, 1);
     if (args[0].kind() == Value::Kind::Float) return Value::real(std::fabs(args[0].as_float()));
     const i128 v = args[0].as_int();
     return Value::integer(v < 0 ? sat_neg(v) : v);
   }
-  if (name == "len") {
+  if (b == Builtin::Len) {
     expect_args(name, args, 1, 1);
     return Value::integer(static_cast<i128>(args[0].items().size()));
   }
-  if (name == "int") {
+  if (b == Builtin::Int) {
     expect_args(name, args, 1, 1);
     if (args[0].kind() == Value::Kind::Float) {
       const double f = args[0].as_float();
@@ -977,11 +1050,11 @@ Value call_builtin(std::string_view name, std::span<const Value> args,
     }
     return Value::integer(args[0].as_int());
   }
-  if (name == "float") {
+  if (b == Builtin::Float) {
     expect_args(name, args, 1, 1);
     return Value::real(args[0].as_float());
   }
-  if (name == "select") {  // select(cond, a, b): a value choice, or WHERE for a UOp condition
+  if (b == Builtin::Select) {  // select(cond, a, b): a value choice, or WHERE for a UOp condition
     expect_args(name, args, 3, 3);
     if (args[0].is_uop()) {
       const UOp& like = args[1].is_uop() ? args[1].as_uop() : args[2].as_uop();
@@ -990,11 +1063,11 @@ Value call_builtin(std::string_view name, std::span<const Value> args,
     }
     return args[0].as_bool() ? args[1] : args[2];
   }
-  if (name == "fail") {
+  if (b == Builtin::Fail) {
     expect_args(name, args, 0, 1);
     return Value::fail(args.empty() ? "" : args[0].as_string());
   }
-  if (name == "uop") {  // uop(Op, dtype, src: (..), arg: v)
+  if (b == Builtin::Uop) {  // uop(Op, dtype, src: (..), arg: v)
     if (args.size() < 2) throw EvalError("uop takes an op and a dtype, then src: and arg:");
     std::vector<UOp> src;
     Arg arg;

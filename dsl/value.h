@@ -3,6 +3,7 @@
 // calling these functions, so the two agree by construction on every operation.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -13,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "ir/int128.h"
 #include "ir/rewrite.h"
 #include "ir/uop.h"
 
@@ -52,13 +54,13 @@ class Value {
   };
 
   Value() = default;
-  static Value boolean(bool b);
-  static Value integer(i128 v);
-  static Value real(double v);
+  static Value boolean(bool b) { return scalar(Kind::Bool, &Scalar::b, b); }
+  static Value integer(i128 v) { return scalar(Kind::Int, &Scalar::i, v); }
+  static Value real(double v) { return scalar(Kind::Float, &Scalar::f, v); }
   static Value string(std::string s);
   static Value uop(UOp u);
-  static Value dtype(DType d);
-  static Value op(Op o);
+  static Value dtype(DType d) { return scalar(Kind::DType, &Scalar::d, d); }
+  static Value op(Op o) { return scalar(Kind::Op, &Scalar::o, o); }
   static Value tuple(std::vector<Value> items);
   static Value ok();
   static Value fail(std::string message);
@@ -73,7 +75,7 @@ class Value {
     return kind_ == Kind::Int || kind_ == Kind::Float || kind_ == Kind::Bool;
   }
   bool as_bool() const;  // truthiness of bools and numbers; errors for the rest
-  i128 as_int() const;
+  i128 as_int() const { return kind_ == Kind::Int ? s_.i : as_int_other(); }
   double as_float() const;
   const std::string& as_string() const;
   const UOp& as_uop() const;
@@ -89,6 +91,15 @@ class Value {
 
  private:
   explicit Value(Kind kind) : kind_(kind) {}
+  i128 as_int_other() const;  // a bool, else the type error
+  union Scalar;
+  // A value of a scalar kind, made inline: ints, bools and ops are made on every operation.
+  template <class T>
+  static Value scalar(Kind kind, T Scalar::*member, T x) {
+    Value v(kind);
+    v.s_.*member = x;
+    return v;
+  }
   // A value of `kind` with one member set: the shape of every factory.
   template <class Member, class T>
   static Value with(Kind kind, Member Value::*member, T&& x) {
@@ -97,16 +108,17 @@ class Value {
     return v;
   }
   Kind kind_ = Kind::None;
-  // The scalar of the kind (every read checks kind_ first): one slot instead of four keeps a Value
+  // The scalar of the kind (every read checks kind_ first): one slot instead of five keeps a Value
   // small, and values are copied on every operation.
-  union {
-    bool b_;
-    i128 i_ = 0;
-    double f_;
-    Op o_;
-  };
+  union Scalar {
+    Scalar() : i(0) {}
+    bool b;
+    i128 i;
+    double f;
+    Op o;
+    DType d;  // trivially copyable: here it costs no constructor call per Value
+  } s_;
   UOp u_;
-  DType d_;
   // the tuple's items (Tuple), the text (String, a failed Status) or the Arg (Record); null
   // otherwise
   std::shared_ptr<const void> p_;
@@ -158,7 +170,43 @@ std::optional<Op> uop_binop(BinOp op);
 
 // Numbers follow Python (floor // and %); UOp operands build nodes (numbers become constants of
 // the UOp operand's dtype); == and != on UOps compare identity.
-Value binary(BinOp op, const Value& a, const Value& b);
+Value binary_general(BinOp op, const Value& a, const Value& b);
+// Two ints, the most frequent operands of rule arithmetic, are computed inline (the same results
+// as binary_general, which takes every other case and each error).
+inline Value binary(BinOp op, const Value& a, const Value& b) {
+  if (a.kind() == Value::Kind::Int && b.kind() == Value::Kind::Int) {
+    const i128 x = a.as_int(), y = b.as_int();
+    switch (op) {
+      case BinOp::Add:
+        return Value::integer(sat_add(x, y));
+      case BinOp::Sub:
+        return Value::integer(sat_sub(x, y));
+      case BinOp::Mul:
+        return Value::integer(sat_mul(x, y));
+      case BinOp::FloorDiv:
+        if (y != 0) return Value::integer(floor_div(x, y));
+        break;
+      case BinOp::Mod:
+        if (y != 0) return Value::integer(floor_mod(x, y));
+        break;
+      case BinOp::Eq:
+        return Value::boolean(x == y);
+      case BinOp::Ne:
+        return Value::boolean(x != y);
+      case BinOp::Lt:
+        return Value::boolean(x < y);
+      case BinOp::Le:
+        return Value::boolean(x <= y);
+      case BinOp::Gt:
+        return Value::boolean(x > y);
+      case BinOp::Ge:
+        return Value::boolean(x >= y);
+      default:
+        break;
+    }
+  }
+  return binary_general(op, a, b);
+}
 Value negate(const Value& a);
 Value invert(const Value& a);  // ~x
 // Properties and methods: x.vmin, x.src, x.replace(src: ...), d.is_int, ...
@@ -183,6 +231,17 @@ enum class UOpProp : uint8_t {
 std::optional<UOpProp> uop_prop_from_name(std::string_view name);
 std::string_view uop_prop_name(UOpProp p);
 Value uop_member(const UOp& u, UOpProp p);
+// The same on a receiver of any kind (member(recv, name) unless it is a UOp), and typed forms
+// that generated code uses where it knows the result's kind: recv.op, recv.vmin / recv.vmax, and
+// recv.src[i] without building the tuple of sources. Each gives the value, or throws the error,
+// that the generic member() and index() give.
+Value member(const Value& recv, UOpProp p);
+Op op_of(const Value& recv);
+Num num_member(const Value& recv, UOpProp p);  // VMin or VMax
+UOp src_item(const UOp& u, i128 i);
+UOp src_item(const UOp& u, const Value& idx);
+UOp src_item(const Value& recv, i128 i);
+UOp src_item(const Value& recv, const Value& idx);
 Value method(const Value& recv, std::string_view name, std::span<const Value> args,
              std::span<const std::string> arg_names);
 Value index(const Value& recv, const Value& idx);
@@ -239,6 +298,38 @@ void comp_step(size_t& steps);
 // Builtin functions (const_like, max, min, abs, uop, fail, ...), and op constructors (Add(a, b)).
 Value call_builtin(std::string_view name, std::span<const Value> args,
                    std::span<const std::string> arg_names);
+// The builtins by number: generated code names the builtin when it is compiled, so a call is not
+// looked up by name each time (call_builtin(name, ...) is builtin_from_name, then this).
+enum class Builtin : uint8_t {
+  ConstLike,
+  Max,
+  Min,
+  Abs,
+  Len,
+  Int,
+  Float,
+  Select,
+  Fail,
+  Uop,
+  Zip,
+  Enumerate,
+  Range,
+  Sum,
+  Prod,
+  All,
+  Any,
+  Argsort,
+  Tuple,
+  Fold
+};
+std::optional<Builtin> builtin_from_name(std::string_view name);
+std::string_view builtin_name(Builtin b);
+Value call_builtin(Builtin b, std::span<const Value> args, std::span<const std::string> arg_names);
+// select(c, a, b) as call_builtin gives it, without the builtin's dispatch (generated code).
+inline Value select_of(const std::array<Value, 3>& args) {
+  if (args[0].is_uop()) return call_builtin(Builtin::Select, args, {});
+  return args[0].as_bool() ? args[1] : args[2];
+}
 Value construct(Op op, std::span<const Value> args);
 
 // The static type of a member/method/builtin, for the checker; nullopt when the name is unknown.

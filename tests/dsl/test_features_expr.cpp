@@ -850,3 +850,78 @@ TEST(RwExprFeatures, RewrittenByTheRunningRuleSet) {
               std::string::npos)
         << e;
 }
+
+// The typed forms generated code calls (and the interpreter, for x.src[i]) give the values and the
+// errors of the generic operations they stand for.
+TEST(RwExprFeatures, FastPathsAgreeWithTheGenericOperations) {
+  auto error = [](const auto& f) -> std::string {
+    try {
+      f();
+    } catch (const EvalError& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  const UOp x = var("x", 0, 9), y = var("y", -4, 4);
+  const UOp s = sink({x, y});
+  const Value src = uop_member(s, UOpProp::Src);
+  for (int i : {0, 1, -1, -2}) {
+    EXPECT_TRUE(Value::uop(src_item(s, i)) == index(src, Value::integer(i))) << i;
+    EXPECT_TRUE(Value::uop(src_item(Value::uop(s), Value::integer(i))) ==
+                index(src, Value::integer(i)));
+  }
+  EXPECT_EQ(error([&] { src_item(s, 2); }), error([&] { index(src, Value::integer(2)); }));
+  EXPECT_EQ(error([&] { src_item(s, -3); }), error([&] { index(src, Value::integer(-3)); }));
+  EXPECT_EQ(error([&] { src_item(s, Value::string("a")); }),
+            error([&] { index(src, Value::string("a")); }));
+  EXPECT_EQ(error([&] { src_item(Value::integer(3), 0); }),
+            error([&] { member(Value::integer(3), "src"); }));
+  EXPECT_NE(error([&] { src_item(Value(), Value::integer(0)); }), "no error");
+  // properties of a value that may be a UOp
+  EXPECT_EQ(op_of(Value::uop(x)), Op::DefineVar);
+  EXPECT_EQ(error([&] { op_of(Value()); }), error([&] { member(Value(), "op"); }));
+  EXPECT_TRUE(num_member(Value::uop(y), UOpProp::VMin) == y.vmin());
+  EXPECT_TRUE(member(Value::uop(x), UOpProp::Arg) == member(Value::uop(x), "arg"));
+  EXPECT_EQ(error([&] { num_member(Value::integer(1), UOpProp::VMax); }),
+            error([&] { member(Value::integer(1), "vmax"); }));
+  // builtins by number are the builtins by name
+  for (std::string_view name :
+       {"const_like", "max",  "min", "abs",     "len",       "int",   "float",
+        "select",     "fail", "uop", "zip",     "enumerate", "range", "sum",
+        "prod",       "all",  "any", "argsort", "tuple",     "fold"}) {
+    ASSERT_TRUE(builtin_from_name(name)) << name;
+    EXPECT_EQ(builtin_name(*builtin_from_name(name)), name);
+  }
+  EXPECT_FALSE(builtin_from_name("nope"));
+  EXPECT_EQ(error([&] { call_builtin("nope", {}, {}); }), "unknown function 'nope'");
+  const Value t = Value::tuple({Value::integer(4), Value::integer(-2)});
+  EXPECT_TRUE(call_builtin(Builtin::Sum, std::array{t}, {}) ==
+              call_builtin("sum", std::array{t}, {}));
+  // select without the dispatch
+  for (const Value& cond : {Value::boolean(true), Value::integer(0)}) {
+    const std::array<Value, 3> args{cond, Value::integer(1), Value::integer(2)};
+    EXPECT_TRUE(select_of(args) == call_builtin("select", args, {}));
+  }
+  const std::array<Value, 3> gate{Value::uop(x.lt(y)), Value::uop(x), Value::integer(0)};
+  EXPECT_TRUE(select_of(gate) == call_builtin("select", gate, {}));
+  EXPECT_EQ(error([&] {
+              select_of({Value(), Value(), Value()});
+            }),
+            error([&] { call_builtin("select", std::array<Value, 3>{}, {}); }));
+  // two ints inline: the general operation's results, saturation and errors included
+  const i128 big = kInfinity;  // the saturated bound
+  for (i128 a : {i128{7}, i128{-7}, i128{0}, big, -big}) {
+    for (i128 b : {i128{2}, i128{-2}, i128{0}, big}) {
+      for (BinOp op : {BinOp::Add, BinOp::Sub, BinOp::Mul, BinOp::FloorDiv, BinOp::Mod, BinOp::Eq,
+                       BinOp::Ne, BinOp::Lt, BinOp::Le, BinOp::Gt, BinOp::Ge, BinOp::And}) {
+        const Value va = Value::integer(a), vb = Value::integer(b);
+        const std::string e = error([&] { binary_general(op, va, vb); });
+        EXPECT_EQ(error([&] { binary(op, va, vb); }), e);
+        if (e == "no error") {
+          EXPECT_TRUE(binary(op, va, vb) == binary_general(op, va, vb));
+          EXPECT_EQ(binary(op, va, vb).kind(), binary_general(op, va, vb).kind());
+        }
+      }
+    }
+  }
+}
