@@ -346,23 +346,6 @@ Value uop_binary(BinOp op, const Value& a, const Value& b) {
   return Value::uop(*alu == Op::Sub ? x - y : x.alu(*alu, {y}));
 }
 
-// < <= > >= on two numbers of one kind; nullopt for every other operator.
-template <class T>
-std::optional<Value> compare(BinOp op, T x, T y) {
-  switch (op) {
-    case BinOp::Lt:
-      return Value::boolean(x < y);
-    case BinOp::Le:
-      return Value::boolean(x <= y);
-    case BinOp::Gt:
-      return Value::boolean(x > y);
-    case BinOp::Ge:
-      return Value::boolean(x >= y);
-    default:
-      return std::nullopt;
-  }
-}
-
 }  // namespace
 
 namespace {
@@ -446,18 +429,11 @@ Value binary_general(BinOp op, const Value& a, const Value& b) {
   }
   const i128 x = a.as_int(), y = b.as_int();
   const bool both_bool = a.kind() == Value::Kind::Bool && b.kind() == Value::Kind::Bool;
-  if (auto c = compare(op, x, y)) return *c;
+  if (auto v = int_binary(op, x, y)) return *v;
   switch (op) {
-    case BinOp::Add:
-      return Value::integer(sat_add(x, y));
-    case BinOp::Sub:
-      return Value::integer(sat_sub(x, y));
-    case BinOp::Mul:
-      return Value::integer(sat_mul(x, y));
     case BinOp::FloorDiv:
-    case BinOp::Mod:
-      if (y == 0) throw EvalError("integer division by zero");
-      return Value::integer(op == BinOp::FloorDiv ? floor_div(x, y) : floor_mod(x, y));
+    case BinOp::Mod:  // by zero: int_binary gives every other quotient
+      throw EvalError("integer division by zero");
     case BinOp::Div:
       if (y == 0) throw EvalError("division by zero");
       return Value::real(static_cast<double>(x) / static_cast<double>(y));

@@ -168,43 +168,51 @@ std::string_view binop_text(BinOp op);
 // build. The interpreter builds by it and the checker types by it.
 std::optional<Op> uop_binop(BinOp op);
 
+// < <= > >= on two numbers of one kind; nullopt for every other operator.
+template <class T>
+std::optional<Value> compare(BinOp op, T x, T y) {
+  switch (op) {
+    case BinOp::Lt:
+      return Value::boolean(x < y);
+    case BinOp::Le:
+      return Value::boolean(x <= y);
+    case BinOp::Gt:
+      return Value::boolean(x > y);
+    case BinOp::Ge:
+      return Value::boolean(x >= y);
+    default:
+      return std::nullopt;
+  }
+}
 // Numbers follow Python (floor // and %); UOp operands build nodes (numbers become constants of
 // the UOp operand's dtype); == and != on UOps compare identity.
 Value binary_general(BinOp op, const Value& a, const Value& b);
-// Two ints, the most frequent operands of rule arithmetic, are computed inline (the same results
-// as binary_general, which takes every other case and each error).
-inline Value binary(BinOp op, const Value& a, const Value& b) {
-  if (a.kind() == Value::Kind::Int && b.kind() == Value::Kind::Int) {
-    const i128 x = a.as_int(), y = b.as_int();
-    switch (op) {
-      case BinOp::Add:
-        return Value::integer(sat_add(x, y));
-      case BinOp::Sub:
-        return Value::integer(sat_sub(x, y));
-      case BinOp::Mul:
-        return Value::integer(sat_mul(x, y));
-      case BinOp::FloorDiv:
-        if (y != 0) return Value::integer(floor_div(x, y));
-        break;
-      case BinOp::Mod:
-        if (y != 0) return Value::integer(floor_mod(x, y));
-        break;
-      case BinOp::Eq:
-        return Value::boolean(x == y);
-      case BinOp::Ne:
-        return Value::boolean(x != y);
-      case BinOp::Lt:
-        return Value::boolean(x < y);
-      case BinOp::Le:
-        return Value::boolean(x <= y);
-      case BinOp::Gt:
-        return Value::boolean(x > y);
-      case BinOp::Ge:
-        return Value::boolean(x >= y);
-      default:
-        break;
-    }
+// + - * // % (Python floor semantics, saturating) and the comparisons of two ints; nullopt for
+// every other operator and for a zero divisor (binary_general raises it).
+inline std::optional<Value> int_binary(BinOp op, i128 x, i128 y) {
+  switch (op) {
+    case BinOp::Add:
+      return Value::integer(sat_add(x, y));
+    case BinOp::Sub:
+      return Value::integer(sat_sub(x, y));
+    case BinOp::Mul:
+      return Value::integer(sat_mul(x, y));
+    case BinOp::FloorDiv:
+      return y == 0 ? std::nullopt : std::optional(Value::integer(floor_div(x, y)));
+    case BinOp::Mod:
+      return y == 0 ? std::nullopt : std::optional(Value::integer(floor_mod(x, y)));
+    case BinOp::Eq:
+      return Value::boolean(x == y);
+    case BinOp::Ne:
+      return Value::boolean(x != y);
+    default:
+      return compare(op, x, y);
   }
+}
+// Two ints, the most frequent operands of rule arithmetic, are computed inline.
+inline Value binary(BinOp op, const Value& a, const Value& b) {
+  if (a.kind() == Value::Kind::Int && b.kind() == Value::Kind::Int)
+    if (auto v = int_binary(op, a.as_int(), b.as_int())) return *v;
   return binary_general(op, a, b);
 }
 Value negate(const Value& a);
