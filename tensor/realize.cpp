@@ -538,6 +538,27 @@ struct Realizer {
 
   // The facts rules/schedule.rw decides the kernel boundaries by (rules/helpers/schedule.h):
   // analyses of the whole schedule, not rewrites. `order`: the nodes to schedule, sources first.
+  // The value reads buffer `own` only through the store's target view itself, and only by
+  // elementwise ops: each element is read in the same loop step that then writes it, so the
+  // store writes in place with no temporary (tinygrad's in-place assign: `xs.assign(xs + 1)` is
+  // one kernel). A read through another view, a movement op or a kernel boundary over the target
+  // reads elements other than the one written.
+  static bool reads_in_place(const UOp& value, const UOp& target, int64_t own) {
+    std::vector<UOp> stack{value};
+    std::unordered_set<UOp> seen;
+    while (!stack.empty()) {
+      const UOp u = stack.back();
+      stack.pop_back();
+      if (u == target || !seen.insert(u).second) continue;
+      if (groups::elementwise().contains(u.op())) {
+        stack.insert(stack.end(), u.src().begin(), u.src().end());
+      } else if (read_storages(u).contains(own)) {
+        return false;
+      }
+    }
+    return true;
+  }
+
   rw::ScheduleContext schedule_facts(const std::vector<UOp>& order, const std::vector<UOp>& roots) {
     rw::ScheduleContext facts;
     facts.roots.insert(roots.begin(), roots.end());
@@ -556,15 +577,16 @@ struct Realizer {
       }
     }
     // an assignment's value that reads a buffer another assignment of this schedule writes (or
-    // its own target, written through a view): if realized first, its reads run before any of
-    // those writes, and slices of one buffer assigned from themselves order as all reads, then
-    // all writes. (A whole-buffer assignment reading only its own target computes into a
-    // temporary instead.)
+    // its own target, written through a view, other than element by element): if realized
+    // first, its reads run before any of those writes, and slices of one buffer assigned from
+    // themselves order as all reads, then all writes. (A whole-buffer assignment reading only its
+    // own target computes into a temporary instead, or in place when it reads element by element.)
     for (const UOp& st : stores) {
       const int64_t own = storage_of(view_root(st.src(0)));
       const bool partial = !is_buffer_view(base_view(st.src(0)));
       for (int64_t slot : read_storages(st.src(1)))
-        if (writers[slot] - (slot == own ? 1 : 0) > 0 || (slot == own && partial))
+        if (writers[slot] - (slot == own ? 1 : 0) > 0 ||
+            (slot == own && partial && !reads_in_place(st.src(1), st.src(0), own)))
           facts.hazards.insert(st.src(1));
     }
     // the views an assignment writes through stay views of its buffer
@@ -675,19 +697,22 @@ struct Realizer {
         continue;
       }
       // an assignment: the value computed straight into the target's storage, or through a
-      // temporary when the value reads the target (another element may already be overwritten)
+      // temporary when the value reads the target other than element by element (another
+      // element may already be overwritten)
       std::shared_ptr<Storage> target = storage(k.writes.at(0)), out;
+      const bool temporary = k.reads_own_destination &&
+                             !reads_in_place(k.node.src(1), k.node.src(0), k.writes.at(0));
       const UOp dest = substitute(k.node.src(0), done, /*walk=*/true);
       UOp value = substitute(k.node.src(1), done, /*walk=*/true);
       if (!is_buffer_view(dest)) {  // a view of the target: written through its index map
-        if (k.reads_own_destination) {
+        if (temporary) {
           std::shared_ptr<Storage> tmp;
           value = run_kernel(value, tmp);
           keep.push_back(tmp);
         }
         restoring_on_error(value, k.writes, [&] { run_kernel(value, target, dest); });
       } else {
-        if (!k.reads_own_destination) out = target;
+        if (!temporary) out = target;
         restoring_on_error(value, out == target ? k.writes : std::vector<int64_t>{},
                            [&] { run_kernel(value, out); });
         if (out != target) {

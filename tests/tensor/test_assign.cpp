@@ -199,10 +199,17 @@ TEST_P(Assign, AssignmentsThroughViewsAsTinygrad) {
   Tensor xs = x.shrink({{2, 4}});
   xs.assign(xs + 1.0);
   EXPECT_EQ(x.to_doubles(), (D{1, 2, 4, 5}));
+  EXPECT_EQ(last_kernel_count(), 1);  // in place: each element read, then written
   EXPECT_EQ(xs.to_doubles(), (D{4, 5}));
   Tensor y = vec({1, 2, 3, 4});
   y.shrink({{1, 3}}).assign(y.shrink({{2, 4}}) + 1.0);  // reads what it overwrites
   EXPECT_EQ(y.to_doubles(), (D{1, 4, 5, 4}));
+  EXPECT_EQ(last_kernel_count(), 2);  // the value first, into a buffer of its own
+  Tensor r = vec({1, 2, 3, 4});
+  Tensor tail = r.shrink({{1, 4}});
+  tail.assign(tail.flip({0}) + tail);  // through its own view, but other elements
+  EXPECT_EQ(r.to_doubles(), (D{1, 6, 6, 6}));
+  EXPECT_EQ(last_kernel_count(), 2);
   Tensor z = vec({1, 2, 3, 4});
   Tensor v = z.reshape({2, 2});
   z.shrink({{0, 2}}).assign(vec({7, 8}));
