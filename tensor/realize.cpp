@@ -700,8 +700,8 @@ struct Realizer {
       // temporary when the value reads the target other than element by element (another
       // element may already be overwritten)
       std::shared_ptr<Storage> target = storage(k.writes.at(0)), out;
-      const bool temporary = k.reads_own_destination &&
-                             !reads_in_place(k.node.src(1), k.node.src(0), k.writes.at(0));
+      const bool temporary =
+          k.reads_own_destination && !reads_in_place(k.node.src(1), k.node.src(0), k.writes.at(0));
       const UOp dest = substitute(k.node.src(0), done, /*walk=*/true);
       UOp value = substitute(k.node.src(1), done, /*walk=*/true);
       if (!is_buffer_view(dest)) {  // a view of the target: written through its index map
