@@ -59,7 +59,11 @@ inline constexpr i128 floor_div(i128 a, i128 b) {
   if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
   return q;
 }
-inline constexpr i128 floor_mod(i128 a, i128 b) { return a - floor_div(a, b) * b; }
+// (from the remainder: a - floor_div(a, b) * b would overflow where the quotient times b does)
+inline constexpr i128 floor_mod(i128 a, i128 b) {
+  const i128 r = a % b;
+  return r != 0 && ((r < 0) != (b < 0)) ? r + b : r;
+}
 // C semantics: truncation toward zero, remainder with the dividend's sign. b must be nonzero.
 inline constexpr i128 trunc_div(i128 a, i128 b) { return a / b; }
 inline constexpr i128 trunc_mod(i128 a, i128 b) { return a % b; }

@@ -116,3 +116,19 @@ TEST(Order, TotalStructuralOrder) {
   EXPECT_TRUE(p.precedes(q));
   EXPECT_GT(q.order(p), 0);
 }
+
+// Python's floor division and modulo, near the ends of the 128-bit range too (the modulo from the
+// remainder: the quotient times the divisor may not fit there).
+TEST(Int128, FloorDivisionAndModuloFollowPython) {
+  for (i128 a : {i128{7}, i128{-7}, i128{6}, i128{-6}, i128{0}})
+    for (i128 b : {i128{2}, i128{-2}, i128{3}, i128{-3}}) {
+      EXPECT_EQ(floor_div(a, b) * b + floor_mod(a, b), a);
+      EXPECT_TRUE(floor_mod(a, b) == 0 || (floor_mod(a, b) < 0) == (b < 0));
+    }
+  EXPECT_EQ(floor_mod(i128{-7}, i128{3}), 2);
+  EXPECT_EQ(floor_mod(i128{7}, i128{-3}), -2);
+  const i128 big = static_cast<i128>(~static_cast<unsigned __int128>(0) >> 1);  // 2^127 - 1
+  EXPECT_EQ(floor_mod(big, i128{-2}), -1);  // floor_div(big, -2) * -2 does not fit
+  EXPECT_EQ(floor_mod(-big, i128{2}), 1);
+  EXPECT_EQ(floor_mod(big, i128{2}), 1);
+}
