@@ -518,6 +518,7 @@ class ExprEmitter {
         "ConstLike", "Max",  "Min", "Abs",     "Len",       "Int",   "Float",
         "Select",    "Fail", "Uop", "Zip",     "Enumerate", "Range", "Sum",
         "Prod",      "All",  "Any", "Argsort", "Tuple",     "Fold"};
+    static_assert(std::size(kNames) == static_cast<size_t>(Builtin::Fold) + 1);  // every one
     return kNames[static_cast<size_t>(b)];
   }
 
@@ -525,6 +526,7 @@ class ExprEmitter {
     static constexpr std::string_view kNames[] = {"Op",     "DType",   "Arg",     "Tag", "NSrc",
                                                   "VMin",   "VMax",    "Shape",   "Src", "IsConst",
                                                   "Finite", "MayWrap", "MayRaise"};
+    static_assert(std::size(kNames) == static_cast<size_t>(UOpProp::MayRaise) + 1);  // every one
     return kNames[static_cast<size_t>(p)];
   }
 

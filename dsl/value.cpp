@@ -478,16 +478,23 @@ Value shape_value(const UOp& u) {
   return Value::tuple(std::move(dims));
 }
 
+// The enumerator named `name` in `names`, a table of an enum's names in enumerator order.
+template <class E, size_t N>
+std::optional<E> enum_from_name(const std::string_view (&names)[N], std::string_view name) {
+  for (size_t i = 0; i < N; ++i)
+    if (names[i] == name) return static_cast<E>(i);
+  return std::nullopt;
+}
+
 constexpr std::string_view kUOpProps[] = {"op",     "dtype",    "arg",      "tag", "nsrc",
                                           "vmin",   "vmax",     "shape",    "src", "is_const",
                                           "finite", "may_wrap", "may_raise"};
+static_assert(std::size(kUOpProps) == static_cast<size_t>(UOpProp::MayRaise) + 1);
 
 }  // namespace
 
 std::optional<UOpProp> uop_prop_from_name(std::string_view name) {
-  for (size_t i = 0; i < std::size(kUOpProps); ++i)
-    if (kUOpProps[i] == name) return static_cast<UOpProp>(i);
-  return std::nullopt;
+  return enum_from_name<UOpProp>(kUOpProps, name);
 }
 std::string_view uop_prop_name(UOpProp p) { return kUOpProps[static_cast<size_t>(p)]; }
 
@@ -978,9 +985,7 @@ static_assert(std::size(kBuiltinNames) == static_cast<size_t>(Builtin::Fold) + 1
 }  // namespace
 
 std::optional<Builtin> builtin_from_name(std::string_view name) {
-  for (size_t i = 0; i < std::size(kBuiltinNames); ++i)
-    if (kBuiltinNames[i] == name) return static_cast<Builtin>(i);
-  return std::nullopt;
+  return enum_from_name<Builtin>(kBuiltinNames, name);
 }
 std::string_view builtin_name(Builtin b) { return kBuiltinNames[static_cast<size_t>(b)]; }
 

@@ -536,29 +536,34 @@ struct Realizer {
     return out;
   }
 
-  // The facts rules/schedule.rw decides the kernel boundaries by (rules/helpers/schedule.h):
-  // analyses of the whole schedule, not rewrites. `order`: the nodes to schedule, sources first.
-  // The value reads buffer `own` only through the store's target view itself, and only by
-  // elementwise ops: each element is read in the same loop step that then writes it, so the
+  // The STORE's value reads the target's buffer only through the target view itself, and only
+  // by elementwise ops: each element is read in the same loop step that then writes it, so the
   // store writes in place with no temporary (tinygrad's in-place assign: `xs.assign(xs + 1)` is
   // one kernel). A read through another view, a movement op or a kernel boundary over the target
-  // reads elements other than the one written.
-  static bool reads_in_place(const UOp& value, const UOp& target, int64_t own) {
-    std::vector<UOp> stack{value};
+  // reads elements other than the one written. Decided once per store: the schedule's hazard
+  // facts and the store's run both ask.
+  bool reads_in_place(const UOp& store) {
+    if (auto it = in_place_.find(store); it != in_place_.end()) return it->second;
+    const UOp& target = store.src(0);
+    const int64_t own = storage_of(view_root(target));
+    std::vector<UOp> stack{store.src(1)};
     std::unordered_set<UOp> seen;
-    while (!stack.empty()) {
+    bool in_place = true;
+    while (in_place && !stack.empty()) {
       const UOp u = stack.back();
       stack.pop_back();
       if (u == target || !seen.insert(u).second) continue;
-      if (groups::elementwise().contains(u.op())) {
+      if (groups::elementwise().contains(u.op()))
         stack.insert(stack.end(), u.src().begin(), u.src().end());
-      } else if (read_storages(u).contains(own)) {
-        return false;
-      }
+      else
+        in_place = !read_storages(u).contains(own);
     }
-    return true;
+    return in_place_[store] = in_place;
   }
+  std::unordered_map<UOp, bool> in_place_;
 
+  // The facts rules/schedule.rw decides the kernel boundaries by (rules/helpers/schedule.h):
+  // analyses of the whole schedule, not rewrites. `order`: the nodes to schedule, sources first.
   rw::ScheduleContext schedule_facts(const std::vector<UOp>& order, const std::vector<UOp>& roots) {
     rw::ScheduleContext facts;
     facts.roots.insert(roots.begin(), roots.end());
@@ -586,7 +591,7 @@ struct Realizer {
       const bool partial = !is_buffer_view(base_view(st.src(0)));
       for (int64_t slot : read_storages(st.src(1)))
         if (writers[slot] - (slot == own ? 1 : 0) > 0 ||
-            (slot == own && partial && !reads_in_place(st.src(1), st.src(0), own)))
+            (slot == own && partial && !reads_in_place(st)))
           facts.hazards.insert(st.src(1));
     }
     // the views an assignment writes through stay views of its buffer
@@ -700,8 +705,7 @@ struct Realizer {
       // temporary when the value reads the target other than element by element (another
       // element may already be overwritten)
       std::shared_ptr<Storage> target = storage(k.writes.at(0)), out;
-      const bool temporary =
-          k.reads_own_destination && !reads_in_place(k.node.src(1), k.node.src(0), k.writes.at(0));
+      const bool temporary = k.reads_own_destination && !reads_in_place(k.node);
       const UOp dest = substitute(k.node.src(0), done, /*walk=*/true);
       UOp value = substitute(k.node.src(1), done, /*walk=*/true);
       if (!is_buffer_view(dest)) {  // a view of the target: written through its index map
