@@ -729,6 +729,38 @@ class ExprEmitter {
           bind_target(t.items[m], fmt::format("{}_{}_items[{}]", seq, m, item), used, pad, code);
         continue;
       }
+      const bool pair = t.is_tuple && t.items.size() == 2 && !(t.slot >= 0 && used.count(t.slot));
+      if (x.k == RExpr::K::Builtin && (x.name == "range" || (x.name == "enumerate" && pair))) {
+        // `for k in range(...)` and `for k, v in enumerate(t)` count: no tuple of ints or pairs
+        // is built (the checks and errors are the builtin's: range_span, enumerate_start)
+        std::string args;
+        for (const RExpr& a : x.kids)
+          args += fmt::format("{}{}", args.empty() ? "" : ", ", as_value(emit(a)));
+        code += fmt::format("{}const std::array<Value, {}> {}_args{{{}}};\n", pad, x.kids.size(),
+                            seq, args);
+        if (x.name == "range") {
+          code += fmt::format("{}const RangeSpan {} = range_span({}_args);\n", pad, seq, seq);
+          code += fmt::format("{}for (size_t {} = 0; {} < {}.n; ++{}) {{\n", pad, item, item, seq,
+                              item);
+          pad += "  ";
+          code += fmt::format("{}comp_step({});\n", pad, steps);
+          bind_target(t, fmt::format("{}.at({})", seq, item), used, pad, code);
+          continue;
+        }
+        code += fmt::format("{}const i128 {}_start = enumerate_start({}_args);\n", pad, seq, seq);
+        code += fmt::format("{}const std::vector<Value>& {}_items = items_of({}_args[0]);\n", pad,
+                            seq, seq);
+        code += fmt::format("{}for (size_t {} = 0; {} < {}_items.size(); ++{}) {{\n", pad, item,
+                            item, seq, item);
+        pad += "  ";
+        code += fmt::format("{}comp_step({});\n", pad, steps);
+        bind_target(
+            t.items[0],
+            fmt::format("Value::integer(sat_add({}_start, static_cast<i128>({})))", seq, item),
+            used, pad, code);
+        bind_target(t.items[1], fmt::format("{}_items[{}]", seq, item), used, pad, code);
+        continue;
+      }
       // a reference: to a temporary (kept alive as long as the reference) or a live slot
       code += fmt::format("{}const Value& {} = {};\n", pad, seq, as_value(emit(x)));
       if (i == 0 && nfor == 1)  // one loop: at most one item per item of the sequence

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 
 #include <fmt/format.h>
 
@@ -16,6 +17,42 @@ struct Slots {
   std::vector<Value> values;
   std::vector<bool> bound;
   explicit Slots(size_t n) : values(n), bound(n, false) {}
+};
+
+// A frame of n slots (a rule's, or a def call's) from a per-thread stack of reused frames: a rule
+// runs for every node and a comprehension may call a def per item, and a fresh frame would
+// allocate each time. Frames nest (a def calls a def; a helper rewrites with a matcher while a
+// rule runs). The values are cleared on release: they must not keep nodes alive.
+class FrameLease {
+ public:
+  explicit FrameLease(size_t n) : n_(n) {
+    Stack& st = stack();
+    if (st.depth == st.frames.size()) st.frames.push_back(std::make_unique<Slots>(0));
+    slots_ = st.frames[st.depth++].get();
+    if (slots_->values.size() < n) {
+      slots_->values.resize(n);
+      slots_->bound.resize(n);
+    }
+  }
+  ~FrameLease() {
+    for (size_t i = 0; i < n_; ++i) slots_->values[i] = Value();
+    --stack().depth;
+  }
+  FrameLease(const FrameLease&) = delete;
+  FrameLease& operator=(const FrameLease&) = delete;
+  Slots& slots() { return *slots_; }
+
+ private:
+  struct Stack {
+    std::vector<std::unique_ptr<Slots>> frames;
+    size_t depth = 0;
+  };
+  static Stack& stack() {
+    thread_local Stack s;
+    return s;
+  }
+  Slots* slots_;
+  size_t n_;
 };
 
 bool match_arg(const ArgMatch& m, const Arg& a, Slots& s) {
@@ -108,6 +145,13 @@ void bind_target(const RTarget& t, const Value& v, Slots& s) {
   for (size_t i = 0; i < t.items.size(); ++i) bind_target(t.items[i], items[i], s);
 }
 
+std::vector<Value> eval_kids(const RExpr& e, Slots& s, RewriteContext& ctx, size_t from = 0) {
+  std::vector<Value> out;
+  out.reserve(e.kids.size());
+  for (size_t i = from; i < e.kids.size(); ++i) out.push_back(eval(e.kids[i], s, ctx));
+  return out;
+}
+
 // Runs the comprehension's clauses from `clause` on: one loop level per `for` (the clauses are
 // counted in the tree depth limit, so this recursion is bounded).
 void comprehend(const RExpr& e, size_t clause, Slots& s, RewriteContext& ctx,
@@ -121,19 +165,37 @@ void comprehend(const RExpr& e, size_t clause, Slots& s, RewriteContext& ctx,
     if (eval(x, s, ctx).as_bool()) comprehend(e, clause + 1, s, ctx, out, steps);
     return;
   }
+  const RTarget& t = e.comp[clause].target;
+  if (x.k == RExpr::K::Builtin &&
+      (x.name == "range" || (x.name == "enumerate" && t.is_tuple && t.items.size() == 2))) {
+    // `for k in range(...)` and `for k, x in enumerate(t)` count without building the tuple
+    // (or its pairs) that the builtin gives
+    const std::vector<Value> args = eval_kids(x, s, ctx);
+    if (x.name == "range") {
+      const RangeSpan r = range_span(args);
+      for (size_t i = 0; i < r.n; ++i) {
+        comp_step(steps);
+        bind_target(t, r.at(i), s);
+        comprehend(e, clause + 1, s, ctx, out, steps);
+      }
+      return;
+    }
+    const i128 start = enumerate_start(args);
+    const std::vector<Value>& items = items_of(args[0]);
+    for (size_t i = 0; i < items.size(); ++i) {
+      comp_step(steps);
+      bind_target(t.items[0], Value::integer(sat_add(start, static_cast<i128>(i))), s);
+      bind_target(t.items[1], items[i], s);
+      comprehend(e, clause + 1, s, ctx, out, steps);
+    }
+    return;
+  }
   const Value seq = eval(x, s, ctx);
   for (const Value& item : items_of(seq)) {
     comp_step(steps);
-    bind_target(e.comp[clause].target, item, s);
+    bind_target(t, item, s);
     comprehend(e, clause + 1, s, ctx, out, steps);
   }
-}
-
-std::vector<Value> eval_kids(const RExpr& e, Slots& s, RewriteContext& ctx, size_t from = 0) {
-  std::vector<Value> out;
-  out.reserve(e.kids.size());
-  for (size_t i = from; i < e.kids.size(); ++i) out.push_back(eval(e.kids[i], s, ctx));
-  return out;
 }
 
 Value eval(const RExpr& e, Slots& s, RewriteContext& ctx) {
@@ -205,7 +267,8 @@ Value eval(const RExpr& e, Slots& s, RewriteContext& ctx) {
     }
     case RExpr::K::DefCall: {  // a fresh frame: the parameters, then the body's own variables
       const ResolvedDef& d = *e.def;
-      Slots frame(d.slot_names.size());
+      FrameLease lease(d.slot_names.size());
+      Slots& frame = lease.slots();
       for (size_t i = 0; i < e.kids.size(); ++i) {
         frame.values[i] = eval(e.kids[i], s, ctx);
         check_def_arg(frame.values[i], d.param_types[i], d.name, i, d.slot_names[i]);
@@ -237,9 +300,9 @@ std::optional<Value> InterpretedMatcher::apply(const UOp& node, RewriteContext& 
   const std::vector<const ResolvedRule*>& rules = by_op_[static_cast<size_t>(node.op())];
   if (rules.empty()) return std::nullopt;
   // One frame for every rule tried (a rule's slots are unbound before it runs; a stale value is
-  // never read: lets and comprehension targets are written before they are read). Not shared
-  // across calls: a helper may rewrite with this matcher again while a rule runs.
-  Slots slots(max_slots_);
+  // never read: lets and comprehension targets are written before they are read).
+  FrameLease lease(max_slots_);
+  Slots& slots = lease.slots();
   for (const ResolvedRule* r : rules) {
     const auto t0 =
         stats ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};

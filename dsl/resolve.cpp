@@ -662,7 +662,9 @@ class Resolver {
         if (end != std::string::npos) i = end;  // one error for the whole placeholder
         continue;
       }
-      Expr e{.kind = ExprKind::Name, .loc = at(i + 1)};
+      Expr e;
+      e.kind = ExprKind::Name;
+      e.loc = at(i + 1);
       e.name = name;
       s.why_text.push_back(std::move(text));
       text.clear();
@@ -1680,16 +1682,16 @@ class Resolver {
   }
 
   // The type every item of a tuple expression has, when the checker can tell: `x.src`,
-  // `x.terms()`, `x.factors()`, `x.split(op)` and `x.spine(op)` hold UOps, `range(...)` and
-  // `argsort(...)` ints, a comprehension its element's type, a tuple literal its items' common
-  // type; slices, concatenation, repetition, lets and defs keep it.
+  // `x.terms()`, `x.factors()`, `x.split(op)`, `x.spine(op)` and `x.chain_terms(op)` hold UOps,
+  // `range(...)` and `argsort(...)` ints, a comprehension its element's type, a tuple literal its
+  // items' common type; slices, concatenation, repetition, lets and defs keep it.
   Type item_type(const RExpr& r, const RuleCtx& rc) const {
     switch (r.k) {
       case RExpr::K::Member:
         return r.name == "src" && r.kids[0].type == Type::UOp ? Type::UOp : Type::Any;
       case RExpr::K::Method:  // the terms of a sum, the factors of a product, a spine
         return (r.name == "terms" || r.name == "factors" || r.name == "split" ||
-                r.name == "spine") &&
+                r.name == "spine" || r.name == "chain_terms") &&
                        r.kids[0].type == Type::UOp
                    ? Type::UOp
                    : Type::Any;

@@ -656,7 +656,7 @@ Value call_builder(const UOpBuilder& b, const UOp& u, std::span<const Value> arg
 bool is_analysis(std::string_view name) {
   return name == "terms" || name == "factors" || name == "split" || name == "const_factor" ||
          name == "divides" || name == "divide_exact" || name == "pop_const" ||
-         name == "substitute" || name == "spine" || name == "precedes";
+         name == "substitute" || name == "spine" || name == "chain_terms" || name == "precedes";
 }
 Value analysis(const UOp& u, std::string_view name, std::span<const Value> args) {
   auto maybe = [](UOp r) { return r ? Value::uop(std::move(r)) : Value(); };
@@ -688,10 +688,14 @@ Value analysis(const UOp& u, std::string_view name, std::span<const Value> args)
     expect_args(name, args, 1, 1);
     return parts(args[0].as_op());
   }
-  if (name == "spine") {  // the walk down a chain of op nodes, at most kMaxSpineNodes long
+  if (name == "spine" || name == "chain_terms") {  // a chain of op nodes: at most kMaxSpineNodes
     expect_args(name, args, 1, 1);
+    const Op sep = args[0].as_op();
     std::vector<Value> out;
-    for (UOp& n : u.spine(args[0].as_op(), kMaxSpineNodes)) out.push_back(Value::uop(std::move(n)));
+    out.reserve(kMaxSpineNodes);
+    for (UOp& n :
+         name == "spine" ? u.spine(sep, kMaxSpineNodes) : u.chain_terms(sep, kMaxSpineNodes))
+      out.push_back(Value::uop(std::move(n)));
     return Value::tuple(std::move(out));
   }
   if (name == "precedes") {
@@ -749,6 +753,14 @@ Value method(const Value& recv, std::string_view name, std::span<const Value> ar
   if (recv.kind() == Value::Kind::DType && name == "vec") {
     expect_args("vec", args, 1, 1);
     return Value::dtype(recv.as_dtype().vec(static_cast<int>(args[0].as_int())));
+  }
+  if (recv.kind() == Value::Kind::Tuple && name == "index") {  // Python's tuple.index
+    expect_args("index", args, 1, 1);
+    const std::vector<Value>& items = recv.items();
+    for (size_t i = 0; i < items.size(); ++i)
+      if (binary(BinOp::Eq, items[i], args[0]).as_bool())
+        return Value::integer(static_cast<i128>(i));
+    throw EvalError(fmt::format("tuple.index(x): {} is not in the tuple", args[0].repr()));
   }
   const UOp& u = recv.as_uop();
   if (is_analysis(name)) return analysis(u, name, args);
@@ -880,6 +892,25 @@ Value construct(Op op, std::span<const Value> args) {
   return Value::uop(src[0].alu(op, std::span<const UOp>(src).subspan(1)));
 }
 
+RangeSpan range_span(std::span<const Value> args) {
+  expect_args("range", args, 1, 3);
+  const i128 lo = args.size() > 1 ? args[0].as_int() : 0;
+  const i128 hi = args.size() > 1 ? args[1].as_int() : args[0].as_int();
+  const i128 st = args.size() > 2 ? args[2].as_int() : 1;
+  if (st == 0) throw EvalError("range() step cannot be zero");
+  // The length as Python computes it (a saturated span is past the limit anyway).
+  const i128 span = st > 0 ? sat_sub(hi, lo) : sat_sub(lo, hi);
+  const i128 step = st > 0 ? st : -st;
+  const i128 n = span <= 0 ? 0 : (span - 1) / step + 1;
+  if (n > static_cast<i128>(kMaxTupleSize)) too_large("range", n);
+  return {lo, st, static_cast<size_t>(n)};
+}
+
+i128 enumerate_start(std::span<const Value> args) {
+  expect_args("enumerate", args, 1, 2);
+  return args.size() > 1 ? args[1].as_int() : 0;
+}
+
 namespace {
 
 // Builtins over tuples: zip, enumerate, range, sum, prod, all, any, argsort, tuple, fold, and
@@ -899,8 +930,7 @@ std::optional<Value> tuple_builtin(Builtin b, std::span<const Value> args) {
     return Value::tuple(std::move(out));
   }
   if (b == Builtin::Enumerate) {
-    expect_args(name, args, 1, 2);
-    const i128 start = args.size() > 1 ? args[1].as_int() : 0;
+    const i128 start = enumerate_start(args);
     std::vector<Value> out;
     for (const Value& x : items_of(args[0]))
       out.push_back(
@@ -908,18 +938,10 @@ std::optional<Value> tuple_builtin(Builtin b, std::span<const Value> args) {
     return Value::tuple(std::move(out));
   }
   if (b == Builtin::Range) {
-    expect_args(name, args, 1, 3);
-    const i128 lo = args.size() > 1 ? args[0].as_int() : 0;
-    const i128 hi = args.size() > 1 ? args[1].as_int() : args[0].as_int();
-    const i128 st = args.size() > 2 ? args[2].as_int() : 1;
-    if (st == 0) throw EvalError("range() step cannot be zero");
-    // The length as Python computes it (a saturated span is past the limit anyway).
-    const i128 span = st > 0 ? sat_sub(hi, lo) : sat_sub(lo, hi);
-    const i128 step = st > 0 ? st : -st;
-    const i128 n = span <= 0 ? 0 : (span - 1) / step + 1;
-    if (n > static_cast<i128>(kMaxTupleSize)) too_large("range", n);
+    const RangeSpan r = range_span(args);
     std::vector<Value> out;
-    for (i128 i = 0; i < n; ++i) out.push_back(Value::integer(lo + i * st));
+    out.reserve(r.n);
+    for (size_t i = 0; i < r.n; ++i) out.push_back(r.at(i));
     return Value::tuple(std::move(out));
   }
   if (b == Builtin::Sum ||
@@ -1240,10 +1262,10 @@ std::optional<Type> member_type(Type recv, std::string_view name, bool is_call) 
       {"floormod", Type::UOp},   {"cdiv", Type::UOp},        {"cmod", Type::UOp}};
   // the analyses of ir/terms.cpp and ir/order.cpp (is_analysis)
   static const std::map<std::string_view, Type> kUOpAnalyses = {
-      {"terms", Type::Tuple},  {"factors", Type::Tuple},    {"const_factor", Type::Int},
-      {"divides", Type::UOp},  {"divide_exact", Type::UOp}, {"pop_const", Type::Tuple},
-      {"split", Type::Tuple},  {"substitute", Type::UOp},   {"spine", Type::Tuple},
-      {"precedes", Type::Bool}};
+      {"terms", Type::Tuple},       {"factors", Type::Tuple},    {"const_factor", Type::Int},
+      {"divides", Type::UOp},       {"divide_exact", Type::UOp}, {"pop_const", Type::Tuple},
+      {"split", Type::Tuple},       {"substitute", Type::UOp},   {"spine", Type::Tuple},
+      {"chain_terms", Type::Tuple}, {"precedes", Type::Bool}};
   static const std::map<std::string_view, Type> kDTypeProps = {
       {"is_int", Type::Bool},  {"is_float", Type::Bool}, {"is_unsigned", Type::Bool},
       {"is_bool", Type::Bool}, {"is_index", Type::Bool}, {"is_ptr", Type::Bool},
@@ -1266,8 +1288,9 @@ std::optional<Type> member_type(Type recv, std::string_view name, bool is_call) 
     case Type::DType:
       if (is_call) return name == "vec" ? std::optional<Type>(Type::DType) : std::nullopt;
       return lookup(kDTypeProps);
-    case Type::Tuple:
-      return !is_call && name == "len" ? std::optional<Type>(Type::Int) : std::nullopt;
+    case Type::Tuple:  // t.len, t.index(x)
+      if (name == (is_call ? "index" : "len")) return Type::Int;
+      return std::nullopt;
     case Type::Op:
       return !is_call && name == "name" ? std::optional<Type>(Type::String) : std::nullopt;
     case Type::Record:  // of a record type the checker does not know: any field, checked at run
@@ -1276,7 +1299,7 @@ std::optional<Type> member_type(Type recv, std::string_view name, bool is_call) 
     case Type::Any: {
       if (auto t = is_call ? lookup_method() : lookup(kUOpProps)) return Type::Any;
       if (auto t = lookup(kDTypeProps); t && !is_call) return Type::Any;
-      if (name == "len" || name == "name" || name == "vec") return Type::Any;
+      if (name == "len" || name == "name" || name == "vec" || name == "index") return Type::Any;
       if (!is_call && is_record_field(name)) return Type::Any;
       return std::nullopt;
     }

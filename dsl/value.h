@@ -303,6 +303,17 @@ const std::vector<Value>& items_of(const Value& seq);
 const std::vector<Value>& unpack(const Value& v, size_t n);
 // Counts one run of a comprehension's loop body against the tuple size limit.
 void comp_step(size_t& steps);
+// The items of range(args...) as Python computes them: lo, lo + step, ... (n of them; past
+// kMaxTupleSize an EvalError). The builtin and both executors' `for k in range(...)` loops (which
+// build no tuple) share it.
+struct RangeSpan {
+  i128 lo = 0, step = 1;
+  size_t n = 0;
+  Value at(size_t i) const { return Value::integer(lo + static_cast<i128>(i) * step); }
+};
+RangeSpan range_span(std::span<const Value> args);
+// The first item of enumerate(args...) (its optional start), checked as the builtin checks it.
+i128 enumerate_start(std::span<const Value> args);
 // Builtin functions (const_like, max, min, abs, uop, fail, ...), and op constructors (Add(a, b)).
 Value call_builtin(std::string_view name, std::span<const Value> args,
                    std::span<const std::string> arg_names);

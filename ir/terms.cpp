@@ -112,4 +112,13 @@ std::vector<UOp> UOp::spine(Op sep, size_t limit) const {
   return out;
 }
 
+std::vector<UOp> UOp::chain_terms(Op sep, size_t limit) const {
+  std::vector<UOp> sp = spine(sep, limit);
+  for (size_t k = 0; k + 1 < sp.size(); ++k) {
+    UOp term = sp[k].src(sp[k].src(0) == sp[k + 1] ? 1 : 0);  // a copy: sp[k] is overwritten
+    sp[k] = std::move(term);
+  }
+  return sp;  // the last node is a term itself
+}
+
 }  // namespace tinyrw

@@ -181,6 +181,8 @@ class UOp {
   // not `sep`, or one whose two sources both are) unless the limit cut the walk short. Term k of
   // the chain is the source of node k that is not node k+1; the last node is one term itself.
   std::vector<UOp> spine(Op sep, size_t limit) const;
+  // The terms of that chain, top down: term k for each node k of spine(sep, limit).
+  std::vector<UOp> chain_terms(Op sep, size_t limit) const;
 
   // ---- canonical order (ir/order.cpp): a total structural order on UOps (tinygrad's
   // UOp.tuplize order): ALU ops by op, then the irreducible ops (variables, ranges), constants

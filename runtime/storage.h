@@ -30,7 +30,7 @@ struct Storage {
   DType dtype;
   int64_t size;  // elements
   std::vector<uint8_t> bytes;
-  std::vector<int64_t> executed_assignments;  // ids of the assignments written, oldest first
+  std::vector<int64_t> executed_assignments{};  // ids of the assignments written, oldest first
   bool uninitialized = false;                 // Tensor::empty()'s, until something writes it
   ~Storage();  // large buffers go back to a pool for reuse (no fresh page faults per kernel)
 };

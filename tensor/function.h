@@ -32,7 +32,7 @@ struct FunctionOptions {
   bool precompile = false;           // the body as its own kernels, inputs and outputs in buffers
   bool precompile_backward = false;  // the same for the backward CALL
   bool allow_implicit = true;        // false: reading a tensor that was not passed is an error
-  CallGradFn grad_fxn;               // replaces differentiating the body
+  CallGradFn grad_fxn{};             // replaces differentiating the body
 };
 
 // The untyped core: traces `body` (called with the caller's own tensors, which it may assign

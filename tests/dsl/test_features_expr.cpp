@@ -636,6 +636,52 @@ TEST(RwExprFeatures, OrderSpineAndRangeProperties) {
             std::string::npos);
 }
 
+// Comprehensions over range() and enumerate() count without building their tuples, in both
+// executors, with the builtins' results and errors; x.chain_terms(op) and tuple.index(v).
+TEST(RwExprFeatures, RangeEnumerateChainTermsAndIndex) {
+  const UOp a = var("a"), b = var("b"), d = var("d");
+  auto consts = [](std::vector<i128> vs) {
+    std::vector<UOp> out;
+    for (i128 v : vs) out.push_back(c(v));
+    return sink(out);
+  };
+  expect_rewrite("e_loops", sink({c(100), c(2), c(9), c(3)}), consts({2, 5, 8}));
+  expect_rewrite("e_loops", sink({c(100), c(9), c(2), c(-3)}), consts({9, 6, 3}));
+  expect_rewrite("e_loops", sink({c(100), c(9), c(2), c(3)}), sink({}));
+  expect_rewrite("e_loops", sink({c(101), c(5), c(7)}), consts({55, 67}));  // starts at 5
+  expect_rewrite("e_loops", sink({c(104), c(5), c(7)}), consts({5, 17}));
+  expect_rewrite("e_loops", sink({c(105), c(4)}), consts({10, 20, 21, 30, 31, 32}));
+  // the terms of the chain of ADDs, top down; the last node is a term itself
+  const UOp s = (a * 2 + b) + 3;
+  expect_rewrite("e_loops", sink({c(102), s}), sink({c(3), b, a * 2}));
+  const UOp both = (a + b) + (b + d);  // both sources ADDs: the node is the one term
+  expect_rewrite("e_loops", sink({c(102), both}), sink({both}));
+  expect_rewrite("e_loops", sink({c(103), s, b}), sink({c(1)}));
+  expect_rewrite("e_loops", sink({c(103), s, a * 2}), sink({c(2)}));
+  expect_rewrite("e_loops", sink({c(103), s, d}), sink({c(103), s, d}));  // not a term: no match
+  // errors: the builtins' own, the same in both executors
+  const ResolvedSet* set = program()->find("e_loop_errors");
+  ASSERT_NE(set, nullptr);
+  InterpretedMatcher interpreted(program(), *set);
+  const UOp f = UOp::variable("f", 1, 1, dtypes::float32);
+  const std::vector<std::pair<Op, std::string>> errors = {
+      {Op::Exp2, "range() step cannot be zero"},
+      {Op::Log2, "range of 100000 items (more than 65536: the tuple size limit)"},
+      {Op::Sin, "cannot iterate over 1"},
+      {Op::Sqrt, "tuple.index(x): 3 is not in the tuple"}};
+  for (const auto& [op, want] : errors) {
+    for (const RuleSetMatcher* m :
+         {compiled_rules("e_loop_errors"), static_cast<const RuleSetMatcher*>(&interpreted)}) {
+      try {
+        graph_rewrite(UOp::make(op, dtypes::float32, {f}), m);
+        ADD_FAILURE() << "no error: " << want;
+      } catch (const RwError& e) {
+        EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+      }
+    }
+  }
+}
+
 // split(op) flattens a tree of op nodes; substitute(pairs) replaces nodes (ir/rewrite.h), in both
 // executors.
 TEST(RwExprFeatures, SplitAndSubstitute) {

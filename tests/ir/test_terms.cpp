@@ -94,6 +94,23 @@ TEST(Terms, Spine) {
   EXPECT_EQ(l.spine(Op::Add, 0).size(), 0u);
 }
 
+// chain_terms(sep, limit): term k of the chain is the source of spine node k that is not node k+1;
+// the last node is a term itself.
+TEST(Terms, ChainTerms) {
+  const UOp a = var("a"), b = var("b"), d = var("d");
+  EXPECT_EQ(((a * 2 + b) + 3).chain_terms(Op::Add, 100), (std::vector<UOp>{c(3), b, a * 2}));
+  EXPECT_EQ((c(3) + (b + (a + d))).chain_terms(Op::Add, 100), (std::vector<UOp>{c(3), b, d, a}));
+  const UOp both = (a + b) + (b + d);
+  EXPECT_EQ(both.chain_terms(Op::Add, 100), (std::vector<UOp>{both}));
+  EXPECT_EQ((a + a).chain_terms(Op::Add, 100), (std::vector<UOp>{a, a}));  // equal sources
+  UOp l = a;
+  for (int k = 0; k < 2000; ++k) l = l + b;
+  const std::vector<UOp> cut = l.chain_terms(Op::Add, 1024);
+  ASSERT_EQ(cut.size(), 1024u);
+  EXPECT_EQ(cut[0], b);
+  EXPECT_EQ(cut.back(), l.spine(Op::Add, 1024).back());  // the rest of the sum as one term
+}
+
 // order: ALU ops by op, then the irreducible ops, constants last; then arg, dtype, sources.
 TEST(Order, TotalStructuralOrder) {
   const UOp a = var("a"), b = var("b");
