@@ -369,6 +369,66 @@ TEST(Spec, OpsTableEqualsTheOpTable) {
     ADD_FAILURE() << "op " << name << " is documented but not implemented";
 }
 
+// The axis types of the document are exactly ir/axis.h's, with the same letters and positions.
+TEST(Spec, AxisTypesTableEqualsTheAxisTypes) {
+  const auto rows = table("axis_types");
+  ASSERT_FALSE(rows.empty()) << "no axis_types table in " << spec_path();
+  std::map<std::string, std::vector<std::string>> doc;
+  for (auto r : rows) {
+    ASSERT_GE(r.size(), 4u) << r[0];
+    for (size_t p = r[0].find("\\_"); p != std::string::npos; p = r[0].find("\\_"))
+      r[0].erase(p, 1);  // GROUP\_REDUCE
+    EXPECT_TRUE(doc.emplace(r[0], r).second) << "axis type listed twice: " << r[0];
+  }
+  for (const AxisTypeInfo& info : axis_types()) {
+    const std::string name(info.name);
+    auto it = doc.find(name);
+    if (it == doc.end()) {
+      ADD_FAILURE() << "axis type " << name << " is implemented but not documented";
+      continue;
+    }
+    EXPECT_EQ(it->second[1], info.letter ? std::string(1, info.letter) : "-")
+        << name << ": documented letter differs";
+    EXPECT_EQ(it->second[2], info.position ? std::to_string(*info.position) : "-")
+        << name << ": documented position differs";
+    doc.erase(it);
+  }
+  for (const auto& [name, row] : doc)
+    ADD_FAILURE() << "axis type " << name << " is documented but not implemented";
+}
+
+// A RANGE's arg is its ids then a known axis type name; the kernel verifiers refuse others.
+TEST(Spec, RangeArgsNameAKnownAxisType) {
+  const UOp n = UOp::cint(4);
+  auto range_with = [&](Arg a) { return UOp::make(Op::Range, dtypes::index, {n}, std::move(a)); };
+  for (const char* v : {"spec_kernel", "spec_kernel_body"}) {
+    for (int t = 0; t < kNumAxisTypes; ++t)
+      EXPECT_NO_THROW(verify(UOp::range(n, 2, static_cast<AxisType>(t)), v)) << v << " " << t;
+    EXPECT_NO_THROW(verify(
+        range_with(Arg::tuple({Arg::integer(1), Arg::integer(-2), Arg::string("UPCAST")})), v));
+    const Arg bad[] = {
+        Arg::tuple({Arg::integer(0)}),                           // the old (axis,) form
+        Arg::tuple({Arg::integer(0), Arg::string("SIDEWAYS")}),  // an unknown type
+        Arg::tuple({Arg::string("WEAK")}),                       // no id
+        Arg::tuple({Arg::string("0"), Arg::string("WEAK")}),     // an id that is no int
+        Arg::tuple({Arg::boolean(true), Arg::string("WEAK")}),   // nor a bool
+        Arg::tuple({Arg::integer(0), Arg::string("WEAK"), Arg::integer(1)}),  // type not last
+        Arg::integer(0),
+        Arg(),
+    };
+    for (const Arg& a : bad) {
+      try {
+        verify(range_with(a), v);
+        ADD_FAILURE() << v << " accepts a RANGE with arg " << a.repr();
+      } catch (const SpecError& e) {
+        EXPECT_NE(std::string(e.what()).find("a RANGE's arg is (ids..., axis type name)"),
+                  std::string::npos)
+            << e.what();
+      }
+    }
+  }
+}
+
 TEST(Spec, RangesLieWithinTheDocumentedRules) {
   const auto rows = table("ranges");
   ASSERT_GE(rows.size(), 5u);
