@@ -1109,7 +1109,17 @@ const std::vector<RecordSchema>& schemas() {
         {"id", Type::Int}}},
       {"ParamArg", Op::Noop, {{"slot", Type::Int}, {"device", Type::Any}, {"size", Type::Int}}},
       {"ProgramInfo", Op::Noop, {{"ins", Type::Tuple}, {"outs", Type::Tuple}}},
-      {"KernelInfo", Op::Noop, {{"name", Type::String}}},
+      // a SINK's arg is a KernelInfo only in a kernel (KernelInfo::to_arg, ir/kernel_info.h)
+      {"KernelInfo",
+       Op::Noop,
+       {{"name", Type::String},
+        {"axis_types", Type::Tuple},
+        {"dont_use_locals", Type::Bool},
+        {"applied_opts", Type::Tuple},
+        {"opts_to_apply", Type::Any},
+        {"estimates", Type::Any},
+        {"beam", Type::Int}}},
+      {"Estimates", Op::Noop, {{"ops", Type::Int}, {"lds", Type::Int}, {"mem", Type::Int}}},
   };
   return kSchemas;
 }

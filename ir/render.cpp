@@ -120,7 +120,7 @@ class PyRenderer {
         return kAtom;
       }
       case Op::Range:
-        leaf_[u.node()] = "ridx" + to_string(u.arg().items()[0].as_int());
+        leaf_[u.node()] = range_label(u);
         return kAtom;
       case Op::Bind:
         return prec_.at(u.src(0).node());

@@ -245,8 +245,9 @@ UOp UOp::variable(std::string_view name, i128 lo, i128 hi, DType dtype) {
               Arg::tuple({Arg::string(name), Arg::integer(lo), Arg::integer(hi)}));
 }
 
-UOp UOp::range(const UOp& end, int axis) {
-  return make(Op::Range, end.dtype(), {end}, Arg::tuple({Arg::integer(axis)}));
+UOp UOp::range(const UOp& end, int axis, AxisType type) {
+  return make(Op::Range, end.dtype(), {end},
+              Arg::tuple({Arg::integer(axis), Arg::string(axis_type_name(type))}));
 }
 
 UOp UOp::sink(std::span<const UOp> srcs) { return make(Op::Sink, dtypes::void_, srcs); }

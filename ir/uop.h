@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "ir/arg.h"
+#include "ir/axis.h"
 #include "ir/dtype.h"
 #include "ir/int128.h"
 #include "ir/ops.h"
@@ -73,8 +74,9 @@ class UOp {
   static UOp cbool(bool v) { return constant(dtypes::bool_, Arg::boolean(v)); }
   // A named integer in [lo, hi] (DEFINE_VAR with arg (name, lo, hi)).
   static UOp variable(std::string_view name, i128 lo, i128 hi, DType dtype = dtypes::index);
-  // A loop index 0..end-1 (RANGE with arg (axis,)).
-  static UOp range(const UOp& end, int axis);
+  // A loop index 0..end-1: RANGE with arg (axis, type name), ir/axis.h. WEAK by default, as
+  // tinygrad's (an output loop the optimizer may place).
+  static UOp range(const UOp& end, int axis, AxisType type = AxisType::Weak);
   static UOp sink(std::span<const UOp> srcs);
 
   // ---- accessors

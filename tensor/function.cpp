@@ -10,6 +10,7 @@
 #include "ir/builders.h"
 #include "ir/call.h"
 #include "ir/graph.h"
+#include "ir/kernel_info.h"
 #include "ir/rewrite.h"
 #include "tensor/storage.h"
 
@@ -210,8 +211,9 @@ UOp kernel_end(const UOp& effect, std::initializer_list<UOp> ranges) {
   return UOp::make(Op::End, dtypes::void_, src);
 }
 UOp kernel_sink(std::initializer_list<UOp> effects, std::string name) {
+  // an unnamed kernel's SINK keeps a none arg (KernelInfo::of reads it as the defaults)
   return UOp::make(Op::Sink, dtypes::void_, effects,
-                   name.empty() ? Arg() : Arg::record("KernelInfo", {{"name", Arg::string(name)}}));
+                   name.empty() ? Arg() : KernelInfo{.name = std::move(name)}.to_arg());
 }
 
 }  // namespace tinyrw

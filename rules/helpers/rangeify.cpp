@@ -2,19 +2,25 @@
 // unique within a kernel and counted by the pass's RangeifyContext.
 #include "rules/helpers/rangeify.h"
 
+#include <fmt/format.h>
+
 #include "dsl/typed_helper.h"
 
 namespace tinyrw::rw {
 namespace {
 
-// One new RANGE per size (an int, or a UOp for a symbolic size), numbered in order.
-std::vector<Value> new_ranges(RewriteContext& ctx, const std::vector<Value>& sizes) {
+// One new RANGE per size (an int, or a UOp for a symbolic size), numbered in order, of the axis
+// type named `type` ("REDUCE").
+std::vector<Value> new_ranges(RewriteContext& ctx, const std::vector<Value>& sizes,
+                              const std::string& type) {
   if (!ctx.user) throw EvalError("new_ranges needs a RangeifyContext");
+  const std::optional<AxisType> t = axis_type_from_name(type);
+  if (!t) throw EvalError(fmt::format("new_ranges: unknown axis type '{}'", type));
   auto& rc = ctx.as<RangeifyContext>();
   std::vector<Value> out;
   for (const Value& s : sizes)
-    out.push_back(
-        Value::uop(UOp::range(s.is_uop() ? s.as_uop() : UOp::cint(s.as_int()), rc.next_axis++)));
+    out.push_back(Value::uop(
+        UOp::range(s.is_uop() ? s.as_uop() : UOp::cint(s.as_int()), rc.next_axis++, *t)));
   return out;
 }
 

@@ -57,7 +57,7 @@ class GraphGen {
       case 1:
         return UOp::variable("b", 0, 7, d);
       case 2:
-        return UOp::range(UOp::cint(8, d), pick(3));
+        return UOp::range(UOp::cint(8, d), pick(3), pick(2) ? AxisType::Weak : AxisType::Reduce);
       default:
         return UOp::cint(kConsts[pick(9)], d);
     }

@@ -118,6 +118,13 @@ TEST(RwFeatures, ArgMatching) {
   const UOp r = UOp::range(c(8), 3);
   expect_rewrite("t_args", r, c(3));
   expect_rewrite("t_args", UOp::range(c(8), 0), UOp::range(c(8), 0));
+  // a RANGE's arg ends in its axis type's name: (3, 'REDUCE') and (3, 'UNROLL') differ
+  expect_rewrite("t_args", UOp::range(c(8), 3, AxisType::Reduce),
+                 UOp::range(c(8), 3, AxisType::Reduce));
+  expect_rewrite("t_axis_type", UOp::range(c(8), 3, AxisType::Reduce), c(103));
+  expect_rewrite("t_axis_type", UOp::range(c(8), 3, AxisType::Unroll),
+                 UOp::range(c(8), 3, AxisType::Unroll));
+  expect_rewrite("t_axis_type", r, r);
   const UOp red = UOp::make(Op::Reduce, dtypes::float32, {var("v", dtypes::float32)},
                             Arg::tuple({Arg::op(Op::Max), Arg::integer(1)}));
   expect_rewrite("t_args", red, c(99, dtypes::int32));

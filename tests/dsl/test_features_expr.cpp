@@ -9,6 +9,7 @@
 #include "dsl/interp.h"
 #include "ir/builders.h"
 #include "ir/call.h"
+#include "ir/kernel_info.h"
 #include "ir/rewrite.h"
 #include "rules/helpers/rangeify.h"
 
@@ -538,7 +539,7 @@ TEST(RwExprFeatures, ShippedRangeifyChecksAndReduce) {
     const UOp got =
         m->apply(x.reduce_first(Op::Max, 1).index(std::vector<UOp>{r1, r2}), with_rc, nullptr)
             ->as_uop();
-    const UOp fresh = UOp::range(c(2), 7);
+    const UOp fresh = UOp::range(c(2), 7, AxisType::Reduce);  // a reduce range is typed REDUCE
     EXPECT_TRUE(got == x.index(std::vector<UOp>{fresh, r1, r2}).reduce_over(Op::Max, {&fresh, 1}))
         << got.repr(3);
     EXPECT_EQ(rc.next_axis, 8);
@@ -859,6 +860,43 @@ TEST(RwExprFeatures, CallInfoSchemaMatchesTheIR) {
   EXPECT_TRUE(Value::from_arg(a) == Value::from_arg(CallInfo{.name = "f"}.to_arg()));
   EXPECT_FALSE(Value::from_arg(a) == Value::from_arg(CallInfo{.name = "g"}.to_arg()));
   EXPECT_EQ(Value::from_arg(a).to_arg(), a);
+}
+
+// KernelInfo::to_arg (a kernel SINK's arg) writes every field of the KernelInfo schema, each of
+// its declared type, with and without the optional fields.
+TEST(RwExprFeatures, KernelInfoSchemaMatchesTheIR) {
+  const RecordSchema* s = record_schema("KernelInfo");
+  ASSERT_NE(s, nullptr);
+  const KernelInfo full{.name = "r_4_32",
+                        .axis_types = {AxisType::Weak, AxisType::Reduce},
+                        .applied_opts = {Arg::string("opt")},
+                        .opts_to_apply = std::vector<Arg>{},
+                        .estimates = Estimates{.ops = 1, .lds = 2, .mem = 3},
+                        .beam = 4};
+  for (const KernelInfo& k : {KernelInfo{}, full}) {
+    const Arg a = k.to_arg();
+    ASSERT_EQ(a.fields().size(), s->fields.size());
+    for (const auto& [name, t] : s->fields) {
+      const Arg* f = a.find_field(name);
+      ASSERT_NE(f, nullptr) << name;
+      EXPECT_TRUE(value_has_type(Value::from_arg(*f), t)) << name;
+    }
+    EXPECT_EQ(Value::from_arg(a).to_arg(), a);
+  }
+  // rules read the fields in both executors; a SINK whose arg is none is left alone
+  expect_rewrite("e_kernel_info", UOp::make(Op::Sink, dtypes::void_, {c(1)}, full.to_arg()),
+                 UOp::cint(6, dtypes::int32));
+  expect_rewrite("e_kernel_info", sink({c(1)}), sink({c(1)}));
+  KernelInfo named = full;
+  named.name = "E_4";
+  const UOp other = UOp::make(Op::Sink, dtypes::void_, {c(1)}, named.to_arg());
+  expect_rewrite("e_kernel_info", other, other);
+  const RecordSchema* e = record_schema("Estimates");
+  ASSERT_NE(e, nullptr);
+  const Arg est = full.to_arg().field("estimates");
+  ASSERT_EQ(est.fields().size(), e->fields.size());
+  for (const auto& [name, t] : e->fields)
+    EXPECT_TRUE(value_has_type(Value::from_arg(est.field(name)), t)) << name;
 }
 
 // rewritten(u) applies the running rule set once to a node the rule builds, rewritten_fully(u)

@@ -25,7 +25,7 @@ TEST(Render, PythonSyntaxWithMinimalParentheses) {
   EXPECT_EQ(render(c.ne(UOp::cbool(true))), "(c!=True)");     // a plain bool stays explicit
   EXPECT_EQ(render(UOp::cbool(false)), "False");
   EXPECT_EQ(render((a + b) * (a + 1)), "((a+b)*(a+1))");
-  EXPECT_EQ(render(UOp::range(UOp::cint(4), 2)), "ridx2");
+  EXPECT_EQ(render(UOp::range(UOp::cint(4), 2)), "L2");  // the axis letter (WEAK) and id
 }
 
 TEST(Render, UnrenderableOpsAreErrors) {

@@ -25,6 +25,13 @@ mutate wrong_range 'Spec.Ranges*' 's/\\sem{\[a + b, A + B\]}/\\sem{[a + b + 1, A
 mutate wrong_shape 'Spec.Shapes*' 's/^\\op{Reshape} & \\sem{s1}/\\op{Reshape} \& \\sem{s0}/'
 mutate wrong_shape_condition 'Spec.Shapes*' 's/s1\[k\] + s0\[k\] <= s2\[k\]/s1[k] + s0[k] < s2[k]/'
 mutate remove_shape_row 'Spec.Shapes*' '/^\\op{Permute} & \\sem{permute/d'
+mutate remove_axis_row 'Spec.AxisTypes*' '/^\\sem{UNROLL} & r/d'
+mutate wrong_axis_letter 'Spec.AxisTypes*' 's/^\\sem{REDUCE} & R & 4/\\sem{REDUCE} \& r \& 4/'
+mutate wrong_axis_position 'Spec.AxisTypes*' 's/^\\sem{UPCAST} & u & 3/\\sem{UPCAST} \& u \& 2/'
+mutate remove_kernel_ast_row 'Spec.KernelAst*' '/^spec\\_kernel\\_ast.group &/d'
+mutate wrong_kernel_ast_message 'Spec.KernelAst*:Spec.Malformed*' 's/END closes RANGEs \\\\/END closes loops \\\\/'
+mutate extra_kernel_ast_row 'Spec.KernelAst*' 's/^spec\\_kernel\\_ast.group & .*$/&\nspec\\_kernel\\_ast.frob \& \\op{Frob} \& - \\\\/'
+mutate remove_kernel_graph_row 'Spec.KernelAst*' '/^spec\\_kernel\\_graph.after\\_other &/d'
 mutate untied_rule 'Spec.EveryContract*' 's/ \& Assign.MismatchesAreErrors \\\\/ \& \\\\/'
 mutate missing_test 'Spec.EveryContract*' 's/Assign.AnExecutedAssignmentIsNotRunAgain/Assign.NoSuchTest/'
 [ $fail -eq 0 ] && echo "all mutations detected"

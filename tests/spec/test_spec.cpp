@@ -21,7 +21,10 @@
 #include <sstream>
 
 #include "dsl/compiled.h"
+#include "dsl/interp.h"
 #include "dsl/verify.h"
+#include "ir/call.h"
+#include "ir/kernel_info.h"
 #include "ir/ops.h"
 #include "rules_gen/spec.h"
 #include "tensor/function.h"
@@ -367,6 +370,66 @@ TEST(Spec, OpsTableEqualsTheOpTable) {
   }
   for (const auto& [name, row] : doc)
     ADD_FAILURE() << "op " << name << " is documented but not implemented";
+}
+
+// The axis types of the document are exactly ir/axis.h's, with the same letters and positions.
+TEST(Spec, AxisTypesTableEqualsTheAxisTypes) {
+  const auto rows = table("axis_types");
+  ASSERT_FALSE(rows.empty()) << "no axis_types table in " << spec_path();
+  std::map<std::string, std::vector<std::string>> doc;
+  for (auto r : rows) {
+    ASSERT_GE(r.size(), 4u) << r[0];
+    for (size_t p = r[0].find("\\_"); p != std::string::npos; p = r[0].find("\\_"))
+      r[0].erase(p, 1);  // GROUP\_REDUCE
+    EXPECT_TRUE(doc.emplace(r[0], r).second) << "axis type listed twice: " << r[0];
+  }
+  for (const AxisTypeInfo& info : axis_types()) {
+    const std::string name(info.name);
+    auto it = doc.find(name);
+    if (it == doc.end()) {
+      ADD_FAILURE() << "axis type " << name << " is implemented but not documented";
+      continue;
+    }
+    EXPECT_EQ(it->second[1], info.letter ? std::string(1, info.letter) : "-")
+        << name << ": documented letter differs";
+    EXPECT_EQ(it->second[2], info.position ? std::to_string(*info.position) : "-")
+        << name << ": documented position differs";
+    doc.erase(it);
+  }
+  for (const auto& [name, row] : doc)
+    ADD_FAILURE() << "axis type " << name << " is documented but not implemented";
+}
+
+// A RANGE's arg is its ids then a known axis type name; the kernel verifiers refuse others.
+TEST(Spec, RangeArgsNameAKnownAxisType) {
+  const UOp n = UOp::cint(4);
+  auto range_with = [&](Arg a) { return UOp::make(Op::Range, dtypes::index, {n}, std::move(a)); };
+  for (const char* v : {"spec_kernel", "spec_kernel_body"}) {
+    for (int t = 0; t < kNumAxisTypes; ++t)
+      EXPECT_NO_THROW(verify(UOp::range(n, 2, static_cast<AxisType>(t)), v)) << v << " " << t;
+    EXPECT_NO_THROW(verify(
+        range_with(Arg::tuple({Arg::integer(1), Arg::integer(-2), Arg::string("UPCAST")})), v));
+    const Arg bad[] = {
+        Arg::tuple({Arg::integer(0)}),                           // the old (axis,) form
+        Arg::tuple({Arg::integer(0), Arg::string("SIDEWAYS")}),  // an unknown type
+        Arg::tuple({Arg::string("WEAK")}),                       // no id
+        Arg::tuple({Arg::string("0"), Arg::string("WEAK")}),     // an id that is no int
+        Arg::tuple({Arg::boolean(true), Arg::string("WEAK")}),   // nor a bool
+        Arg::tuple({Arg::integer(0), Arg::string("WEAK"), Arg::integer(1)}),  // type not last
+        Arg::integer(0),
+        Arg(),
+    };
+    for (const Arg& a : bad) {
+      try {
+        verify(range_with(a), v);
+        ADD_FAILURE() << v << " accepts a RANGE with arg " << a.repr();
+      } catch (const SpecError& e) {
+        EXPECT_NE(std::string(e.what()).find("a RANGE's arg is (ids..., axis type name)"),
+                  std::string::npos)
+            << e.what();
+      }
+    }
+  }
 }
 
 TEST(Spec, RangesLieWithinTheDocumentedRules) {
@@ -914,4 +977,305 @@ TEST(Spec, EveryContractRuleIsTiedToATest) {
     }
     EXPECT_GE(tied, 1) << r[0] << " is tied to no test";
   }
+}
+
+// ---- the kernel AST verifier (spec_kernel_ast) and its table
+// -------------------------------------------------------------
+
+namespace {
+
+UOp kparam(size_t slot, int64_t n, DType d = dtypes::float32) {
+  return UOp::make(Op::Param, d, {shape_to_uop({n})},
+                   Arg::record("ParamArg", {{"slot", Arg::integer(static_cast<i128>(slot))},
+                                            {"device", Arg::string("CPU")}}));
+}
+UOp krange(int64_t n, int id, AxisType t = AxisType::Weak) {
+  return UOp::range(UOp::cint(n), id, t);
+}
+UOp kidx(const UOp& p, const UOp& i) { return UOp::make(Op::Index, p.dtype(), {p, i}); }
+UOp kreduce(const UOp& v, std::vector<UOp> rs, Op op = Op::Add) {
+  rs.insert(rs.begin(), v);
+  return UOp::make(Op::Reduce, v.dtype(), rs, Arg::tuple({Arg::op(op), Arg::integer(0)}));
+}
+UOp kstore(const UOp& d, const UOp& v) { return UOp::make(Op::Store, dtypes::void_, {d, v}); }
+UOp kend(const UOp& e, std::vector<UOp> rs) {
+  rs.insert(rs.begin(), e);
+  return UOp::make(Op::End, dtypes::void_, rs);
+}
+UOp ksink(std::vector<UOp> effects) {
+  return UOp::make(Op::Sink, dtypes::void_, effects, KernelInfo{.name = "test"}.to_arg());
+}
+UOp ci(i128 v) { return UOp::cint(v); }
+
+// The kernels tinygrad makes for four programs (NOOPT, /work/notes/issue13-plan.md section 0),
+// rebuilt node for node.
+std::vector<std::pair<std::string, UOp>> tinygrad_kernels() {
+  std::vector<std::pair<std::string, UOp>> out;
+  {  // a.sum(1, keepdim=True) + b, (4,4) + (4,1)
+    const UOp r1 = krange(4, 1), r0 = krange(4, 0, AxisType::Reduce);
+    const UOp sum = kreduce(kidx(kparam(1, 16), r1 * ci(4) + r0), {r0});
+    out.emplace_back(
+        "sum_plus",
+        ksink({kend(kstore(kidx(kparam(0, 4), r1), sum + kidx(kparam(2, 4), r1)), {r1})}));
+  }
+  {  // a - a.sum(1), (4,4): the sum, then the difference
+    const UOp r1 = krange(4, 1), r0 = krange(4, 0, AxisType::Reduce);
+    const UOp sum = kreduce(kidx(kparam(1, 16), r1 * ci(4) + r0), {r0});
+    out.emplace_back("x_minus_sum 0", ksink({kend(kstore(kidx(kparam(0, 4), r1), sum), {r1})}));
+    const UOp o0 = krange(4, 0), o1 = krange(4, 1), i = o0 * ci(4) + o1;
+    const UOp diff = kidx(kparam(1, 16), i) + kidx(kparam(2, 4), o1) * UOp::cfloat(-1.0);
+    out.emplace_back("x_minus_sum 1",
+                     ksink({kend(kstore(kidx(kparam(0, 16), i), diff), {o0, o1})}));
+  }
+  {  // y.sum(-1) + x.sum(-1), (4,32): two REDUCE ranges in one kernel
+    const UOp r2 = krange(4, 2), r0 = krange(32, 0, AxisType::Reduce),
+              r1 = krange(32, 1, AxisType::Reduce), row = r2 * ci(32);
+    const UOp v = kreduce(kidx(kparam(1, 128), row + r0), {r0}) +
+                  kreduce(kidx(kparam(2, 128), row + r1), {r1});
+    out.emplace_back("two_sums", ksink({kend(kstore(kidx(kparam(0, 4), r2), v), {r2})}));
+  }
+  {  // xs = X[2:4]; xs.assign(xs + 1): the store reads and writes the same INDEX
+    const UOp r0 = krange(2, 0), at = kidx(kparam(0, 4, dtypes::int32), r0 + ci(2));
+    out.emplace_back("slice_assign",
+                     ksink({kend(kstore(at, at + UOp::cint(1, dtypes::int32)), {r0})}));
+  }
+  return out;
+}
+
+// The messages of a verifier rule: the reasons of its require(..., "why") and fail("why").
+std::set<std::string> rule_messages(const std::string& source) {
+  std::set<std::string> out;
+  for (const std::string& open : {std::string(", \""), std::string("fail(\"")}) {
+    for (size_t p = source.find(open); p != std::string::npos; p = source.find(open, p + 1)) {
+      const size_t b = p + open.size(), e = source.find('"', b);
+      if (e != std::string::npos && e + 1 < source.size() && source[e + 1] == ')')
+        out.insert(source.substr(b, e - b));
+    }
+  }
+  return out;
+}
+
+std::string unescape(std::string s) {
+  for (size_t p = s.find("\\_"); p != std::string::npos; p = s.find("\\_")) s.erase(p, 1);
+  return s;
+}
+
+// The rows of a verifier's table (kernel_ast, kernel_graph): rule name -> the messages it
+// documents.
+std::map<std::string, std::set<std::string>> verifier_rows(const std::string& name) {
+  std::map<std::string, std::set<std::string>> rows;
+  for (const auto& r : table(name)) {
+    EXPECT_GE(r.size(), 3u) << r[0];
+    if (r.size() < 3) continue;
+    std::set<std::string> msgs;
+    std::stringstream ss(r[2]);
+    for (std::string m; std::getline(ss, m, ';');) {
+      m = clean(m);
+      if (!m.empty() && m != "-") msgs.insert(unescape(m));
+    }
+    EXPECT_TRUE(rows.emplace(unescape(r[0]), msgs).second) << "rule listed twice: " << r[0];
+  }
+  return rows;
+}
+
+// A verifier of rules/spec.rw compiled by rwc and run by the interpreter: both must agree.
+std::vector<const rw::RuleSetMatcher*> both_verifiers(const std::string& set) {
+  static std::map<std::string, std::unique_ptr<rw::InterpretedMatcher>> interpreted;
+  auto& m = interpreted[set];
+  if (!m) {
+    rw::Diagnostics diags;
+    m = rw::interpret(TINYRW_SOURCE_DIR "/rules/spec.rw", set, diags);
+    EXPECT_NE(m, nullptr) << "rules/spec.rw does not load";
+  }
+  std::vector<const rw::RuleSetMatcher*> out{rw::compiled_rules(set)};
+  EXPECT_NE(out[0], nullptr) << set;
+  if (m) out.push_back(m.get());
+  return out;
+}
+std::vector<const rw::RuleSetMatcher*> kernel_ast_verifiers() {
+  return both_verifiers("spec_kernel_ast");
+}
+
+// Every named rule of a verifier (and of the sets it uses, but spec_alu) is a row of its table,
+// every row a rule, and a row lists exactly the rule's messages.
+void expect_table_equals_verifier(const std::string& set, const std::string& table_name) {
+  auto rows = verifier_rows(table_name);
+  ASSERT_FALSE(rows.empty()) << "no " << table_name << " table in " << spec_path();
+  const auto* m = dynamic_cast<const rw::gen::CompiledMatcher*>(rw::compiled_rules(set));
+  ASSERT_NE(m, nullptr) << set;
+  std::set<std::string> seen;
+  for (const RuleInfo& r : m->rules()) {
+    if (r.name.rfind("spec_alu#", 0) == 0 || !seen.insert(r.name).second) continue;
+    EXPECT_EQ(r.name.find('#'), std::string::npos) << "rule " << r.name << " has no name";
+    auto it = rows.find(r.name);
+    if (it == rows.end()) {
+      ADD_FAILURE() << "rule " << r.name << " is not in the " << table_name << " table";
+      continue;
+    }
+    EXPECT_EQ(it->second, rule_messages(r.source)) << r.name << ": documented messages differ";
+    rows.erase(it);
+  }
+  for (const auto& [name, msgs] : rows) ADD_FAILURE() << "row " << name << " is no rule of " << set;
+}
+
+// Each kernel is refused by every executor of the verifier with its message; every message of
+// the table has a kernel.
+void expect_refused(const std::string& set, const std::string& table_name,
+                    const std::vector<std::pair<std::string, UOp>>& cases, bool enter_calls) {
+  std::set<std::string> covered;
+  for (const rw::RuleSetMatcher* v : both_verifiers(set)) {
+    for (const auto& [why, k] : cases) {
+      try {
+        verify(k, *v, enter_calls);
+        ADD_FAILURE() << set << " accepted, expected \"" << why << "\":\n" << k.repr(3);
+      } catch (const SpecError& e) {
+        EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+        covered.insert(why);
+      }
+    }
+  }
+  for (const auto& [rule, msgs] : verifier_rows(table_name))
+    for (const std::string& m : msgs)
+      EXPECT_TRUE(covered.contains(m)) << rule << ": no malformed graph for \"" << m << "\"";
+}
+
+}  // namespace
+
+TEST(Spec, TinygradKernelAstsPassTheKernelAstVerifier) {
+  ASSERT_EQ(kernel_ast_verifiers().size(), 2u);
+  for (const rw::RuleSetMatcher* v : kernel_ast_verifiers())
+    for (const auto& [name, k] : tinygrad_kernels())
+      EXPECT_NO_THROW(verify(k, *v)) << name << "\n" << k.repr(3);
+  // custom kernels built with the kernel helpers are kernel ASTs too
+  const UOp i = krange(2, 0), p0 = kparam(0, 2), p1 = kparam(1, 2);
+  EXPECT_NO_THROW(
+      verify(kernel_sink({kernel_end(kernel_store(kernel_index(p0, {i}),
+                                                  kernel_index(p1, {i}) * p1.const_like(2.0)),
+                                     {i})},
+                         "double"),
+             rules::spec_kernel_ast()));
+}
+
+// The kernel_ast and kernel_graph tables list the rules of their verifiers, and their messages.
+TEST(Spec, KernelAstTableEqualsTheVerifier) {
+  expect_table_equals_verifier("spec_kernel_ast", "kernel_ast");
+  expect_table_equals_verifier("spec_kernel_graph", "kernel_graph");
+}
+
+// One malformed variant per message of the table: each is refused with that message.
+TEST(Spec, MalformedKernelAstsAreRefusedWithTheirMessage) {
+  const UOp r0 = krange(4, 0), r1 = krange(4, 1), red0 = krange(4, 0, AxisType::Reduce);
+  const UOp p0 = kparam(0, 4), p1 = kparam(1, 16);
+  auto ok_effect = [&](const UOp& v) { return kend(kstore(kidx(p0, r0), v), {r0}); };
+  const UOp sideways = UOp::make(Op::Range, dtypes::index, {ci(4)},
+                                 Arg::tuple({Arg::integer(1), Arg::string("SIDEWAYS")}));
+  const UOp buffer = UOp::make(Op::Buffer, dtypes::float32, {},
+                               Arg::record("ParamArg", {{"slot", Arg::integer(0)},
+                                                        {"size", Arg::integer(4)},
+                                                        {"device", Arg::string("CPU")}}));
+  const std::vector<std::pair<std::string, UOp>> cases = {
+      // SINK
+      {"a range is used outside its loop (no END or REDUCE closes it)",  // no END
+       ksink({kstore(kidx(p0, r0), kidx(p1, r0))})},
+      {"a range is used outside its loop (no END or REDUCE closes it)",  // a reduce range escapes
+       ksink({ok_effect(kreduce(kidx(p1, r0 * ci(4) + red0), {red0}) + kidx(p1, red0))})},
+      {"the PARAMs of a kernel are slots 0..n-1, each once",  // two slots 0
+       ksink({ok_effect(kidx(kparam(0, 16), r0))})},
+      {"the PARAMs of a kernel are slots 0..n-1, each once",  // slot 2 without slot 1
+       ksink({ok_effect(kidx(kparam(2, 16), r0))})},
+      {"a kernel's SINK arg is none or a KernelInfo",
+       UOp::make(Op::Sink, dtypes::void_, {ok_effect(kidx(p1, r0))}, Arg::string("kernel"))},
+      {"a kernel's SINK holds END, STORE or GROUP effects", ksink({kidx(p1, ci(0))})},
+      // END, GROUP
+      {"END closes a STORE, END or GROUP", ksink({kend(kidx(p0, r0), {r0})})},
+      {"END closes RANGEs", ksink({kend(kstore(kidx(p0, ci(0)), kidx(p1, ci(0))), {ci(1)})})},
+      {"GROUP bundles effects",
+       ksink({UOp::make(Op::Group, dtypes::void_, {ok_effect(kidx(p1, r0)), kidx(p1, ci(0))})})},
+      // STORE, INDEX, PARAM
+      {"a kernel stores into an INDEX of a PARAM", ksink({kstore(p0, kidx(p1, ci(0)))})},
+      {"a store writes a value of its PARAM's dtype",  // a PARAM dtype mismatch
+       ksink({kend(kstore(kidx(p0, r0), kidx(kparam(1, 16, dtypes::int32), r0)), {r0})})},
+      {"a kernel indexes PARAMs only", ksink({ok_effect(kidx(UOp::cfloat(1.0), r0))})},
+      {"an element of a PARAM has its dtype",
+       ksink(
+           {ok_effect(UOp::make(Op::Index, dtypes::float32, {kparam(1, 16, dtypes::int32), r0}))})},
+      {"an INDEX counts in the index dtype",
+       ksink({ok_effect(kidx(p1, UOp::cint(1, dtypes::int32)))})},
+      {"a PARAM's arg is a ParamArg with a slot >= 0",
+       ksink({ok_effect(kidx(p1.with_arg(Arg()), r0))})},
+      {"a PARAM's source is its shape, a STACK of CONSTs",
+       ksink({ok_effect(kidx(p1.with_src({ci(16)}), r0))})},
+      // REDUCE
+      {"a kernel REDUCE's arg is (Add|Mul|Max, 0)",  // tensor level's (op, axes)
+       ksink({ok_effect(kreduce(kidx(p1, r0 * ci(4) + red0), {red0})
+                            .with_arg(Arg::tuple({Arg::op(Op::Add), Arg::integer(1)})))})},
+      {"a kernel REDUCE's arg is (Add|Mul|Max, 0)",
+       ksink({ok_effect(kreduce(kidx(p1, r0 * ci(4) + red0), {red0}, Op::Sub))})},
+      {"reduce changes the dtype", ksink({ok_effect(kreduce(kidx(p1, r0 * ci(4) + red0), {red0})
+                                                        .with_dtype(dtypes::float16)
+                                                        .cast(dtypes::float32))})},
+      {"a REDUCE runs over REDUCE ranges",  // an output range reduced
+       ksink({ok_effect(kreduce(kidx(p1, r0 * ci(4) + r1), {r1}))})},
+      {"a REDUCE runs over REDUCE ranges", ksink({ok_effect(kreduce(kidx(p1, r0), {}))})},
+      // RANGE
+      {"a RANGE's arg is (ids..., axis type name)",  // a bad axis type
+       ksink({kend(kstore(kidx(p0, r0), kidx(p1, r0 * ci(4) + sideways)), {r0, sideways})})},
+      {"ranges count in the index dtype",
+       ksink({kend(kstore(kidx(p0, ci(0)), kidx(p1, ci(0))),
+                   {UOp::range(UOp::cint(4, dtypes::int32), 0)})})},
+      // tensor ops
+      {"a kernel holds no tensor op (movement, BUFFER, STAGE, AFTER, CONTIGUOUS, COPY)",
+       ksink({ok_effect(kidx(p1, r0) + buffer)})},
+      {"a kernel holds no tensor op (movement, BUFFER, STAGE, AFTER, CONTIGUOUS, COPY)",
+       ksink({ok_effect(kidx(p1, r0) + UOp::make(Op::Reshape, dtypes::float32,
+                                                 {kidx(p1, ci(0)), shape_to_uop({})}))})},
+  };
+  expect_refused("spec_kernel_ast", "kernel_ast", cases, true);
+}
+
+namespace {
+UOp kbuffer(int64_t slot, int64_t size, DType d = dtypes::float32) {
+  return UOp::make(Op::Buffer, d, {},
+                   Arg::record("ParamArg", {{"slot", Arg::integer(slot)},
+                                            {"size", Arg::integer(size)},
+                                            {"device", Arg::string("CPU")}}));
+}
+UOp kcall(const UOp& kernel, std::vector<UOp> args) {
+  args.insert(args.begin(), kernel);
+  return UOp::make(Op::Call, dtypes::void_, args, CallInfo{.kernel = true}.to_arg());
+}
+UOp kafter(const UOp& b, const UOp& call) { return UOp::make(Op::After, b.dtype(), {b, call}); }
+}  // namespace
+
+// `a - a.sum(1)` split into its two kernels: the sum written to a new buffer, the difference
+// reading it after the first CALL ran. The graph passes spec_kernel_graph (its CALL bodies
+// spec_kernel_ast); malformed graphs are refused with their message.
+TEST(Spec, KernelGraphsPassTheKernelGraphVerifier) {
+  const auto k = tinygrad_kernels();
+  const UOp sum_k = k[1].second, diff_k = k[2].second;
+  const UOp a = kbuffer(10, 16), s = kbuffer(11, 4), out = kbuffer(12, 16);
+  const UOp s_done = kafter(s, kcall(sum_k, {s, a}));
+  const UOp graph = UOp::sink(std::vector<UOp>{kafter(out, kcall(diff_k, {out, a, s_done}))});
+  for (const rw::RuleSetMatcher* v : both_verifiers("spec_kernel_graph"))
+    EXPECT_NO_THROW(verify(graph, *v, false)) << graph.repr(3);
+  // a view of a buffer as a CALL argument
+  const UOp view = UOp::make(Op::Reshape, dtypes::float32, {a, shape_to_uop({4, 4})});
+  const UOp viewed = UOp::sink(std::vector<UOp>{kafter(out, kcall(diff_k, {out, view, s_done}))});
+  for (const rw::RuleSetMatcher* v : both_verifiers("spec_kernel_graph"))
+    EXPECT_NO_THROW(verify(viewed, *v, false));
+
+  const UOp add = kidx(kparam(0, 4), ci(0)) + UOp::cfloat(1.0);
+  const std::vector<std::pair<std::string, UOp>> cases = {
+      {"a buffer's arg is a ParamArg", UOp::sink(std::vector<UOp>{s.with_arg(Arg())})},
+      {"a view keeps its source's dtype",
+       UOp::sink(
+           std::vector<UOp>{UOp::make(Op::Reshape, dtypes::int32, {a, shape_to_uop({4, 4})})})},
+      {"a CALL runs a kernel SINK, LINEAR, PROGRAM or custom function",
+       UOp::sink(std::vector<UOp>{kafter(s, kcall(add, {s, a}))})},
+      {"AFTER keeps the dtype of the buffer it orders",
+       UOp::sink(std::vector<UOp>{kafter(s, kcall(sum_k, {s, a})).with_dtype(dtypes::int32)})},
+      {"AFTER orders a buffer, a view of one or an AFTER",
+       UOp::sink(std::vector<UOp>{kafter(UOp::cfloat(1.0), kcall(sum_k, {s, a}))})},
+  };
+  expect_refused("spec_kernel_graph", "kernel_graph", cases, false);
 }

@@ -133,6 +133,24 @@ test('exprText follows Python precedence like ir/render.cpp', () => {
   assert.equal(M.exprText(d, 10), 'SINK(max((a if a>=b else b), (a-(a-b))//b))');
 });
 
+test('exprText writes a RANGE as its axis letter and ids, like ir/axis.cpp', () => {
+  const nodes = [node(0, 'CONST', [], '4'), node(1, 'RANGE', [0], "(0, 'WEAK')"),
+                 node(2, 'RANGE', [0], "(1, 2, 'REDUCE')"), node(3, 'RANGE', [0], "(-1, 'DEVICE')"),
+                 node(4, 'MUL', [1, 0]), node(5, 'ADD', [4, 2]), node(6, 'ADD', [5, 3]),
+                 node(7, 'RANGE', [0], "(0, 'SIDEWAYS')"), node(8, 'SINK', [6, 7], 'None')];
+  const text = doc(nodes, [call(8, 8, [[6, 5]])]);
+  const d = M.parseDump(text);
+  assert.equal(M.exprText(d, 6), '(L0*4+R1_2+dm1)');
+  assert.ok(M.exprText(d, 7).startsWith('RANGE('), 'an unknown axis type is written as the op');
+  // rw viz --text (tools/rw/viz.cpp) writes them the same
+  const file = path.join(tmp, 'ranges.json');
+  fs.writeFileSync(file, text);
+  const out = spawnSync(rw, ['viz', '--text', file], {encoding: 'utf8'});
+  assert.equal(out.status, 0, out.stderr);
+  assert.ok(out.stdout.includes('(L0*4+R1_2+dm1)'), out.stdout);
+  assert.ok(out.stdout.includes('(L0*4+R1_2)'), out.stdout);
+});
+
 test('layoutCost: a constant shared by a long chain is cheap once drawn per use', () => {
   const nodes = [node(0, 'DEFINE_VAR', [], "('x', 0, 9)"), node(1, 'CONST', [], '1')];
   for (let i = 0; i < 300; ++i) nodes.push(node(nodes.length, 'ADD', [i ? nodes.length - 1 : 0, 1]));

@@ -36,6 +36,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dsl/diagnostics.h"
+#include "ir/axis.h"
 
 namespace tinyrw {
 
@@ -486,6 +487,31 @@ std::string leaf_name(const std::string& arg) {
   return out;
 }
 
+// A RANGE's label from its arg's text, as ir/axis.cpp's range_label writes it: "(1, 2, 'REDUCE')"
+// -> "R1_2" (a negative id as m<id>); nullopt for another form.
+std::optional<std::string> range_label(const std::string& arg) {
+  const size_t q = arg.find(", '");
+  if (arg.size() < 2 || arg.front() != '(' || arg.back() != ')' || q == std::string::npos ||
+      arg[arg.size() - 2] != '\'')
+    return std::nullopt;
+  const std::string type = arg.substr(q + 3, arg.size() - q - 5);
+  std::optional<AxisType> t = axis_type_from_name(type);
+  if (!t) return std::nullopt;
+  const char letter = axis_info(*t).letter;
+  std::string out(1, letter ? letter : 'p');
+  std::string ids = arg.substr(1, q - 1);
+  for (size_t b = 0; b <= ids.size();) {
+    size_t e = ids.find(", ", b);
+    if (e == std::string::npos) e = ids.size();
+    std::string id = ids.substr(b, e - b);
+    if (id.empty() || id.find_first_not_of("-0123456789") != std::string::npos) return std::nullopt;
+    if (b) out += '_';
+    out += id[0] == '-' ? "m" + id.substr(1) : id;
+    b = e + 2;
+  }
+  return out;
+}
+
 // One line of Python syntax (as rw simplify prints); other ops as OP(src..., arg=...).
 std::string expr_text(const Dump& d, int root, size_t max_len = 400) {
   std::unordered_map<int, int> prec_memo;
@@ -557,13 +583,8 @@ std::string expr_text(const Dump& d, int root, size_t max_len = 400) {
           u.arg == "inf" || u.arg == "-inf" || u.arg == "nan" ? "float('" + u.arg + "')" : u.arg);
     } else if (u.op == "DEFINE_VAR" || u.op == "SPECIAL") {
       parts.emplace_back(leaf_name(u.arg));
-    } else if (u.op == "RANGE" && !u.arg.empty() &&
-               (std::isdigit(static_cast<unsigned char>(u.arg[u.arg[0] == '(' ? 1 : 0])) ||
-                u.arg[u.arg[0] == '(' ? 1 : 0] == '-')) {
-      const size_t s = u.arg[0] == '(' ? 1 : 0;
-      size_t e = s + 1;
-      while (e < u.arg.size() && std::isdigit(static_cast<unsigned char>(u.arg[e]))) ++e;
-      parts.emplace_back("ridx" + u.arg.substr(s, e - s));
+    } else if (u.op == "RANGE" && range_label(u.arg)) {
+      parts.emplace_back(*range_label(u.arg));
     } else if (u.op == "BIND" && !u.src.empty()) {
       child(0, false);
     } else if (u.op == "NEG" && u.src.size() == 1) {

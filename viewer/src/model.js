@@ -344,6 +344,18 @@ const BINARY = {
 };
 const CALLS = {MAX: 'max', CDIV: 'cdiv', CMOD: 'cmod'};
 
+// A RANGE's label as ir/axis.cpp's range_label writes it: the axis type's letter, then the ids
+// joined by '_' (a negative id as m<id>): (0, 'WEAK') -> L0, (1, 2, 'REDUCE') -> R1_2.
+const AXIS_LETTERS = {
+  DEVICE: 'd', GLOBAL: 'g', WARP: 'w', LOCAL: 'l', WEAK: 'L', GROUP_REDUCE: 'G', REDUCE: 'R',
+  UPCAST: 'u', UNROLL: 'r', THREAD: 't', PLACEHOLDER: 'p', LOOP: 'L',
+};
+function rangeLabel(arg) {
+  const m = /^\((-?\d+(?:, -?\d+)*), '([A-Z_]+)'\)$/.exec(arg);
+  if (!m || !(m[2] in AXIS_LETTERS)) return null;
+  return AXIS_LETTERS[m[2]] + m[1].split(', ').map((i) => (i[0] === '-' ? 'm' + i.slice(1) : i)).join('_');
+}
+
 function leafName(arg) {
   const m = /^\(?'((?:[^'\\]|\\.)*)'/.exec(arg);
   return m ? m[1] : arg;
@@ -406,8 +418,8 @@ export function exprText(d, root, maxLen = 400) {
       parts.push(['inf', '-inf', 'nan'].includes(u.arg) ? `float('${u.arg}')` : u.arg);
     } else if ((u.op === 'DEFINE_VAR' || u.op === 'SPECIAL')) {
       parts.push(leafName(u.arg));
-    } else if (u.op === 'RANGE' && /^\(?-?\d+/.test(u.arg)) {
-      parts.push('ridx' + /-?\d+/.exec(u.arg)[0]);
+    } else if (u.op === 'RANGE' && rangeLabel(u.arg)) {
+      parts.push(rangeLabel(u.arg));
     } else if (u.op === 'BIND' && u.src.length) {
       child(0, false);
     } else if (u.op === 'NEG' && u.src.length === 1) {
