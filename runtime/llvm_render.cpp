@@ -532,7 +532,7 @@ class Emitter {
     }
     const std::string v = emit(u.src(0)), cur = tmp();
     line(fmt::format("{} = load {}, ptr {}", cur, t, acc));
-    const std::string nx = alu(op, d, d, t, {cur, v});
+    const std::string nx = round16(d, alu(op, d, d, t, {cur, v}));  // as INTERP rounds it
     line(fmt::format("store {} {}, ptr {}", t, nx, acc));
     scopes_.pop_back();
     for (auto it = loops.rbegin(); it != loops.rend(); ++it) close_loop(*it);

@@ -86,7 +86,7 @@ TEST_P(KernelAst, FullSum) {
   EXPECT_EQ(custom_kernel({Tensor::empty({1}), tensor(a, {16, 16})}, k)[0].to_doubles(), (D{sum}));
 }
 
-// a.sum(1) over (16, 32), in float32 and float16 (stored through the half conversion)
+// a.sum(1) over (16, 32), in float32, float16 and bfloat16 (stored through their conversions)
 TEST_P(KernelAst, RowSum) {
   const std::vector<float> a = ints(16 * 32, 2);
   auto k = [](const Params& p) {
@@ -96,10 +96,33 @@ TEST_P(KernelAst, RowSum) {
   D want(16, 0);
   for (int64_t i = 0; i < 16; ++i)
     for (int64_t j = 0; j < 32; ++j) want[i] += a[i * 32 + j];
-  for (DType dt : {dtypes::float32, dtypes::float16}) {
+  for (DType dt : {dtypes::float32, dtypes::float16, dtypes::bfloat16}) {
     SCOPED_TRACE(dt.repr());
     EXPECT_EQ(custom_kernel({Tensor::empty({16}, dt), tensor(a, {16, 32}, dt)}, k)[0].to_doubles(),
               want);
+  }
+}
+
+// A float16 / bfloat16 REDUCE rounds its accumulator after every step, as INTERP rounds every
+// result: 1 plus ten 0.0004s (under half the spacing at 1) stays 1, with and without CPU's row
+// fast path (CPU's plain reduction accumulated in float before: 1.0039)
+TEST_P(KernelAst, HalfAccumulatorRoundsEveryStep) {
+  std::vector<float> v{1};
+  v.resize(11, 0.0004f);
+  auto sum = [](const Params& p) {
+    const UOp r0 = rng(11, 0);
+    return kernel_sink({kernel_store(at(p[0], ci(0)), reduce(Op::Add, at(p[1], r0), {r0}))});
+  };
+  auto rows = [](const Params& p) {
+    const UOp r0 = rng(3, 0), r1 = rng(11, 1);
+    return ast(kernel_store(at(p[0], r0), reduce(Op::Add, at(p[1], r1), {r1})), {r0});
+  };
+  for (DType dt : {dtypes::float16, dtypes::bfloat16}) {
+    SCOPED_TRACE(dt.repr());
+    EXPECT_EQ(custom_kernel({Tensor::empty({1}, dt), tensor(v, {11}, dt)}, sum)[0].to_doubles(),
+              (D{1}));
+    EXPECT_EQ(custom_kernel({Tensor::empty({3}, dt), tensor(v, {11}, dt)}, rows)[0].to_doubles(),
+              (D{1, 1, 1}));
   }
 }
 
@@ -188,6 +211,16 @@ TEST_P(KernelAst, PaddedRead) {
     for (int64_t j = 0; j < 6; ++j)
       want2.push_back(i >= 1 && i < 4 && j >= 1 && j < 5 ? b[(i - 1) * 4 + (j - 1)] : 0);
   EXPECT_EQ(custom_kernel({Tensor::empty({5, 6}), tensor(b, {3, 4})}, k2)[0].to_doubles(), want2);
+  // the same pad with one gated index per axis (a custom kernel's row-major indexing)
+  auto k3 = [](const Params& p) {
+    const UOp r0 = rng(5, 0), r1 = rng(6, 1);
+    const UOp v0 = r0.ge(ci(1)) & r0.lt(ci(4)), v1 = r1.ge(ci(1)) & r1.lt(ci(5));
+    const UOp x =
+        kernel_index(p[1], {v0.where(r0 - ci(1), invalid()), v1.where(r1 - ci(1), invalid())});
+    return ast(kernel_store(kernel_index(p[0], {r0, r1}), (v0 & v1).where(x, x.const_like(0.0))),
+               {r0, r1});
+  };
+  EXPECT_EQ(custom_kernel({Tensor::empty({5, 6}), tensor(b, {3, 4})}, k3)[0].to_doubles(), want2);
 }
 
 // A padded read inside a reduction: the sum of each row of a padded (3, 4) -> (3, 6)
@@ -245,6 +278,15 @@ TEST_P(KernelAst, DivisionByZeroRaises) {
   };
   Tensor out = custom_kernel({Tensor::empty({2}, dtypes::int32), n, d}, k)[0];
   expect_error([&] { out.realize(); }, "integer division by zero");
+  // in place: the buffer the failed kernel wrote keeps its old contents
+  Tensor x = Tensor::from_vector(std::vector<int32_t>{6, 7}, {2}, dtypes::int32).realize();
+  auto in_place = [](const Params& p) {
+    const UOp r0 = rng(2, 0), el = at(p[0], r0);
+    return ast(kernel_store(el, el.alu(Op::CDiv, {at(p[1], r0)})), {r0});
+  };
+  Tensor y = custom_kernel({x, d}, in_place)[0];
+  expect_error([&] { y.realize(); }, "integer division by zero");
+  EXPECT_EQ(x.to_doubles(), (D{6, 7}));
 }
 
 // A zero-size output: the loops never run
@@ -318,4 +360,43 @@ TEST(KernelAstCpu, RowFastPath) {
   const Params w = params({{1, 8192}, {1, 8}, {8, 8192}});
   EXPECT_EQ(cpu_ir(matmul_ast(w, 1, 8, 8192), {8192, 8, 65536}).find("x float]"),
             std::string::npos);
+}
+
+// Random reductions (row sums, maxima and products, matmuls; float32, float16, int32, int8;
+// rows short enough for CPU's row fast path or not) agree on INTERP, the reference, and CPU.
+TEST(KernelAstDevices, RandomReductionsAgreeOnInterpAndCpu) {
+  if (!device_available("CPU")) GTEST_SKIP() << "device CPU is not available here";
+  int compared = 0;
+  for (uint32_t seed = 0; seed < 48; ++seed) {
+    std::mt19937 g(seed);
+    auto pick = [&](int n) { return std::uniform_int_distribution<int>(0, n - 1)(g); };
+    // every dtype and op with rows of one element (no row fast path) and longer
+    const DType dt =
+        std::vector<DType>{dtypes::float32, dtypes::float16, dtypes::int32, dtypes::int8}[seed % 4];
+    const Op op = std::vector<Op>{Op::Add, Op::Max, Op::Mul}[(seed / 4) % 3];
+    const int64_t m = 1 + pick(5), kk = 1 + pick(9), n = seed % 24 < 12 ? 1 : 2 + pick(6);
+    std::vector<float> va, vb;
+    for (int64_t k = 0; k < m * kk; ++k) va.push_back(static_cast<float>(pick(17) - 8) * 0.37f);
+    for (int64_t k = 0; k < kk * n; ++k) vb.push_back(static_cast<float>(pick(9) - 4) * 0.61f);
+    // out[i, j] = reduce_k a[i, k] * b[k, j]
+    auto kernel = [&](const Params& p) {
+      const UOp r0 = rng(m, 0), r1 = rng(n, 1), r2 = rng(kk, 2);
+      const UOp prod = at(p[1], r0 * ci(kk) + r2) * at(p[2], r2 * ci(n) + r1);
+      return ast(kernel_store(at(p[0], r0 * ci(n) + r1), reduce(op, prod, {r2})), {r0, r1});
+    };
+    std::vector<double> results[2];
+    for (int d = 0; d < 2; ++d) {
+      set_default_device(d == 0 ? "INTERP" : "CPU");
+      results[d] = custom_kernel({Tensor::empty({m, n}, dt), tensor(va, {m, kk}, dt),
+                                  tensor(vb, {kk, n}, dt)},
+                                 kernel)[0]
+                       .to_doubles();
+    }
+    set_default_device("");
+    ASSERT_EQ(results[0].size(), results[1].size());
+    for (size_t k = 0; k < results[0].size(); ++k, ++compared)
+      EXPECT_EQ(results[0][k], results[1][k])
+          << "seed " << seed << " " << dt.repr() << " " << op_name(op) << " element " << k;
+  }
+  EXPECT_GT(compared, 100);
 }
