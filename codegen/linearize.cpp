@@ -226,14 +226,18 @@ class KernelBinder {
           size));
     return index;
   }
-  // `i` with each RANGE the gate bounds replaced by a variable over the narrowed interval (so its
-  // vmin/vmax hold where the gate does), or nothing when the gate never holds. Clauses of the
-  // gate's conjunction the bounds use: r < c, c < r, !(r < c), !(c < r) for a RANGE r and an
-  // integer CONST c; any other clause is ignored (the bounds stay wider, never wrong).
+  // `i` with each expression the gate bounds (a RANGE, or a sum like r0 + r1 a pad under a
+  // convolution's window gives) replaced by a variable over the narrowed interval, so its
+  // vmin/vmax hold where the gate does; nothing when the gate never holds. Clauses of the gate's
+  // conjunction the bounds use: x < c, c < x, !(x < c), !(c < x) for an integer CONST c; any
+  // other clause is ignored (the bounds stay wider, never wrong). A variable taking x's place
+  // where i uses x (replaced whole, outermost first) can only widen i's bounds.
   static std::optional<UOp> given_gate(const UOp& i, const UOp& gate) {
     std::unordered_map<UOp, std::pair<i128, i128>> bounds;
     auto bound = [&](const UOp& r, i128 lo, i128 hi) {
-      if (r.op() != Op::Range || r.vmin().is_infinite() || r.vmax().is_infinite()) return;
+      if (r.op() == Op::Const || !r.dtype().is_int() || r.vmin().is_infinite() ||
+          r.vmax().is_infinite())
+        return;
       auto [it, fresh] = bounds.emplace(r, std::pair{r.vmin().i, r.vmax().i});
       it->second = {std::max(it->second.first, lo), std::min(it->second.second, hi)};
     };
@@ -264,7 +268,7 @@ class KernelBinder {
       vars.emplace(r, UOp::variable(fmt::format("gated{}", vars.size()), lohi.first, lohi.second,
                                     r.dtype()));
     }
-    return vars.empty() ? i : substitute(i, vars);
+    return vars.empty() ? i : substitute(i, vars, /*walk=*/true);
   }
   UOp value_of(const UOp& u) {
     if (u.op() != Op::Param) return bound_.at(u);

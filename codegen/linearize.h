@@ -32,8 +32,8 @@ UOp linearize(const UOp& value, const std::vector<UOp>& ranges, const Dims& shap
 // PARAM[where(valid, i, Invalid)], is element i where valid holds and 0 elsewhere.
 // The kernel with its PARAM accesses bound to buffers: INDEX(BUFFER, flat index), each access
 // checked to stay inside its buffer (an index over an empty range is never computed; a gated
-// read is checked only where its gate holds: the ranges that
-// clauses r < c, c < r, !(r < c), !(c < r) of the gate bound are narrowed); a gated read becomes
+// read is checked only where its gate holds: the expressions that
+// clauses x < c, c < x, !(x < c), !(c < x) of the gate bound are narrowed); a gated read becomes
 // where(valid, INDEX(BUFFER, i), 0), whose index the devices clamp where the gate does not hold.
 UOp bind_kernel(const UOp& sink, const std::vector<UOp>& buffers);
 // Walks a kernel's effects in order: `store` for each STORE, `open` and `close` around the

@@ -223,7 +223,7 @@ TEST_P(KernelAst, PaddedRead) {
   EXPECT_EQ(custom_kernel({Tensor::empty({5, 6}), tensor(b, {3, 4})}, k3)[0].to_doubles(), want2);
 }
 
-// A padded read inside a reduction: the sum of each row of a padded (3, 4) -> (3, 6)
+// Padded reads inside a reduction: the sum of each row of a padded (3, 4) -> (3, 6), a convolution
 TEST_P(KernelAst, PaddedReadInsideAReduce) {
   const std::vector<float> a = ints(12, 9);
   auto k = [](const Params& p) {
@@ -235,6 +235,24 @@ TEST_P(KernelAst, PaddedReadInsideAReduce) {
   for (int64_t i = 0; i < 3; ++i)
     for (int64_t j = 0; j < 4; ++j) want[i] += a[i * 4 + j];
   EXPECT_EQ(custom_kernel({Tensor::empty({3}), tensor(a, {3, 4})}, k)[0].to_doubles(), want);
+  // a 1-D convolution over x padded by 1 on each side: the gate bounds the window's position
+  // r0 + r1, not either range alone
+  const std::vector<float> x = ints(8, 12), w = ints(3, 13);
+  auto conv = [](const Params& p) {
+    const UOp r0 = rng(8, 0), r1 = rng(3, 1), pos = r0 + r1;
+    const UOp valid = pos.ge(ci(1)) & pos.lt(ci(9));
+    return ast(
+        kernel_store(at(p[0], r0),
+                     reduce(Op::Add, padded_read(p[1], valid, pos - ci(1)) * at(p[2], r1), {r1})),
+        {r0});
+  };
+  D want_conv(8, 0);
+  for (int64_t i = 0; i < 8; ++i)
+    for (int64_t k = 0; k < 3; ++k)
+      if (i + k >= 1 && i + k < 9) want_conv[i] += x[i + k - 1] * w[k];
+  EXPECT_EQ(
+      custom_kernel({Tensor::empty({8}), tensor(x, {8}), tensor(w, {3})}, conv)[0].to_doubles(),
+      want_conv);
 }
 
 // xs = X[2:6]; xs.assign(xs + 1): the store and the read are the very same INDEX node
