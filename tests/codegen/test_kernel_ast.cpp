@@ -164,6 +164,33 @@ TEST_P(KernelAst, Matmul) {
   EXPECT_EQ(c.to_doubles(), want);
 }
 
+// The devices read a RANGE's bound from its source, never its arg, and no SINK arg: RANGEs with
+// tinygrad's (id, axis type) args and a KernelInfo record with more fields run the same matmul
+TEST_P(KernelAst, RangeArgsAndKernelInfoDoNotMatter) {
+  const std::vector<float> a = ints(4 * 6, 14), b = ints(6 * 5, 15);
+  auto typed = [](int64_t n, int id, const char* type) {
+    return UOp::make(Op::Range, dtypes::index, {ci(n)},
+                     Arg::tuple({Arg::integer(id), Arg::string(type)}));
+  };
+  auto k = [&](const Params& p) {
+    const UOp r0 = typed(4, 0, "WEAK"), r1 = typed(5, 1, "WEAK"), r2 = typed(6, 2, "REDUCE");
+    const UOp prod = at(p[1], r0 * ci(6) + r2) * at(p[2], r2 * ci(5) + r1);
+    const UOp end =
+        kernel_end(kernel_store(at(p[0], r0 * ci(5) + r1), reduce(Op::Add, prod, {r2})), {r0, r1});
+    return UOp::make(Op::Sink, dtypes::void_, {end},
+                     Arg::record("KernelInfo", {{"name", Arg::string("r_4_5_6")},
+                                                {"applied_opts", Arg::tuple({})},
+                                                {"dont_use_locals", Arg::boolean(false)}}));
+  };
+  D want(4 * 5, 0);
+  for (int64_t i = 0; i < 4; ++i)
+    for (int64_t j = 0; j < 5; ++j)
+      for (int64_t kk = 0; kk < 6; ++kk) want[i * 5 + j] += a[i * 6 + kk] * b[kk * 5 + j];
+  EXPECT_EQ(custom_kernel({Tensor::empty({4, 5}), tensor(a, {4, 6}), tensor(b, {6, 5})}, k)[0]
+                .to_doubles(),
+            want);
+}
+
 // The second kernel of a - a.sum(1) on (4, 4): the reduced buffer read broadcast (tinygrad's
 // E_4_4: INDEX(PARAM1, r0*4+r1) + INDEX(PARAM2, r1) * -1)
 TEST_P(KernelAst, ElementwiseReadingAReducedBuffer) {
