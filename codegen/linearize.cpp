@@ -207,7 +207,7 @@ class KernelBinder {
     return i.op() == Op::Where && i.src(2).op() == Op::Const && i.src(2).arg().is_invalid();
   }
   // An access that may leave its buffer is refused: it would read or corrupt other memory. A
-  // gated access is checked only where its gate holds (the ranges the gate bounds narrowed).
+  // gated access is checked only where its gate holds (given_gate).
   static UOp checked(const UOp& param, const UOp& index, const UOp& gate = UOp()) {
     const int64_t size = static_cast<int64_t>(index.src(0).arg().field("size").as_int());
     UOp i = index.src(1);

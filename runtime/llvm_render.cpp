@@ -674,9 +674,11 @@ std::optional<int64_t> row_length(const UOp& end) {
   for (size_t k = 1; k < red.nsrc(); ++k)
     if (red.src(k) == row || red.src(k).op() != Op::Range || red.src(k).src(0).op() != Op::Const)
       return std::nullopt;
-  const UOp& target = st.src(0).src(0);
+  const Arg& target = st.src(0).src(0).arg().field("slot");  // a storage, whatever its dtype
   for (const UOp& u : toposort(red))
-    if (u.op() == Op::Index && u.src(0) == target) return std::nullopt;
+    if (u.op() == Op::Index && u.src(0).op() == Op::Buffer &&
+        u.src(0).arg().field("slot") == target)
+      return std::nullopt;
   return static_cast<int64_t>(n);
 }
 }  // namespace
