@@ -1,5 +1,6 @@
 // Tensor programs on the CPU device (LLVM JIT): elementwise add over 16M floats against memcpy
-// bandwidth measured in the same run, a 512x512 float32 matmul in GFLOPS, and an MLP training
+// bandwidth measured in the same run, a 512x512 float32 matmul in GFLOPS (as a Tensor program and
+// as a kernel AST), and an MLP training
 // step against its forward pass. Kernels are
 // compiled on the first iteration and cached afterwards. Building and differentiating 10k- and
 // 100k-op chains shows that graph construction is linear.
@@ -80,6 +81,33 @@ void BM_Matmul512(benchmark::State& state) {
                                                 benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_Matmul512)->Unit(benchmark::kMillisecond)->Iterations(3);
+
+// The same matmul given as a kernel AST, SINK(END(STORE(INDEX(P0, i*512+j),
+// REDUCE(INDEX(P1, i*512+k) * INDEX(P2, k*512+j), k)), i, j)), run through custom_kernel: the
+// CPU's effect path with its row fast path; it should match BM_Matmul512.
+void BM_Matmul512KernelAst(benchmark::State& state) {
+  set_default_device("CPU");
+  Tensor a = Tensor::full({512, 512}, 0.5).contiguous(),
+         b = Tensor::full({512, 512}, 0.25).contiguous();
+  a.realize();
+  b.realize();
+  auto kernel = [](const std::vector<UOp>& p) {
+    const UOp n = UOp::cint(512), i = UOp::range(n, 0), j = UOp::range(n, 1), k = UOp::range(n, 2);
+    const UOp prod = kernel_index(p[1], {i * n + k}) * kernel_index(p[2], {k * n + j});
+    const UOp sum = UOp::make(Op::Reduce, prod.dtype(), {prod, k},
+                              Arg::tuple({Arg::op(Op::Add), Arg::integer(0)}));
+    return kernel_sink({kernel_end(kernel_store(kernel_index(p[0], {i * n + j}), sum), {i, j})},
+                       "r_512_512_512");
+  };
+  for (auto _ : state) {
+    Tensor c = custom_kernel({Tensor::empty({512, 512}), a, b}, kernel)[0];
+    c.realize();
+    benchmark::DoNotOptimize(c.uop());
+  }
+  state.counters["GFLOPS"] = benchmark::Counter(2.0 * 512 * 512 * 512 * 1e-9,
+                                                benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_Matmul512KernelAst)->Unit(benchmark::kMillisecond)->Iterations(3);
 
 // One training step of a 64 -> 128 -> 10 MLP on a batch of 256 (forward, gradient() from
 // rules/gradient.rw, four assign() updates in one schedule) against the forward pass alone.

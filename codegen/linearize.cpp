@@ -1,8 +1,11 @@
 #include "codegen/linearize.h"
 
+#include <limits>
+#include <optional>
 #include <unordered_map>
 
 #include "ir/graph.h"
+#include "ir/rewrite.h"
 
 #include <fmt/format.h>
 
@@ -80,7 +83,7 @@ class Linearizer {
 
  private:
   UOp reduce(const UOp& r) {
-    const Op op = r.arg().as_op();
+    const Op op = reduce_op(r);
     const DType d = r.dtype();
     // the accumulator: a one-element register buffer, unique per reduction
     const UOp acc = UOp::make(Op::Buffer, d, {},
@@ -108,6 +111,12 @@ class Linearizer {
 };
 
 }  // namespace
+
+Op reduce_op(const UOp& reduce) {
+  const Arg& a = reduce.arg();
+  if (a.is_tuple() && !a.items().empty()) return a.items()[0].as_op();
+  return a.as_op();
+}
 
 UOp linearize(const UOp& value, const std::vector<UOp>& ranges, const Dims& shape, const UOp& out,
               const UOp& dest_index) {
@@ -149,6 +158,10 @@ class KernelBinder {
       }
       std::vector<UOp> src;
       for (const UOp& s : u.src()) src.push_back(value_of(s));
+      if (u.op() == Op::Store && u.src(0).op() == Op::Index && src[0].op() != Op::Index)
+        throw GraphError(
+            "custom kernel: a STORE through a gated index (where(valid, i, Invalid)) is not "
+            "supported; store where the gate holds inside the loops instead");
       bound_.emplace(u, u.nsrc() ? u.with_src(src) : u);
     }
     return value_of(root);
@@ -161,11 +174,20 @@ class KernelBinder {
       throw GraphError(fmt::format("custom kernel: PARAM {} but {} arguments", k, buffers_.size()));
     return buffers_[k];
   }
-  // param[i, j, ...] as one row-major index (a single index is already flat)
+  // param[i, j, ...] as one row-major index (a single index is already flat). A gated index,
+  // where(valid, i, Invalid), reads element i where valid holds and 0 elsewhere (a padded read).
   UOp element(const UOp& param, const UOp& index) {
     const Shape shape = param.shape();
     std::vector<UOp> idx;
-    for (size_t k = 1; k < index.nsrc(); ++k) idx.push_back(value_of(index.src(k)));
+    UOp gate;
+    for (size_t k = 1; k < index.nsrc(); ++k) {
+      UOp i = value_of(index.src(k));
+      if (is_gated(i)) {
+        gate = gate ? (gate & i.src(0)) : i.src(0);
+        i = i.src(1);
+      }
+      idx.push_back(i);
+    }
     UOp flat = UOp::cint(0);
     if (idx.size() == 1) {
       flat = idx[0];
@@ -175,17 +197,78 @@ class KernelBinder {
       throw GraphError(fmt::format("custom kernel: PARAM {} of shape {} indexed with {} indices",
                                    slot_of(param), shape_repr(shape), idx.size()));
     }
-    return checked(param, UOp::make(Op::Index, param.dtype(), {buffer(param), flat}));
+    const UOp read =
+        checked(param, UOp::make(Op::Index, param.dtype(), {buffer(param), flat}), gate);
+    // the index may leave the buffer where the gate does not hold: the devices clamp such a read
+    // and the where discards its value
+    return gate ? gate.where(read, read.const_like(Arg::integer(0))) : read;
   }
-  // An access that may leave its buffer is refused: it would read or corrupt other memory.
-  static UOp checked(const UOp& param, const UOp& index) {
+  static bool is_gated(const UOp& i) {
+    return i.op() == Op::Where && i.src(2).op() == Op::Const && i.src(2).arg().is_invalid();
+  }
+  // An access that may leave its buffer is refused: it would read or corrupt other memory. A
+  // gated access is checked only where its gate holds (given_gate).
+  static UOp checked(const UOp& param, const UOp& index, const UOp& gate = UOp()) {
     const int64_t size = static_cast<int64_t>(index.src(0).arg().field("size").as_int());
-    const UOp& i = index.src(1);
+    UOp i = index.src(1);
+    if (gate) {
+      const std::optional<UOp> narrowed = given_gate(i, gate);
+      if (!narrowed) return index;  // the gate never holds: nothing is read
+      i = *narrowed;
+    }
+    // an index over an empty loop is never computed (a zero-size output)
+    for (const UOp& u : toposort(i))
+      if (u.op() == Op::Range && u.vmax() < u.vmin()) return index;
     if (i.vmin() < Num::of(0) || i.vmax() > Num::of(size - 1))
       throw GraphError(fmt::format(
-          "custom kernel: PARAM {} is accessed at indices {}..{}, outside its {} elements",
-          slot_of(param), i.vmin().repr(), i.vmax().repr(), size));
+          "custom kernel: PARAM {} is accessed at indices {}..{}{}, outside its {} elements",
+          slot_of(param), i.vmin().repr(), i.vmax().repr(), gate ? " where its gate holds" : "",
+          size));
     return index;
+  }
+  // `i` with each expression the gate bounds (a RANGE, or a sum like r0 + r1 a pad under a
+  // convolution's window gives) replaced by a variable over the narrowed interval, so its
+  // vmin/vmax hold where the gate does; nothing when the gate never holds. Clauses of the gate's
+  // conjunction the bounds use: x < c, c < x, !(x < c), !(c < x) for an integer CONST c; any
+  // other clause is ignored (the bounds stay wider, never wrong). A variable taking x's place
+  // where i uses x (replaced whole, outermost first) can only widen i's bounds.
+  static std::optional<UOp> given_gate(const UOp& i, const UOp& gate) {
+    std::unordered_map<UOp, std::pair<i128, i128>> bounds;
+    auto bound = [&](const UOp& r, i128 lo, i128 hi) {
+      if (r.op() == Op::Const || !r.dtype().is_int() || r.vmin().is_infinite() ||
+          r.vmax().is_infinite())
+        return;
+      auto [it, fresh] = bounds.emplace(r, std::pair{r.vmin().i, r.vmax().i});
+      it->second = {std::max(it->second.first, lo), std::min(it->second.second, hi)};
+    };
+    auto cst = [](const UOp& c) { return c.op() == Op::Const && c.arg().is_int(); };
+    constexpr i128 kLow = std::numeric_limits<int64_t>::min(),
+                   kHigh = std::numeric_limits<int64_t>::max();
+    for (const UOp& c : gate.split(Op::And)) {
+      bool negated = false;
+      UOp lt = c;
+      if (c.op() == Op::CmpNe && c.src(1).op() == Op::Const && c.src(1).arg().is_bool() &&
+          c.src(1).arg().as_bool()) {
+        negated = true;
+        lt = c.src(0);
+      }
+      if (lt.op() != Op::CmpLt) continue;
+      const UOp &a = lt.src(0), &b = lt.src(1);
+      if (cst(b)) {  // a < c, or a >= c
+        const i128 v = b.arg().as_int();
+        negated ? bound(a, v, kHigh) : bound(a, kLow, v - 1);
+      } else if (cst(a)) {  // c < b, or b <= c
+        const i128 v = a.arg().as_int();
+        negated ? bound(b, kLow, v) : bound(b, v + 1, kHigh);
+      }
+    }
+    std::unordered_map<UOp, UOp> vars;
+    for (const auto& [r, lohi] : bounds) {
+      if (lohi.first > lohi.second) return std::nullopt;
+      vars.emplace(r, UOp::variable(fmt::format("gated{}", vars.size()), lohi.first, lohi.second,
+                                    r.dtype()));
+    }
+    return vars.empty() ? i : substitute(i, vars, /*walk=*/true);
   }
   UOp value_of(const UOp& u) {
     if (u.op() != Op::Param) return bound_.at(u);

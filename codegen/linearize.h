@@ -24,12 +24,17 @@ namespace tinyrw {
 UOp linearize(const UOp& value, const std::vector<UOp>& ranges, const Dims& shape, const UOp& out,
               const UOp& dest_index = UOp());
 
-// A custom kernel: SINK of effects, each a STORE, END(effect, ranges...) (the effect inside those
-// loops) or GROUP(effects...), over PARAMs; `buffers[k]` is the BUFFER that PARAM slot k stands
-// for. PARAM[i, j, ...] addresses elements row-major in the PARAM's shape; LOAD(x) is x's value;
-// a bare PARAM of one element is that element.
+// A custom kernel or a kernel AST: SINK of effects, each a STORE, END(effect, ranges...) (the
+// effect inside those loops) or GROUP(effects...), over PARAMs; `buffers[k]` is the BUFFER that
+// PARAM slot k stands for. PARAM[i, j, ...] addresses elements row-major in the PARAM's shape (a
+// single index is flat); LOAD(x) is x's value; a bare PARAM of one element is that element. A
+// value may hold REDUCE(v, ranges...) (its own loops). A read at a gated index,
+// PARAM[where(valid, i, Invalid)], is element i where valid holds and 0 elsewhere.
 // The kernel with its PARAM accesses bound to buffers: INDEX(BUFFER, flat index), each access
-// checked to stay inside its buffer.
+// checked to stay inside its buffer (an index over an empty range is never computed; a gated
+// read is checked only where its gate holds: the expressions that
+// clauses x < c, c < x, !(x < c), !(c < x) of the gate bound are narrowed); a gated read becomes
+// where(valid, INDEX(BUFFER, i), 0), whose index the devices clamp where the gate does not hold.
 UOp bind_kernel(const UOp& sink, const std::vector<UOp>& buffers);
 // Walks a kernel's effects in order: `store` for each STORE, `open` and `close` around the
 // effect of each END (whose ranges are its sources after the first); GROUPs and SINKs are
@@ -39,6 +44,8 @@ struct EffectVisitor {
   std::function<void(const UOp&end)> open, close;
 };
 void walk_effects(const UOp& sink, const EffectVisitor& visit);
+// The op of a REDUCE over ranges: its arg is the op, or (op, 0) as in a kernel AST.
+Op reduce_op(const UOp& reduce);
 // A bound kernel as a LINEAR program.
 UOp linearize_kernel(const UOp& bound);
 

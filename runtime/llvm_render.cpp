@@ -468,7 +468,7 @@ class Emitter {
   // acc[j] = acc[j] op body for the innermost output index j (the reduction loops outside it), so
   // the j loop reads memory contiguously and vectorizes (a matmul's inner loop walks B's rows).
   void reduce_rows(const UOp& red, const UOp& last_range, int64_t n, const std::string& acc) {
-    const Op op = red.arg().as_op();
+    const Op op = reduce_op(red);
     const DType d = red.dtype();
     const std::string t = ll_type(d);
     {
@@ -497,10 +497,27 @@ class Emitter {
     scopes_.pop_back();
     for (auto it = loops.rbegin(); it != loops.rend(); ++it) close_loop(*it);
   }
+  // STORE(INDEX(buffer, i), REDUCE(...)) over the row range `row` of n elements (its loop not
+  // open): the row reduced by reduce_rows, then each element stored at its i.
+  void store_rows(const UOp& st, const UOp& row, int64_t n) {
+    const UOp& red = st.src(1);
+    const std::string t = ll_type(red.dtype()), acc = tmp();
+    allocas_ += fmt::format("  {} = alloca [{} x {}]\n", acc, n, t);
+    reduce_rows(red, row, n, acc);
+    const Loop j = open_loop(n);
+    scopes_.emplace_back();
+    scopes_.back().emplace(row.node(), j.idx);
+    const std::string p = tmp(), v = tmp();
+    line(fmt::format("{} = getelementptr {}, ptr {}, i64 {}", p, t, acc, j.idx));
+    line(fmt::format("{} = load {}, ptr {}", v, t, p));
+    store(st.src(0), v);
+    scopes_.pop_back();
+    close_loop(j);
+  }
 
  private:
   std::string reduce(const UOp& u, const std::string& t) {
-    const Op op = u.arg().as_op();
+    const Op op = reduce_op(u);
     const DType d = u.dtype();
     const std::string acc = tmp();
     allocas_ += fmt::format("  {} = alloca {}\n", acc, t);
@@ -510,12 +527,12 @@ class Emitter {
     scopes_.emplace_back();
     for (size_t k = 1; k < u.nsrc(); ++k) {
       const UOp& r = u.src(k);
-      loops.push_back(open_loop(static_cast<int64_t>(r.src(0).arg().as_int())));
+      loops.push_back(open_loop(emit(r.src(0))));  // a computed bound before the loop's head
       scopes_.back().emplace(r.node(), loops.back().idx);
     }
     const std::string v = emit(u.src(0)), cur = tmp();
     line(fmt::format("{} = load {}, ptr {}", cur, t, acc));
-    const std::string nx = alu(op, d, d, t, {cur, v});
+    const std::string nx = round16(d, alu(op, d, d, t, {cur, v}));  // as INTERP rounds it
     line(fmt::format("store {} {}, ptr {}", t, nx, acc));
     scopes_.pop_back();
     for (auto it = loops.rbegin(); it != loops.rend(); ++it) close_loop(*it);
@@ -569,6 +586,10 @@ std::optional<Op> kernel_error_op(int32_t code) {
   return std::nullopt;
 }
 
+// A reduction at the root over rows of at most kRowLimit: the innermost output loop runs inside
+// the reduction (see reduce_rows), then the row is stored.
+constexpr int64_t kRowLimit = 4096;
+
 RenderedKernel render_llvm(const UOp& value, const std::vector<UOp>& ranges, DType out_dtype,
                            const Dims& out_shape,
                            const std::vector<std::pair<int64_t, int64_t>>& buffer_sizes,
@@ -576,9 +597,6 @@ RenderedKernel render_llvm(const UOp& value, const std::vector<UOp>& ranges, DTy
   RenderedKernel out;
   Emitter e(buffer_sizes);
   number_buffers(value, out, e);
-  // A reduction at the root over rows of at most kRowLimit: the innermost output loop runs
-  // inside the reduction (see reduce_rows), then the row is stored.
-  constexpr int64_t kRowLimit = 4096;
   const bool rows = !dest_index && value.op() == Op::Reduce && !ranges.empty() &&
                     out_shape.back() <= kRowLimit && out_shape.back() > 1 &&
                     value.dtype() == out_dtype;
@@ -637,6 +655,34 @@ RenderedKernel render_llvm(const UOp& value, const std::vector<UOp>& ranges, DTy
   return finish(out, e);
 }
 
+namespace {
+// The row length of END(STORE(INDEX(buffer, i), REDUCE(v, ranges...)), ..., row) when the row
+// fast path (Emitter::store_rows) computes it as the element-by-element order would: the
+// innermost range `row` has a constant bound in (1, kRowLimit], the reduction's ranges constant
+// bounds, and the reduction does not read the buffer stored to (every element of the row is
+// reduced before any is stored).
+std::optional<int64_t> row_length(const UOp& end) {
+  const UOp& st = end.src(0);
+  if (end.nsrc() < 2 || st.op() != Op::Store || st.src(0).op() != Op::Index ||
+      st.src(1).op() != Op::Reduce || st.src(1).dtype() != st.src(0).dtype())
+    return std::nullopt;
+  const UOp& row = end.src(end.nsrc() - 1);
+  if (row.op() != Op::Range || row.src(0).op() != Op::Const) return std::nullopt;
+  const i128 n = row.src(0).arg().as_int();
+  if (n <= 1 || n > kRowLimit) return std::nullopt;
+  const UOp& red = st.src(1);
+  for (size_t k = 1; k < red.nsrc(); ++k)
+    if (red.src(k) == row || red.src(k).op() != Op::Range || red.src(k).src(0).op() != Op::Const)
+      return std::nullopt;
+  const Arg& target = st.src(0).src(0).arg().field("slot");  // a storage, whatever its dtype
+  for (const UOp& u : toposort(red))
+    if (u.op() == Op::Index && u.src(0).op() == Op::Buffer &&
+        u.src(0).arg().field("slot") == target)
+      return std::nullopt;
+  return static_cast<int64_t>(n);
+}
+}  // namespace
+
 RenderedKernel render_llvm_effects(const UOp& sink,
                                    const std::vector<std::pair<int64_t, int64_t>>& buffer_sizes) {
   RenderedKernel out;
@@ -644,31 +690,41 @@ RenderedKernel render_llvm_effects(const UOp& sink,
   number_buffers(sink, out, e);
   // effects in order, each STORE computed afresh (a load after a store sees the stored value)
   std::vector<std::vector<Emitter::Loop>> open;
-  walk_effects(sink, {.store =
-                          [&](const UOp& st) {
-                            e.scopes_.emplace_back();
-                            e.store(st.src(0), e.emit(st.src(1)));
-                            e.scopes_.pop_back();
-                          },
-                      .open =
-                          [&](const UOp& end) {
-                            open.emplace_back();
-                            e.scopes_.emplace_back();
-                            for (size_t k = 1; k < end.nsrc(); ++k) {
-                              const UOp& r = end.src(k);
-                              // the bound is computed before the loop's head, which compares
-                              // against it
-                              open.back().push_back(e.open_loop(e.emit(r.src(0))));
-                              e.scopes_.back().emplace(r.node(), open.back().back().idx);
-                            }
-                          },
-                      .close =
-                          [&](const UOp&) {
-                            for (auto it = open.back().rbegin(); it != open.back().rend(); ++it)
-                              e.close_loop(*it);
-                            open.pop_back();
-                            e.scopes_.pop_back();
-                          }});
+  std::vector<std::pair<UOp, int64_t>> rows;  // per open END: it and its row length (0: none)
+  walk_effects(
+      sink, {.store =
+                 [&](const UOp& st) {
+                   e.scopes_.emplace_back();
+                   if (!rows.empty() && rows.back().second > 0 && rows.back().first.src(0) == st) {
+                     const UOp& end = rows.back().first;
+                     e.store_rows(st, end.src(end.nsrc() - 1), rows.back().second);
+                   } else {
+                     e.store(st.src(0), e.emit(st.src(1)));
+                   }
+                   e.scopes_.pop_back();
+                 },
+             .open =
+                 [&](const UOp& end) {
+                   open.emplace_back();
+                   e.scopes_.emplace_back();
+                   const int64_t n = row_length(end).value_or(0);
+                   rows.emplace_back(end, n);
+                   for (size_t k = 1; k < end.nsrc() - (n > 0 ? 1 : 0); ++k) {
+                     const UOp& r = end.src(k);
+                     // the bound is computed before the loop's head, which compares
+                     // against it
+                     open.back().push_back(e.open_loop(e.emit(r.src(0))));
+                     e.scopes_.back().emplace(r.node(), open.back().back().idx);
+                   }
+                 },
+             .close =
+                 [&](const UOp&) {
+                   for (auto it = open.back().rbegin(); it != open.back().rend(); ++it)
+                     e.close_loop(*it);
+                   open.pop_back();
+                   rows.pop_back();
+                   e.scopes_.pop_back();
+                 }});
   return finish(out, e);
 }
 

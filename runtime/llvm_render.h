@@ -28,9 +28,11 @@ RenderedKernel render_llvm(const UOp& value, const std::vector<UOp>& ranges, DTy
                            const std::vector<std::pair<int64_t, int64_t>>& buffer_sizes,
                            const UOp& dest_index = UOp());
 
-// A custom kernel's effects (SINK of STORE / END(effect, ranges) / GROUP over INDEX(BUFFER, i),
-// as codegen/linearize.h binds them) as the same kind of function; argument 0 is unused, the
-// buffers follow in `input_slots` order.
+// A custom kernel's or kernel AST's effects (SINK of STORE / END(effect, ranges) / GROUP over
+// INDEX(BUFFER, i), values possibly holding REDUCEs, as codegen/linearize.h binds them) as the
+// same kind of function; argument 0 is unused, the buffers follow in `input_slots` order.
+// END(STORE(INDEX(b, i), REDUCE(...)), ..., r) with a short innermost range r (a matmul's row)
+// runs r's loop inside the reduction's, as render_llvm does for a root reduction.
 RenderedKernel render_llvm_effects(const UOp& sink,
                                    const std::vector<std::pair<int64_t, int64_t>>& buffer_sizes);
 

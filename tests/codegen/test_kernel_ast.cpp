@@ -1,0 +1,447 @@
+// Kernels in tinygrad's kernel-AST form, run through the custom-kernel entry point on both
+// devices (INTERP: codegen/linearize.cpp's linearize_kernel; CPU: runtime/llvm_render.cpp's
+// render_llvm_effects):
+//   SINK(END(STORE(INDEX(PARAM0, flat), value), r0, r1, ...))
+// where the value reads INDEX(PARAMk, flat), may hold REDUCE(value, rR...) with arg (op, 0), and
+// a padded read has the gated index where(valid, i, Invalid) inside its own where(valid, x, 0).
+// Each kernel's result equals the same computation written as plain loops here.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <random>
+
+#include "codegen/linearize.h"
+#include "ir/call.h"
+#include "on_device.h"
+#include "runtime/llvm_render.h"
+#include "tensor/function.h"
+#include "tensor/tensor.h"
+
+using namespace tinyrw;
+
+namespace {
+
+class KernelAst : public OnDevice {};
+
+using D = std::vector<double>;
+using Params = std::vector<UOp>;
+
+UOp rng(int64_t n, int axis) { return UOp::range(UOp::cint(n), axis); }
+UOp ci(int64_t v) { return UOp::cint(v); }
+// PARAM read or written at one flat index (a kernel AST's INDEX)
+UOp at(const UOp& p, const UOp& flat) { return kernel_index(p, {flat}); }
+// REDUCE with the kernel AST's arg (op, 0)
+UOp reduce(Op op, const UOp& v, std::initializer_list<UOp> ranges) {
+  std::vector<UOp> src{v};
+  src.insert(src.end(), ranges.begin(), ranges.end());
+  return UOp::make(Op::Reduce, v.dtype(), src, Arg::tuple({Arg::op(op), Arg::integer(0)}));
+}
+UOp invalid() { return UOp::constant(dtypes::index, Arg::invalid()); }
+// The gated read of a pad: p[i] where valid holds, 0 elsewhere (tinygrad's convert_pad_to_where
+// form: the index is gated and the value keeps its own where)
+UOp padded_read(const UOp& p, const UOp& valid, const UOp& i) {
+  const UOp x = at(p, valid.where(i, invalid()));
+  return valid.where(x, x.const_like(Arg::integer(0)));
+}
+UOp ast(const UOp& store, std::initializer_list<UOp> ranges) {
+  return kernel_sink({kernel_end(store, ranges)}, "test");
+}
+
+// Small integers: every sum below is exact in float, so the loops' values are the kernels'.
+std::vector<float> ints(int64_t n, uint32_t seed) {
+  std::mt19937 g(seed);
+  std::vector<float> v;
+  for (int64_t k = 0; k < n; ++k)
+    v.push_back(static_cast<float>(std::uniform_int_distribution<int>(-3, 3)(g)));
+  return v;
+}
+Tensor tensor(const std::vector<float>& v, Dims shape, DType dt = dtypes::float32) {
+  return Tensor::from_vector(v, std::move(shape)).cast(dt).realize();
+}
+D doubles(const std::vector<float>& v) { return D(v.begin(), v.end()); }
+
+template <class F>
+void expect_error(F f, const std::string& what) {
+  try {
+    f();
+    ADD_FAILURE() << "no error, expected one containing '" << what << "'";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+
+// a.sum() over (16, 16): no output range, two REDUCE ranges
+TEST_P(KernelAst, FullSum) {
+  const std::vector<float> a = ints(256, 1);
+  auto k = [](const Params& p) {
+    const UOp r0 = rng(16, 0), r1 = rng(16, 1);
+    return kernel_sink(
+        {kernel_store(at(p[0], ci(0)), reduce(Op::Add, at(p[1], r0 * ci(16) + r1), {r0, r1}))},
+        "r_16_16");
+  };
+  double sum = 0;
+  for (float x : a) sum += x;
+  EXPECT_EQ(custom_kernel({Tensor::empty({1}), tensor(a, {16, 16})}, k)[0].to_doubles(), (D{sum}));
+}
+
+// a.sum(1) over (16, 32), in float32, float16 and bfloat16 (stored through their conversions)
+TEST_P(KernelAst, RowSum) {
+  const std::vector<float> a = ints(16 * 32, 2);
+  auto k = [](const Params& p) {
+    const UOp r0 = rng(16, 0), r1 = rng(32, 1);
+    return ast(kernel_store(at(p[0], r0), reduce(Op::Add, at(p[1], r0 * ci(32) + r1), {r1})), {r0});
+  };
+  D want(16, 0);
+  for (int64_t i = 0; i < 16; ++i)
+    for (int64_t j = 0; j < 32; ++j) want[i] += a[i * 32 + j];
+  for (DType dt : {dtypes::float32, dtypes::float16, dtypes::bfloat16}) {
+    SCOPED_TRACE(dt.repr());
+    EXPECT_EQ(custom_kernel({Tensor::empty({16}, dt), tensor(a, {16, 32}, dt)}, k)[0].to_doubles(),
+              want);
+  }
+}
+
+// A float16 / bfloat16 REDUCE rounds its accumulator after every step, as INTERP rounds every
+// result: 1 plus ten 0.0004s (under half the spacing at 1) stays 1, with and without CPU's row
+// fast path (CPU's plain reduction accumulated in float before: 1.0039)
+TEST_P(KernelAst, HalfAccumulatorRoundsEveryStep) {
+  std::vector<float> v{1};
+  v.resize(11, 0.0004f);
+  auto sum = [](const Params& p) {
+    const UOp r0 = rng(11, 0);
+    return kernel_sink({kernel_store(at(p[0], ci(0)), reduce(Op::Add, at(p[1], r0), {r0}))});
+  };
+  auto rows = [](const Params& p) {
+    const UOp r0 = rng(3, 0), r1 = rng(11, 1);
+    return ast(kernel_store(at(p[0], r0), reduce(Op::Add, at(p[1], r1), {r1})), {r0});
+  };
+  for (DType dt : {dtypes::float16, dtypes::bfloat16}) {
+    SCOPED_TRACE(dt.repr());
+    EXPECT_EQ(custom_kernel({Tensor::empty({1}, dt), tensor(v, {11}, dt)}, sum)[0].to_doubles(),
+              (D{1}));
+    EXPECT_EQ(custom_kernel({Tensor::empty({3}, dt), tensor(v, {11}, dt)}, rows)[0].to_doubles(),
+              (D{1, 1, 1}));
+  }
+}
+
+// a.max(1) and a.prod(1): the other REDUCE ops
+TEST_P(KernelAst, RowMaxAndProduct) {
+  const std::vector<float> a = ints(4 * 5, 3);
+  for (Op op : {Op::Max, Op::Mul}) {
+    SCOPED_TRACE(op_name(op));
+    auto k = [op](const Params& p) {
+      const UOp r0 = rng(4, 0), r1 = rng(5, 1);
+      return ast(kernel_store(at(p[0], r0), reduce(op, at(p[1], r0 * ci(5) + r1), {r1})), {r0});
+    };
+    D want;
+    for (int64_t i = 0; i < 4; ++i) {
+      double v = a[i * 5];
+      for (int64_t j = 1; j < 5; ++j)
+        v = op == Op::Max ? std::max<double>(v, a[i * 5 + j]) : v * a[i * 5 + j];
+      want.push_back(v);
+    }
+    EXPECT_EQ(custom_kernel({Tensor::empty({4}), tensor(a, {4, 5})}, k)[0].to_doubles(), want);
+  }
+}
+
+UOp matmul_ast(const Params& p, int64_t m, int64_t kk, int64_t n) {
+  const UOp r0 = rng(m, 0), r1 = rng(n, 1), r2 = rng(kk, 2);
+  const UOp prod = at(p[1], r0 * ci(kk) + r2) * at(p[2], r2 * ci(n) + r1);
+  return ast(kernel_store(at(p[0], r0 * ci(n) + r1), reduce(Op::Add, prod, {r2})), {r0, r1});
+}
+
+// (4, 64) @ (64, 8): tinygrad's r_4_8_64
+TEST_P(KernelAst, Matmul) {
+  const std::vector<float> a = ints(4 * 64, 4), b = ints(64 * 8, 5);
+  D want(4 * 8, 0);
+  for (int64_t i = 0; i < 4; ++i)
+    for (int64_t j = 0; j < 8; ++j)
+      for (int64_t k = 0; k < 64; ++k) want[i * 8 + j] += a[i * 64 + k] * b[k * 8 + j];
+  Tensor c = custom_kernel({Tensor::empty({4, 8}), tensor(a, {4, 64}), tensor(b, {64, 8})},
+                           [](const Params& p) { return matmul_ast(p, 4, 64, 8); })[0];
+  EXPECT_EQ(c.to_doubles(), want);
+}
+
+// The devices read a RANGE's bound from its source, never its arg, and no SINK arg: RANGEs with
+// tinygrad's (id, axis type) args and a KernelInfo record with more fields run the same matmul
+TEST_P(KernelAst, RangeArgsAndKernelInfoDoNotMatter) {
+  const std::vector<float> a = ints(4 * 6, 14), b = ints(6 * 5, 15);
+  auto typed = [](int64_t n, int id, const char* type) {
+    return UOp::make(Op::Range, dtypes::index, {ci(n)},
+                     Arg::tuple({Arg::integer(id), Arg::string(type)}));
+  };
+  auto k = [&](const Params& p) {
+    const UOp r0 = typed(4, 0, "WEAK"), r1 = typed(5, 1, "WEAK"), r2 = typed(6, 2, "REDUCE");
+    const UOp prod = at(p[1], r0 * ci(6) + r2) * at(p[2], r2 * ci(5) + r1);
+    const UOp end =
+        kernel_end(kernel_store(at(p[0], r0 * ci(5) + r1), reduce(Op::Add, prod, {r2})), {r0, r1});
+    return UOp::make(Op::Sink, dtypes::void_, {end},
+                     Arg::record("KernelInfo", {{"name", Arg::string("r_4_5_6")},
+                                                {"applied_opts", Arg::tuple({})},
+                                                {"dont_use_locals", Arg::boolean(false)}}));
+  };
+  D want(4 * 5, 0);
+  for (int64_t i = 0; i < 4; ++i)
+    for (int64_t j = 0; j < 5; ++j)
+      for (int64_t kk = 0; kk < 6; ++kk) want[i * 5 + j] += a[i * 6 + kk] * b[kk * 5 + j];
+  EXPECT_EQ(custom_kernel({Tensor::empty({4, 5}), tensor(a, {4, 6}), tensor(b, {6, 5})}, k)[0]
+                .to_doubles(),
+            want);
+}
+
+// The second kernel of a - a.sum(1) on (4, 4): the reduced buffer read broadcast (tinygrad's
+// E_4_4: INDEX(PARAM1, r0*4+r1) + INDEX(PARAM2, r1) * -1)
+TEST_P(KernelAst, ElementwiseReadingAReducedBuffer) {
+  const std::vector<float> a = ints(16, 6);
+  std::vector<float> s(4, 0);
+  for (int64_t i = 0; i < 4; ++i)
+    for (int64_t j = 0; j < 4; ++j) s[i] += a[i * 4 + j];
+  auto k = [](const Params& p) {
+    const UOp r0 = rng(4, 0), r1 = rng(4, 1), i = r0 * ci(4) + r1;
+    const UOp s1 = at(p[2], r1);
+    return ast(kernel_store(at(p[0], i), at(p[1], i) + s1 * s1.const_like(-1.0)), {r0, r1});
+  };
+  D want;
+  for (int64_t i = 0; i < 4; ++i)
+    for (int64_t j = 0; j < 4; ++j) want.push_back(a[i * 4 + j] - s[j]);
+  EXPECT_EQ(
+      custom_kernel({Tensor::empty({4, 4}), tensor(a, {4, 4}), tensor(s, {4})}, k)[0].to_doubles(),
+      want);
+}
+
+// a.pad(((1, 1),)) + 1 on (8,) (tinygrad's E_10) and a 2-D pad of (3, 4) to (5, 6) read at one
+// flat index: the gated index leaves the buffer only where the gate does not hold
+TEST_P(KernelAst, PaddedRead) {
+  const std::vector<float> a = ints(8, 7);
+  auto k1 = [](const Params& p) {
+    const UOp r0 = rng(10, 0), valid = r0.ge(ci(1)) & r0.lt(ci(9));
+    const UOp x = padded_read(p[1], valid, r0 - ci(1));
+    return ast(kernel_store(at(p[0], r0), x + x.const_like(1.0)), {r0});
+  };
+  D want{1};
+  for (float x : a) want.push_back(x + 1);
+  want.push_back(1);
+  EXPECT_EQ(custom_kernel({Tensor::empty({10}), tensor(a, {8})}, k1)[0].to_doubles(), want);
+
+  const std::vector<float> b = ints(12, 8);
+  auto k2 = [](const Params& p) {
+    const UOp r0 = rng(5, 0), r1 = rng(6, 1);
+    const UOp valid = r0.ge(ci(1)) & r0.lt(ci(4)) & ci(0).lt(r1) & r1.le(ci(4));
+    return ast(kernel_store(at(p[0], r0 * ci(6) + r1),
+                            padded_read(p[1], valid, (r0 - ci(1)) * ci(4) + (r1 - ci(1)))),
+               {r0, r1});
+  };
+  D want2;
+  for (int64_t i = 0; i < 5; ++i)
+    for (int64_t j = 0; j < 6; ++j)
+      want2.push_back(i >= 1 && i < 4 && j >= 1 && j < 5 ? b[(i - 1) * 4 + (j - 1)] : 0);
+  EXPECT_EQ(custom_kernel({Tensor::empty({5, 6}), tensor(b, {3, 4})}, k2)[0].to_doubles(), want2);
+  // the same pad with one gated index per axis (a custom kernel's row-major indexing)
+  auto k3 = [](const Params& p) {
+    const UOp r0 = rng(5, 0), r1 = rng(6, 1);
+    const UOp v0 = r0.ge(ci(1)) & r0.lt(ci(4)), v1 = r1.ge(ci(1)) & r1.lt(ci(5));
+    const UOp x =
+        kernel_index(p[1], {v0.where(r0 - ci(1), invalid()), v1.where(r1 - ci(1), invalid())});
+    return ast(kernel_store(kernel_index(p[0], {r0, r1}), (v0 & v1).where(x, x.const_like(0.0))),
+               {r0, r1});
+  };
+  EXPECT_EQ(custom_kernel({Tensor::empty({5, 6}), tensor(b, {3, 4})}, k3)[0].to_doubles(), want2);
+}
+
+// Padded reads inside a reduction: the sum of each row of a padded (3, 4) -> (3, 6), a convolution
+TEST_P(KernelAst, PaddedReadInsideAReduce) {
+  const std::vector<float> a = ints(12, 9);
+  auto k = [](const Params& p) {
+    const UOp r0 = rng(3, 0), r1 = rng(6, 1), valid = r1.ge(ci(1)) & r1.lt(ci(5));
+    const UOp x = padded_read(p[1], valid, r0 * ci(4) + r1 - ci(1));
+    return ast(kernel_store(at(p[0], r0), reduce(Op::Add, x, {r1})), {r0});
+  };
+  D want(3, 0);
+  for (int64_t i = 0; i < 3; ++i)
+    for (int64_t j = 0; j < 4; ++j) want[i] += a[i * 4 + j];
+  EXPECT_EQ(custom_kernel({Tensor::empty({3}), tensor(a, {3, 4})}, k)[0].to_doubles(), want);
+  // a 1-D convolution over x padded by 1 on each side: the gate bounds the window's position
+  // r0 + r1, not either range alone
+  const std::vector<float> x = ints(8, 12), w = ints(3, 13);
+  auto conv = [](const Params& p) {
+    const UOp r0 = rng(8, 0), r1 = rng(3, 1), pos = r0 + r1;
+    const UOp valid = pos.ge(ci(1)) & pos.lt(ci(9));
+    return ast(
+        kernel_store(at(p[0], r0),
+                     reduce(Op::Add, padded_read(p[1], valid, pos - ci(1)) * at(p[2], r1), {r1})),
+        {r0});
+  };
+  D want_conv(8, 0);
+  for (int64_t i = 0; i < 8; ++i)
+    for (int64_t k = 0; k < 3; ++k)
+      if (i + k >= 1 && i + k < 9) want_conv[i] += x[i + k - 1] * w[k];
+  EXPECT_EQ(
+      custom_kernel({Tensor::empty({8}), tensor(x, {8}), tensor(w, {3})}, conv)[0].to_doubles(),
+      want_conv);
+}
+
+// xs = X[2:6]; xs.assign(xs + 1): the store and the read are the very same INDEX node
+TEST_P(KernelAst, InPlaceSliceAdd) {
+  const std::vector<float> x = ints(8, 10);
+  auto k = [](const Params& p) {
+    const UOp r0 = rng(4, 0), el = at(p[0], r0 + ci(2));
+    return ast(kernel_store(el, el + el.const_like(1.0)), {r0});
+  };
+  D want = doubles(x);
+  for (int64_t i = 2; i < 6; ++i) want[i] += 1;
+  EXPECT_EQ(custom_kernel({tensor(x, {8})}, k)[0].to_doubles(), want);
+}
+
+// A reduction reading the buffer it stores to sees the elements stored before it (element by
+// element order): CPU's row fast path must not reorder it
+TEST_P(KernelAst, ReductionReadingItsOwnTarget) {
+  const std::vector<float> x = ints(4, 11);
+  auto k = [](const Params& p) {
+    const UOp r0 = rng(4, 0), r1 = rng(4, 1);
+    return ast(kernel_store(at(p[0], r0), reduce(Op::Add, at(p[0], r1), {r1})), {r0});
+  };
+  D want = doubles(x);
+  for (int64_t i = 0; i < 4; ++i) {
+    double s = 0;
+    for (int64_t j = 0; j < 4; ++j) s += want[j];
+    want[i] = s;
+  }
+  EXPECT_EQ(custom_kernel({tensor(x, {4})}, k)[0].to_doubles(), want);
+}
+
+// Integer division by zero inside a kernel AST raises on both devices
+TEST_P(KernelAst, DivisionByZeroRaises) {
+  const Tensor n = Tensor::from_vector(std::vector<int32_t>{6, 7}, {2}, dtypes::int32).realize();
+  const Tensor d = Tensor::from_vector(std::vector<int32_t>{3, 0}, {2}, dtypes::int32).realize();
+  auto k = [](const Params& p) {
+    const UOp r0 = rng(2, 0), r1 = rng(2, 1);
+    return ast(kernel_store(at(p[0], r0),
+                            reduce(Op::Add, at(p[1], r1).alu(Op::CDiv, {at(p[2], r1)}), {r1})),
+               {r0});
+  };
+  Tensor out = custom_kernel({Tensor::empty({2}, dtypes::int32), n, d}, k)[0];
+  expect_error([&] { out.realize(); }, "integer division by zero");
+  // in place: the buffer the failed kernel wrote keeps its old contents
+  Tensor x = Tensor::from_vector(std::vector<int32_t>{6, 7}, {2}, dtypes::int32).realize();
+  auto in_place = [](const Params& p) {
+    const UOp r0 = rng(2, 0), el = at(p[0], r0);
+    return ast(kernel_store(el, el.alu(Op::CDiv, {at(p[1], r0)})), {r0});
+  };
+  Tensor y = custom_kernel({x, d}, in_place)[0];
+  expect_error([&] { y.realize(); }, "integer division by zero");
+  EXPECT_EQ(x.to_doubles(), (D{6, 7}));
+}
+
+// A zero-size output: the loops never run
+TEST_P(KernelAst, ZeroSizeOutput) {
+  auto k = [](const Params& p) {
+    const UOp r0 = rng(0, 0), r1 = rng(4, 1);
+    return ast(kernel_store(at(p[0], r0), reduce(Op::Add, at(p[1], r0 * ci(4) + r1), {r1})), {r0});
+  };
+  EXPECT_EQ(custom_kernel({Tensor::empty({0}), Tensor::empty({0, 4})}, k)[0].to_doubles(), D{});
+}
+
+// Reads that truly leave their buffer are refused before anything runs: a reduction one past
+// the end, and a gated read whose index leaves the buffer where its gate holds
+TEST_P(KernelAst, OutOfBoundsReadsAreRefused) {
+  auto past_end = [](const Params& p) {
+    const UOp r0 = rng(4, 0), r1 = rng(4, 1);
+    return ast(kernel_store(at(p[0], r0), reduce(Op::Add, at(p[1], r0 * ci(4) + r1 + ci(1)), {r1})),
+               {r0});
+  };
+  Tensor a = custom_kernel({Tensor::empty({4}), Tensor::zeros({4, 4}).realize()}, past_end)[0];
+  expect_error([&] { a.realize(); }, "PARAM 1 is accessed at indices 1..16, outside its 16");
+  auto bad_gate = [](const Params& p) {
+    const UOp r0 = rng(10, 0), valid = r0.lt(ci(9));  // misses r0 >= 1: index -1 at r0 = 0
+    return ast(kernel_store(at(p[0], r0), padded_read(p[1], valid, r0 - ci(1))), {r0});
+  };
+  Tensor b = custom_kernel({Tensor::empty({10}), Tensor::zeros({8}).realize()}, bad_gate)[0];
+  expect_error([&] { b.realize(); },
+               "PARAM 1 is accessed at indices -1..7 where its gate holds, outside its 8");
+  auto gated_store = [](const Params& p) {
+    const UOp r0 = rng(10, 0), valid = r0.ge(ci(1)) & r0.lt(ci(9));
+    return ast(kernel_store(at(p[0], valid.where(r0 - ci(1), invalid())), at(p[1], r0)), {r0});
+  };
+  Tensor c = custom_kernel({Tensor::empty({8}), Tensor::zeros({10}).realize()}, gated_store)[0];
+  expect_error([&] { c.realize(); }, "a STORE through a gated index");
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, KernelAst, ::testing::Values("INTERP", "CPU"));
+
+namespace {
+// The kernel bound to placeholder buffers of these sizes and rendered for CPU.
+std::string cpu_ir(const UOp& sink, const std::vector<int64_t>& sizes) {
+  std::vector<UOp> bufs;
+  std::vector<std::pair<int64_t, int64_t>> slots;
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    const auto slot = static_cast<int64_t>(k);
+    bufs.push_back(UOp::make(
+        Op::Buffer, dtypes::float32, {},
+        Arg::record("ParamArg", {{"slot", Arg::integer(slot)}, {"size", Arg::integer(sizes[k])}})));
+    slots.emplace_back(slot, sizes[k]);
+  }
+  return render_llvm_effects(bind_kernel(sink, bufs), slots).ir;
+}
+Params params(const std::vector<Dims>& shapes) {
+  Params p;
+  for (size_t k = 0; k < shapes.size(); ++k)
+    p.push_back(param_like(Tensor::empty(shapes[k]).uop(), k));
+  return p;
+}
+}  // namespace
+
+// CPU runs a matmul's row (the innermost output range) inside the reduction: one accumulator per
+// element of the row; not when the reduction reads the stored buffer, nor for a row too long
+TEST(KernelAstCpu, RowFastPath) {
+  const Params p = params({{4, 8}, {4, 64}, {64, 8}});
+  EXPECT_NE(cpu_ir(matmul_ast(p, 4, 64, 8), {32, 256, 512}).find("alloca [8 x float]"),
+            std::string::npos);
+  const Params q = params({{4}});
+  const UOp r0 = rng(4, 0), r1 = rng(4, 1);
+  const UOp self = ast(kernel_store(at(q[0], r0), reduce(Op::Add, at(q[0], r1), {r1})), {r0});
+  EXPECT_EQ(cpu_ir(self, {4}).find("x float]"), std::string::npos);
+  const Params w = params({{1, 8192}, {1, 8}, {8, 8192}});
+  EXPECT_EQ(cpu_ir(matmul_ast(w, 1, 8, 8192), {8192, 8, 65536}).find("x float]"),
+            std::string::npos);
+}
+
+// Random reductions (row sums, maxima and products, matmuls; float32, float16, int32, int8;
+// rows short enough for CPU's row fast path or not) agree on INTERP, the reference, and CPU.
+TEST(KernelAstDevices, RandomReductionsAgreeOnInterpAndCpu) {
+  if (!device_available("CPU")) GTEST_SKIP() << "device CPU is not available here";
+  int compared = 0;
+  for (uint32_t seed = 0; seed < 48; ++seed) {
+    std::mt19937 g(seed);
+    auto pick = [&](int n) { return std::uniform_int_distribution<int>(0, n - 1)(g); };
+    // every dtype and op with rows of one element (no row fast path) and longer
+    const DType dt =
+        std::vector<DType>{dtypes::float32, dtypes::float16, dtypes::int32, dtypes::int8}[seed % 4];
+    const Op op = std::vector<Op>{Op::Add, Op::Max, Op::Mul}[(seed / 4) % 3];
+    const int64_t m = 1 + pick(5), kk = 1 + pick(9), n = seed % 24 < 12 ? 1 : 2 + pick(6);
+    std::vector<float> va, vb;
+    for (int64_t k = 0; k < m * kk; ++k) va.push_back(static_cast<float>(pick(17) - 8) * 0.37f);
+    for (int64_t k = 0; k < kk * n; ++k) vb.push_back(static_cast<float>(pick(9) - 4) * 0.61f);
+    // out[i, j] = reduce_k a[i, k] * b[k, j]
+    auto kernel = [&](const Params& p) {
+      const UOp r0 = rng(m, 0), r1 = rng(n, 1), r2 = rng(kk, 2);
+      const UOp prod = at(p[1], r0 * ci(kk) + r2) * at(p[2], r2 * ci(n) + r1);
+      return ast(kernel_store(at(p[0], r0 * ci(n) + r1), reduce(op, prod, {r2})), {r0, r1});
+    };
+    std::vector<double> results[2];
+    for (int d = 0; d < 2; ++d) {
+      set_default_device(d == 0 ? "INTERP" : "CPU");
+      results[d] = custom_kernel({Tensor::empty({m, n}, dt), tensor(va, {m, kk}, dt),
+                                  tensor(vb, {kk, n}, dt)},
+                                 kernel)[0]
+                       .to_doubles();
+    }
+    set_default_device("");
+    ASSERT_EQ(results[0].size(), results[1].size());
+    for (size_t k = 0; k < results[0].size(); ++k, ++compared)
+      EXPECT_EQ(results[0][k], results[1][k])
+          << "seed " << seed << " " << dt.repr() << " " << op_name(op) << " element " << k;
+  }
+  EXPECT_GT(compared, 100);
+}
