@@ -21,11 +21,11 @@ struct Estimates {
 
 struct KernelInfo {
   std::string name;  // filled by the optimizer (issue 15) or the custom kernel's author
-  std::vector<AxisType> axis_types;
+  std::vector<AxisType> axis_types{};
   bool dont_use_locals = false;
-  std::vector<Arg> applied_opts;                  // the optimizations applied, in order
-  std::optional<std::vector<Arg>> opts_to_apply;  // none: the optimizer chooses
-  std::optional<Estimates> estimates;
+  std::vector<Arg> applied_opts{};                  // the optimizations applied, in order
+  std::optional<std::vector<Arg>> opts_to_apply{};  // none: the optimizer chooses
+  std::optional<Estimates> estimates{};
   int64_t beam = 0;  // the beam search width asked for (0: none)
   Arg to_arg() const;
   static KernelInfo of(const UOp& sink);  // the SINK's arg, checked
