@@ -517,16 +517,16 @@ class ExprEmitter {
     static constexpr std::string_view kNames[] = {
         "ConstLike", "Max",  "Min", "Abs",     "Len",       "Int",   "Float",
         "Select",    "Fail", "Uop", "Zip",     "Enumerate", "Range", "Sum",
-        "Prod",      "All",  "Any", "Argsort", "Tuple",     "Fold"};
-    static_assert(std::size(kNames) == static_cast<size_t>(Builtin::Fold) + 1);  // every one
+        "Prod",      "All",  "Any", "Argsort", "Tuple",     "Fold",  "TypeOf"};
+    static_assert(std::size(kNames) == static_cast<size_t>(Builtin::TypeOf) + 1);  // every one
     return kNames[static_cast<size_t>(b)];
   }
 
   static std::string_view prop_enum(UOpProp p) {
-    static constexpr std::string_view kNames[] = {"Op",     "DType",   "Arg",     "Tag", "NSrc",
-                                                  "VMin",   "VMax",    "Shape",   "Src", "IsConst",
-                                                  "Finite", "MayWrap", "MayRaise"};
-    static_assert(std::size(kNames) == static_cast<size_t>(UOpProp::MayRaise) + 1);  // every one
+    static constexpr std::string_view kNames[] = {
+        "Op",    "DType", "Arg",     "Tag",    "NSrc",    "VMin",     "VMax",
+        "Shape", "Src",   "IsConst", "Finite", "MayWrap", "MayRaise", "Ranges"};
+    static_assert(std::size(kNames) == static_cast<size_t>(UOpProp::Ranges) + 1);  // every one
     return kNames[static_cast<size_t>(p)];
   }
 

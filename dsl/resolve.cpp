@@ -1688,10 +1688,11 @@ class Resolver {
   Type item_type(const RExpr& r, const RuleCtx& rc) const {
     switch (r.k) {
       case RExpr::K::Member:
-        return r.name == "src" && r.kids[0].type == Type::UOp ? Type::UOp : Type::Any;
+        return (r.name == "src" || r.name == "ranges") && r.kids[0].type == Type::UOp ? Type::UOp
+                                                                                      : Type::Any;
       case RExpr::K::Method:  // the terms of a sum, the factors of a product, a spine
         return (r.name == "terms" || r.name == "factors" || r.name == "split" ||
-                r.name == "spine" || r.name == "chain_terms") &&
+                r.name == "spine" || r.name == "chain_terms" || r.name == "toposort") &&
                        r.kids[0].type == Type::UOp
                    ? Type::UOp
                    : Type::Any;

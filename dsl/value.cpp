@@ -486,10 +486,10 @@ std::optional<E> enum_from_name(const std::string_view (&names)[N], std::string_
   return std::nullopt;
 }
 
-constexpr std::string_view kUOpProps[] = {"op",     "dtype",    "arg",      "tag", "nsrc",
-                                          "vmin",   "vmax",     "shape",    "src", "is_const",
-                                          "finite", "may_wrap", "may_raise"};
-static_assert(std::size(kUOpProps) == static_cast<size_t>(UOpProp::MayRaise) + 1);
+constexpr std::string_view kUOpProps[] = {"op",     "dtype",    "arg",       "tag",   "nsrc",
+                                          "vmin",   "vmax",     "shape",     "src",   "is_const",
+                                          "finite", "may_wrap", "may_raise", "ranges"};
+static_assert(std::size(kUOpProps) == static_cast<size_t>(UOpProp::Ranges) + 1);
 
 }  // namespace
 
@@ -530,6 +530,11 @@ Value uop_member(const UOp& u, UOpProp p) {
       return Value::boolean(u.may_wrap());
     case UOpProp::MayRaise:
       return Value::boolean(may_raise(u));
+    case UOpProp::Ranges: {
+      std::vector<Value> out;
+      for (UOp& r : open_ranges(u)) out.push_back(Value::uop(std::move(r)));
+      return Value::tuple(std::move(out));
+    }
   }
   return Value();
 }
@@ -656,7 +661,8 @@ Value call_builder(const UOpBuilder& b, const UOp& u, std::span<const Value> arg
 bool is_analysis(std::string_view name) {
   return name == "terms" || name == "factors" || name == "split" || name == "const_factor" ||
          name == "divides" || name == "divide_exact" || name == "pop_const" ||
-         name == "substitute" || name == "spine" || name == "chain_terms" || name == "precedes";
+         name == "substitute" || name == "spine" || name == "chain_terms" || name == "precedes" ||
+         name == "toposort";
 }
 Value analysis(const UOp& u, std::string_view name, std::span<const Value> args) {
   auto maybe = [](UOp r) { return r ? Value::uop(std::move(r)) : Value(); };
@@ -696,6 +702,15 @@ Value analysis(const UOp& u, std::string_view name, std::span<const Value> args)
     for (UOp& n :
          name == "spine" ? u.spine(sep, kMaxSpineNodes) : u.chain_terms(sep, kMaxSpineNodes))
       out.push_back(Value::uop(std::move(n)));
+    return Value::tuple(std::move(out));
+  }
+  if (name == "toposort") {  // every node under u, sources first; none past the tuple size limit
+    expect_args(name, args, 0, 0);
+    std::vector<UOp> nodes = toposort(u);
+    if (nodes.size() > kMaxTupleSize) return Value();
+    std::vector<Value> out;
+    out.reserve(nodes.size());
+    for (UOp& n : nodes) out.push_back(Value::uop(std::move(n)));
     return Value::tuple(std::move(out));
   }
   if (name == "precedes") {
@@ -1000,9 +1015,10 @@ std::optional<Value> tuple_builtin(Builtin b, std::span<const Value> args) {
 }
 
 constexpr std::string_view kBuiltinNames[] = {
-    "const_like", "max",       "min",   "abs", "len",  "int", "float", "select",  "fail",  "uop",
-    "zip",        "enumerate", "range", "sum", "prod", "all", "any",   "argsort", "tuple", "fold"};
-static_assert(std::size(kBuiltinNames) == static_cast<size_t>(Builtin::Fold) + 1);
+    "const_like", "max",  "min", "abs",     "len",       "int",   "float",
+    "select",     "fail", "uop", "zip",     "enumerate", "range", "sum",
+    "prod",       "all",  "any", "argsort", "tuple",     "fold",  "type_of"};
+static_assert(std::size(kBuiltinNames) == static_cast<size_t>(Builtin::TypeOf) + 1);
 
 }  // namespace
 
@@ -1039,6 +1055,15 @@ Value call_builtin(Builtin b, std::span<const Value> args, std::span<const std::
     if (args[0].kind() == Value::Kind::Float) return Value::real(std::fabs(args[0].as_float()));
     const i128 v = args[0].as_int();
     return Value::integer(v < 0 ? sat_neg(v) : v);
+  }
+  if (b == Builtin::TypeOf) {  // the checker's name of the value's type, or a record's type name
+    expect_args(name, args, 1, 1);
+    const Value& v = args[0];
+    if (v.kind() == Value::Kind::Record) return Value::string(v.as_record().record_type());
+    for (Type t : {Type::None, Type::Bool, Type::Int, Type::Float, Type::String, Type::UOp,
+                   Type::DType, Type::Op, Type::Tuple, Type::Status})
+      if (value_has_type(v, t)) return Value::string(std::string(type_name(t)));
+    return Value::string("any");
   }
   if (b == Builtin::Len) {
     expect_args(name, args, 1, 1);
@@ -1246,6 +1271,7 @@ std::optional<Type> builtin_type(std::string_view name) {
       {"argsort", Type::Tuple},
       {"tuple", Type::Tuple},
       {"fold", Type::UOp},
+      {"type_of", Type::String},
       // the running rule set (is_context_builtin): UOp or none
       {"rewritten", Type::UOp},
       {"rewritten_fully", Type::UOp},
@@ -1258,11 +1284,11 @@ bool is_builtin(std::string_view name) { return builtin_type(name).has_value(); 
 
 std::optional<Type> member_type(Type recv, std::string_view name, bool is_call) {
   static const std::map<std::string_view, Type> kUOpProps = {
-      {"op", Type::Op},         {"dtype", Type::DType}, {"arg", Type::Any},
-      {"tag", Type::Any},       {"nsrc", Type::Int},    {"vmin", Type::Any},
-      {"vmax", Type::Any},      {"shape", Type::Tuple}, {"src", Type::Tuple},
-      {"is_const", Type::Bool}, {"finite", Type::Bool}, {"may_wrap", Type::Bool},
-      {"may_raise", Type::Bool}};
+      {"op", Type::Op},          {"dtype", Type::DType}, {"arg", Type::Any},
+      {"tag", Type::Any},        {"nsrc", Type::Int},    {"vmin", Type::Any},
+      {"vmax", Type::Any},       {"shape", Type::Tuple}, {"src", Type::Tuple},
+      {"is_const", Type::Bool},  {"finite", Type::Bool}, {"may_wrap", Type::Bool},
+      {"may_raise", Type::Bool}, {"ranges", Type::Tuple}};
   static const std::map<std::string_view, Type> kUOpMethods = {
       {"replace", Type::UOp},    {"cast", Type::UOp},        {"bitcast", Type::UOp},
       {"const_like", Type::UOp}, {"logical_not", Type::UOp}, {"where", Type::UOp},
@@ -1275,7 +1301,7 @@ std::optional<Type> member_type(Type recv, std::string_view name, bool is_call) 
       {"terms", Type::Tuple},       {"factors", Type::Tuple},    {"const_factor", Type::Int},
       {"divides", Type::UOp},       {"divide_exact", Type::UOp}, {"pop_const", Type::Tuple},
       {"split", Type::Tuple},       {"substitute", Type::UOp},   {"spine", Type::Tuple},
-      {"chain_terms", Type::Tuple}, {"precedes", Type::Bool}};
+      {"chain_terms", Type::Tuple}, {"precedes", Type::Bool},    {"toposort", Type::Tuple}};
   static const std::map<std::string_view, Type> kDTypeProps = {
       {"is_int", Type::Bool},  {"is_float", Type::Bool}, {"is_unsigned", Type::Bool},
       {"is_bool", Type::Bool}, {"is_index", Type::Bool}, {"is_ptr", Type::Bool},

@@ -234,7 +234,8 @@ enum class UOpProp : uint8_t {
   IsConst,
   Finite,
   MayWrap,
-  MayRaise
+  MayRaise,
+  Ranges
 };
 std::optional<UOpProp> uop_prop_from_name(std::string_view name);
 std::string_view uop_prop_name(UOpProp p);
@@ -339,7 +340,8 @@ enum class Builtin : uint8_t {
   Any,
   Argsort,
   Tuple,
-  Fold
+  Fold,
+  TypeOf
 };
 std::optional<Builtin> builtin_from_name(std::string_view name);
 std::string_view builtin_name(Builtin b);

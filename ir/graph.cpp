@@ -1,5 +1,8 @@
 #include "ir/graph.h"
 
+#include <algorithm>
+#include <unordered_map>
+
 #include "ir/ptr_map.h"
 
 namespace tinyrw {
@@ -47,6 +50,23 @@ bool may_raise(const UOp& root) {
     }
   }
   return false;
+}
+
+std::vector<UOp> open_ranges(const UOp& root) {
+  std::unordered_map<UOp, std::vector<UOp>> open;  // per node, in order of first use
+  for (const UOp& u : toposort(root)) {
+    std::vector<UOp> s;
+    auto add = [&s](const UOp& r) {
+      if (std::find(s.begin(), s.end(), r) == s.end()) s.push_back(r);
+    };
+    for (const UOp& src : u.src())
+      for (const UOp& r : open.at(src)) add(r);
+    if (u.op() == Op::Range) add(u);
+    if (u.op() == Op::End || u.op() == Op::Reduce)
+      for (size_t k = 1; k < u.nsrc(); ++k) std::erase(s, u.src(k));
+    open.emplace(u, std::move(s));
+  }
+  return root ? open.at(root) : std::vector<UOp>{};
 }
 
 }  // namespace tinyrw

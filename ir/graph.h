@@ -19,4 +19,8 @@ std::vector<UOp> toposort(const UOp& root, const std::function<bool(const UOp&)>
 // UOp::may_wrap). Such a value must stay under the condition that guards it.
 bool may_raise(const UOp& root);
 
+// The RANGEs root depends on that no END or REDUCE at or under root closes (tinygrad's UOp.ranges:
+// a kernel's STORE may use only ranges an END around it closes), in order of first use. Iterative.
+std::vector<UOp> open_ranges(const UOp& root);
+
 }  // namespace tinyrw

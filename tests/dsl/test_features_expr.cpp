@@ -660,6 +660,14 @@ TEST(RwExprFeatures, RangeEnumerateChainTermsAndIndex) {
   expect_rewrite("e_loops", sink({c(103), s, b}), sink({c(1)}));
   expect_rewrite("e_loops", sink({c(103), s, a * 2}), sink({c(2)}));
   expect_rewrite("e_loops", sink({c(103), s, d}), sink({c(103), s, d}));  // not a term: no match
+  // open ranges, the nodes sources first, the names of value types
+  const UOp r0 = UOp::range(c(4), 0), r1 = UOp::range(c(8), 1);
+  expect_rewrite("e_loops", sink({c(106), r0 * 8 + r1}), sink({r0, r1}));
+  const UOp closed = UOp::make(Op::End, dtypes::void_, {r0 * 8 + r1, r1});
+  expect_rewrite("e_loops", sink({c(106), closed}), sink({r0}));
+  expect_rewrite("e_loops", sink({c(107), a * b + a}), sink({a, b}));
+  expect_rewrite("e_loops", sink({c(108), c(5)}), sink({c(5)}));
+  expect_rewrite("e_loops", sink({c(108), a}), sink({c(108), a}));  // a variable's arg: no int
   // errors: the builtins' own, the same in both executors
   const ResolvedSet* set = program()->find("e_loop_errors");
   ASSERT_NE(set, nullptr);
@@ -972,7 +980,7 @@ TEST(RwExprFeatures, FastPathsAgreeWithTheGenericOperations) {
   for (std::string_view name :
        {"const_like", "max",  "min", "abs",     "len",       "int",   "float",
         "select",     "fail", "uop", "zip",     "enumerate", "range", "sum",
-        "prod",       "all",  "any", "argsort", "tuple",     "fold"}) {
+        "prod",       "all",  "any", "argsort", "tuple",     "fold",  "type_of"}) {
     ASSERT_TRUE(builtin_from_name(name)) << name;
     EXPECT_EQ(builtin_name(*builtin_from_name(name)), name);
   }

@@ -4,6 +4,7 @@
 
 #include <set>
 
+#include "ir/graph.h"
 #include "ir/kernel_info.h"
 #include "ir/render.h"
 #include "ir/uop.h"
@@ -109,4 +110,24 @@ TEST(KernelInfoArg, RoundTripsThroughItsRecord) {
   EXPECT_THROW(KernelInfo::of(UOp::make(Op::Sink, dtypes::void_, {}, Arg::string("x"))),
                GraphError);
   EXPECT_THROW(KernelInfo::of(UOp::cint(1)), GraphError);
+}
+
+// open_ranges (ir/graph.h, tinygrad's UOp.ranges): the RANGEs a node depends on that no END or
+// REDUCE at or under it closes, in order of first use.
+TEST(AxisType, OpenRangesAreTheRangesNoEndOrReduceCloses) {
+  const UOp r0 = UOp::range(UOp::cint(4), 0), r1 = UOp::range(UOp::cint(8), 1);
+  const UOp red = UOp::range(UOp::cint(16), 2, AxisType::Reduce);
+  const UOp body = r0 * 8 + r1 + red;
+  EXPECT_EQ(open_ranges(body), (std::vector<UOp>{r0, r1, red}));
+  const UOp sum = UOp::make(Op::Reduce, dtypes::index, {body, red},
+                            Arg::tuple({Arg::op(Op::Add), Arg::integer(0)}));
+  EXPECT_EQ(open_ranges(sum), (std::vector<UOp>{r0, r1}));  // the REDUCE closes its range
+  const UOp end = UOp::make(Op::End, dtypes::void_, {sum, r1});
+  EXPECT_EQ(open_ranges(end), (std::vector<UOp>{r0}));
+  EXPECT_TRUE(open_ranges(UOp::make(Op::End, dtypes::void_, {end, r0})).empty());
+  EXPECT_TRUE(open_ranges(UOp::cint(3)).empty());
+  // iterative: a chain a hundred thousand nodes deep
+  UOp deep = r0;
+  for (int k = 0; k < 100000; ++k) deep = deep + 1;
+  EXPECT_EQ(open_ranges(deep), (std::vector<UOp>{r0}));
 }
