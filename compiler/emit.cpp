@@ -341,6 +341,11 @@ class ExprEmitter {
         if (auto fast = uop_method(e)) return *fast;
         std::vector<std::string> args;
         for (size_t i = 1; i < e.kids.size(); ++i) args.push_back(as_value(emit(e.kids[i])));
+        if (auto a = analysis_from_name(e.name)) {  // by number: no name lookup per call
+          return {fmt::format("analysis({}, Analysis::{}, {})", as_value(emit(e.kids[0])),
+                              analysis_enum(*a), value_array(args)),
+                  CodeKind::Value};
+        }
         return {fmt::format("method({}, {}, {}, {})", as_value(emit(e.kids[0])), cpp_string(e.name),
                             value_array(args), names_array(e.arg_names, 1)),
                 CodeKind::Value};
@@ -680,6 +685,14 @@ class ExprEmitter {
     }
     return {fmt::format("binary(BinOp::{}, {}, {})", binop_name(op), as_value(a), as_value(b)),
             CodeKind::Value};
+  }
+
+  static std::string_view analysis_enum(Analysis a) {
+    static constexpr std::string_view kNames[] = {
+        "Terms",    "Factors",    "Split", "ConstFactor", "Divides",  "DivideExact",
+        "PopConst", "Substitute", "Spine", "ChainTerms",  "Precedes", "Toposort"};
+    static_assert(std::size(kNames) == static_cast<size_t>(Analysis::Toposort) + 1);  // every one
+    return kNames[static_cast<size_t>(a)];
   }
 
   static std::string binop_name(BinOp op) {

@@ -658,13 +658,20 @@ Value call_builder(const UOpBuilder& b, const UOp& u, std::span<const Value> arg
 // divides(v), divide_exact(y), pop_const(op), spine(op); precedes(y) (ir/order.cpp); and
 // substitute(pairs) (ir/rewrite.h). A UOp they cannot give is none, and so are the terms or
 // factors past kMaxTupleSize (a loop over them would pass the limit).
-bool is_analysis(std::string_view name) {
-  return name == "terms" || name == "factors" || name == "split" || name == "const_factor" ||
-         name == "divides" || name == "divide_exact" || name == "pop_const" ||
-         name == "substitute" || name == "spine" || name == "chain_terms" || name == "precedes" ||
-         name == "toposort";
+constexpr std::string_view kAnalysisNames[] = {
+    "terms",     "factors",    "split", "const_factor", "divides",  "divide_exact",
+    "pop_const", "substitute", "spine", "chain_terms",  "precedes", "toposort"};
+static_assert(std::size(kAnalysisNames) == static_cast<size_t>(Analysis::Toposort) + 1);
+
+}  // namespace
+
+std::optional<Analysis> analysis_from_name(std::string_view name) {
+  return enum_from_name<Analysis>(kAnalysisNames, name);
 }
-Value analysis(const UOp& u, std::string_view name, std::span<const Value> args) {
+
+Value analysis(const Value& recv, Analysis a, std::span<const Value> args) {
+  const UOp& u = recv.as_uop();
+  const std::string_view name = kAnalysisNames[static_cast<size_t>(a)];
   auto maybe = [](UOp r) { return r ? Value::uop(std::move(r)) : Value(); };
   auto parts = [&](Op sep) {  // none past the tuple size limit: a rule leaves such a sum alone
     // The last split is kept: the divmod rules each ask one node for its terms in turn. Nodes are
@@ -686,25 +693,27 @@ Value analysis(const UOp& u, std::string_view name, std::span<const Value> args)
     last_parts = result;
     return result;
   };
-  if (name == "terms" || name == "factors") {
+  if (a == Analysis::Terms || a == Analysis::Factors) {
     expect_args(name, args, 0, 0);
-    return parts(name == "terms" ? Op::Add : Op::Mul);
+    return parts(a == Analysis::Terms ? Op::Add : Op::Mul);
   }
-  if (name == "split") {
+  if (a == Analysis::Split) {
     expect_args(name, args, 1, 1);
     return parts(args[0].as_op());
   }
-  if (name == "spine" || name == "chain_terms") {  // a chain of op nodes: at most kMaxSpineNodes
+  if (a == Analysis::Spine ||
+      a == Analysis::ChainTerms) {  // a chain of op nodes: at most kMaxSpineNodes
     expect_args(name, args, 1, 1);
     const Op sep = args[0].as_op();
     std::vector<Value> out;
     out.reserve(kMaxSpineNodes);
     for (UOp& n :
-         name == "spine" ? u.spine(sep, kMaxSpineNodes) : u.chain_terms(sep, kMaxSpineNodes))
+         a == Analysis::Spine ? u.spine(sep, kMaxSpineNodes) : u.chain_terms(sep, kMaxSpineNodes))
       out.push_back(Value::uop(std::move(n)));
     return Value::tuple(std::move(out));
   }
-  if (name == "toposort") {  // every node under u, sources first; none past the tuple size limit
+  if (a ==
+      Analysis::Toposort) {  // every node under u, sources first; none past the tuple size limit
     expect_args(name, args, 0, 0);
     std::vector<UOp> nodes = toposort(u);
     if (nodes.size() > kMaxTupleSize) return Value();
@@ -713,11 +722,12 @@ Value analysis(const UOp& u, std::string_view name, std::span<const Value> args)
     for (UOp& n : nodes) out.push_back(Value::uop(std::move(n)));
     return Value::tuple(std::move(out));
   }
-  if (name == "precedes") {
+  if (a == Analysis::Precedes) {
     expect_args(name, args, 1, 1);
     return Value::boolean(u.precedes(args[0].as_uop()));
   }
-  if (name == "substitute") {  // pairs ((from, to), ...): every `from` under u becomes its `to`
+  if (a ==
+      Analysis::Substitute) {  // pairs ((from, to), ...): every `from` under u becomes its `to`
     expect_args(name, args, 1, 1);
     std::unordered_map<UOp, UOp> map;
     for (const Value& pair : args[0].items()) {
@@ -727,27 +737,25 @@ Value analysis(const UOp& u, std::string_view name, std::span<const Value> args)
     }
     return Value::uop(map.empty() ? u : substitute(u, map));
   }
-  if (name == "const_factor") {
+  if (a == Analysis::ConstFactor) {
     expect_args(name, args, 0, 0);
     return Value::integer(u.const_factor());
   }
-  if (name == "divides") {
+  if (a == Analysis::Divides) {
     expect_args(name, args, 1, 1);
     return maybe(u.divides(args[0].as_int()));
   }
-  if (name == "divide_exact") {
+  if (a == Analysis::DivideExact) {
     expect_args(name, args, 1, 1);
     return maybe(u.divide_exact(args[0].as_uop()));
   }
-  if (name == "pop_const") {
+  if (a == Analysis::PopConst) {
     expect_args(name, args, 1, 1);
     auto [rest, c] = u.pop_const(args[0].as_op());
     return Value::tuple({Value::uop(std::move(rest)), Value::from_arg(c)});
   }
   return Value();
 }
-
-}  // namespace
 
 Value member(const Value& recv, std::string_view name) {
   if (recv.is_uop()) {
@@ -778,7 +786,7 @@ Value method(const Value& recv, std::string_view name, std::span<const Value> ar
     throw EvalError(fmt::format("tuple.index(x): {} is not in the tuple", args[0].repr()));
   }
   const UOp& u = recv.as_uop();
-  if (is_analysis(name)) return analysis(u, name, args);
+  if (auto a = analysis_from_name(name)) return analysis(recv, *a, args);
   if (name == "replace") {
     UOp out = u;
     for (size_t i = 0; i < args.size(); ++i) {

@@ -237,6 +237,25 @@ enum class UOpProp : uint8_t {
   MayRaise,
   Ranges
 };
+// The analyses of ir/ as UOp methods (x.terms(), x.divides(v), ...: docs/rw-language.md), by
+// number, so generated code calls one without looking its name up.
+enum class Analysis : uint8_t {
+  Terms,
+  Factors,
+  Split,
+  ConstFactor,
+  Divides,
+  DivideExact,
+  PopConst,
+  Substitute,
+  Spine,
+  ChainTerms,
+  Precedes,
+  Toposort
+};
+std::optional<Analysis> analysis_from_name(std::string_view name);
+// recv.name(args...) for the analysis; recv must be a UOp (else method()'s error).
+Value analysis(const Value& recv, Analysis a, std::span<const Value> args);
 std::optional<UOpProp> uop_prop_from_name(std::string_view name);
 std::string_view uop_prop_name(UOpProp p);
 Value uop_member(const UOp& u, UOpProp p);
