@@ -1,8 +1,21 @@
-// Scheduling without running: Tensor::schedule's kernels.
+// Scheduling without running: Tensor::schedule's kernels; and the first stages of the rangeify
+// pipeline (schedule/rangeify.h), checked against tinygrad's (a9069c17) realize map before range
+// propagation (its "get realize" rewrite; the script is /work/notes/issue13-tg/realize_map.py).
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
+#include <map>
+#include <string>
+#include <unordered_set>
+
+#include "dsl/interp.h"
+#include "dsl/resolve.h"
+#include "ir/builders.h"
 #include "ir/graph.h"
 #include "ir/ops.h"
+#include "ir/viz.h"
+#include "schedule/rangeify.h"
+#include "tensor/function.h"
 #include "tensor/tensor.h"
 
 namespace tinyrw {
@@ -37,6 +50,184 @@ TEST(Schedule, AssignmentAndBuffer) {
   ASSERT_EQ(s.size(), 1u);
   EXPECT_EQ(s[0].node.op(), Op::Store);
   EXPECT_EQ(x.data<float>(), std::vector<float>(4, 2.0f));  // scheduling ran nothing
+}
+
+UOp sink1(const UOp& u) { return UOp::sink(std::vector<UOp>{u}); }
+
+// The realize map of the tensors' graph, before range propagation.
+std::unordered_set<UOp> realize_map(const std::vector<const Tensor*>& ts) {
+  std::vector<UOp> roots;
+  // a view of a buffer state stands for that state (as Tensor::schedule and realize_all do)
+  for (const Tensor* t : ts) {
+    const UOp base = view_base(t->uop());
+    roots.push_back(base != t->uop() && is_buffer_state(base) ? base : t->uop());
+  }
+  const KernelGraph g = get_kernel_graph(UOp::sink(roots));
+  std::unordered_set<UOp> out;
+  for (const auto& [u, axes] : g.ctx.realize_map) {
+    EXPECT_FALSE(axes.has_value()) << "axes are range propagation's to decide";
+    out.insert(u);
+  }
+  return out;
+}
+using Set = std::unordered_set<UOp>;
+
+// tinygrad: {STORE} (the root's), for both. No REDUCE is realized up front (the old boundary
+// rules realize every REDUCE).
+TEST(RealizeMap, RowSumSubtractionAndSoftmaxRealizeOnlyTheRoot) {
+  const Tensor a = Tensor::ones({4, 4}).contiguous().realize();
+  const Tensor d = a - a.sum({1}, true);
+  EXPECT_EQ(realize_map({&d}), Set{d.uop()});
+  const Tensor x = Tensor::ones({4, 32}).contiguous().realize();
+  const Tensor s = x.softmax(-1);
+  EXPECT_EQ(realize_map({&s}), Set{s.uop()});
+  // a buffer asked for is no kernel
+  EXPECT_EQ(realize_map({&a}), Set{});
+}
+
+// tinygrad: {STORE(4, 4), STORE(4, 4)}: its CONTIGUOUS became a store before rangeify.
+TEST(RealizeMap, ContiguousIsRealized) {
+  const Tensor a = Tensor::ones({4, 4}).contiguous().realize();
+  const Tensor c = (a + 1).contiguous();
+  const Tensor out = c * 2;
+  EXPECT_EQ(realize_map({&out}), (Set{c.uop(), out.uop()}));
+}
+
+// tinygrad: X.assign(X*2) {MUL, STORE}; xs=X[2:4], xs.assign(xs+1) {ADD, STORE}; Y.assign(a
+// value not reading Y) {STORE}. The tensor assigned (an AFTER over its buffer) is no kernel.
+TEST(RealizeMap, AnAssignmentAndItsValueWhenItReadsTheTarget) {
+  Tensor x = Tensor::ones({4}).contiguous().realize();
+  const Tensor v = x * 2;
+  x.assign(v);
+  const UOp store = x.uop().src(1);
+  ASSERT_EQ(store.op(), Op::Store);
+  EXPECT_EQ(realize_map({&x}), (Set{store, v.uop()}));
+
+  Tensor big = Tensor::ones({4}).contiguous().realize();
+  Tensor xs = big.shrink({{2, 4}});
+  const Tensor w = xs + 1;
+  xs.assign(w);
+  UOp slice_store;
+  for (const UOp& u : toposort(xs.uop()))
+    if (u.op() == Op::Store) slice_store = u;
+  EXPECT_EQ(realize_map({&xs}), (Set{slice_store, w.uop()}));
+
+  const Tensor a = Tensor::ones({4, 4}).contiguous().realize();
+  Tensor y = Tensor::ones({4}).contiguous().realize();
+  y.assign(a.sum({1}) * 2);
+  EXPECT_EQ(realize_map({&y}), Set{y.uop().src(1)});
+}
+
+// tinygrad realizes a custom kernel's computed arguments (a reshape of a buffer is a buffer);
+// the kernel's output tensor (an AFTER over the CALL) is no kernel of its own.
+TEST(RealizeMap, CustomKernelArgumentsComputedFirst) {
+  const Tensor a = Tensor::ones({4}).contiguous().realize();
+  const Tensor b = Tensor::ones({2, 2}).contiguous().realize();
+  const Tensor sum = a + 1;
+  auto scale = [](const std::vector<UOp>& p) {
+    const UOp i = UOp::range(UOp::cint(4), 0);
+    return kernel_sink({kernel_end(
+        kernel_store(kernel_index(p[0], {i}), kernel_index(p[1], {i}) + kernel_index(p[2], {i})),
+        {i})});
+  };
+  const Tensor out = custom_kernel({Tensor::empty({4}), sum, b.reshape({4})}, scale)[0];
+  EXPECT_EQ(realize_map({&out}), Set{sum.uop()});
+}
+
+// ---- earliest rewrites
+
+TEST(EarliestRewrites, DropGradientMarkers) {
+  const Tensor a = Tensor::ones({4}).contiguous().realize();
+  const Tensor d = (a.detach() + a.contiguous_backward()) * 2;
+  EXPECT_EQ(earliest_rewrites(sink1(d.uop())), sink1(((a + a) * 2).uop()));
+}
+
+// A reduction of no elements is its identity; a tensor of no elements a constant.
+TEST(EarliestRewrites, SizeZero) {
+  const Tensor e = Tensor::ones({4, 0}).contiguous();
+  auto earliest = [](const Tensor& t) { return earliest_rewrites(sink1(t.uop())).src(0); };
+  EXPECT_EQ(earliest(e.sum({1})), Tensor::full({4}, 0.0).uop());
+  EXPECT_EQ(earliest(e.prod({1})), Tensor::full({4}, 1.0).uop());
+  // (tinyrw refuses a max over no elements when it is built)
+  EXPECT_EQ(earliest(e + 1), Tensor::full({4, 0}, 0.0).uop());
+  // the realize map then has nothing to compute but the constant root
+  const Tensor z = e.sum({1});
+  const KernelGraph g = get_kernel_graph(sink1(z.uop()));
+  EXPECT_EQ(g.ctx.realize_map.size(), 1u);
+  EXPECT_EQ(g.ctx.realize_map.begin()->first, Tensor::full({4}, 0.0).uop());
+}
+
+// STORE(RESHAPE(t), RESHAPE(v)) with t and v of one shape stores v into t; the same value assigned
+// twice in a row is assigned once.
+TEST(EarliestRewrites, StoreRules) {
+  Tensor x = Tensor::ones({4}).contiguous().realize();
+  const Tensor v = Tensor::ones({4}).contiguous();
+  const UOp st = UOp::make(Op::Store, dtypes::void_,
+                           {x.uop().reshape({2, 2}), v.uop().reshape({2, 2})}, Arg::integer(7));
+  const UOp want = UOp::make(Op::Store, dtypes::void_, {x.uop(), v.uop()}, Arg::integer(7));
+  EXPECT_EQ(earliest_rewrites(sink1(st)), sink1(want));
+  x.assign(v);
+  const UOp once = x.uop();
+  x.assign(v);
+  EXPECT_EQ(earliest_rewrites(sink1(x.uop())), sink1(once));
+}
+
+// Both executors of rules/rangeify.rw's `earliest` and `realize_map` give the same graphs and
+// realize maps (the compiled one is what the stages run by default).
+TEST(RangeifyStages, InterpretedRulesAgreeWithCompiled) {
+  rw::Diagnostics d;
+  std::shared_ptr<const rw::ResolvedProgram> program =
+      rw::load_rules(TINYRW_SOURCE_DIR "/rules/rangeify.rw", d);
+  ASSERT_NE(program, nullptr) << d.render();
+  const rw::InterpretedMatcher earliest(program, *program->find("earliest"));
+  const rw::InterpretedMatcher realize(program, *program->find("realize_map"));
+  const Tensor a = Tensor::ones({4, 4}).contiguous().realize();
+  Tensor x = Tensor::ones({4}).contiguous().realize();
+  x.assign(x * 2);
+  const Tensor e = Tensor::ones({4, 0}).contiguous();
+  const Tensor k = custom_kernel({Tensor::empty({4}), x + 1}, [](const std::vector<UOp>& p) {
+    const UOp i = UOp::range(UOp::cint(4), 0);
+    return kernel_sink(
+        {kernel_end(kernel_store(kernel_index(p[0], {i}), kernel_index(p[1], {i})), {i})});
+  })[0];
+  const std::vector<Tensor> programs{a - a.sum({1}, true),
+                                     a.softmax(-1),
+                                     (a.detach() + 1).contiguous() * 2,
+                                     x,
+                                     e.sum({1}),
+                                     e + 1,
+                                     k};
+  for (const Tensor& t : programs) {
+    const UOp sink = sink1(t.uop());
+    const UOp early = earliest_rewrites(sink);
+    EXPECT_EQ(earliest_rewrites(sink, &earliest), early);
+    rw::IndexingContext compiled, interpreted;
+    generate_realize_map(early, compiled);
+    generate_realize_map(early, interpreted, nullptr, &realize);
+    EXPECT_EQ(compiled.realize_map, interpreted.realize_map);
+    EXPECT_FALSE(compiled.realize_map.empty());
+  }
+}
+
+// Each stage is a named step in VIZ, its matches attributed to rules/rangeify.rw's rules.
+TEST(RangeifyStages, VizShowsEachStage) {
+  const Tensor a = Tensor::ones({4, 4}).contiguous().realize();
+  const Tensor d = (a.detach() + 1).contiguous() * 2;
+  viz::clear();
+  viz::enable();
+  (void)get_kernel_graph(sink1(d.uop()));
+  viz::disable();
+  const auto doc = nlohmann::json::parse(viz::to_json());
+  viz::clear();
+  std::map<std::string, std::vector<std::string>> rules;
+  for (const auto& call : doc["calls"])
+    for (const auto& m : call["matches"]) {
+      rules[call["name"]].push_back(m["rule"]["name"]);
+      EXPECT_EQ(m["rule"]["file"], "rules/rangeify.rw");
+    }
+  EXPECT_EQ(rules["earliest rewrites"], std::vector<std::string>{"earliest.gradient_markers"});
+  EXPECT_EQ(rules["realize map"],
+            (std::vector<std::string>{"realize_map.contiguous", "realize_map.root"}));
 }
 
 }  // namespace
