@@ -22,6 +22,8 @@ struct IndexingContext : ScheduleContext {
   // (nullopt until then: tinygrad's None)
   std::unordered_map<UOp, std::optional<std::vector<int>>> realize_map;
   int next_range = 0;  // RANGE ids, unique in the graph until kernels are split
+  // each node's input ranges (what its sources are indexed by) and output ranges
+  std::unordered_map<UOp, std::pair<std::vector<UOp>, std::vector<UOp>>> range_map;
 };
 
 }  // namespace tinyrw::rw

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <unordered_set>
@@ -13,6 +14,7 @@
 #include "ir/builders.h"
 #include "ir/graph.h"
 #include "ir/ops.h"
+#include "ir/render.h"
 #include "ir/viz.h"
 #include "schedule/rangeify.h"
 #include "tensor/function.h"
@@ -53,6 +55,10 @@ TEST(Schedule, AssignmentAndBuffer) {
 }
 
 UOp sink1(const UOp& u) { return UOp::sink(std::vector<UOp>{u}); }
+UOp movement_base(UOp u) {
+  while (groups::movement().contains(u.op())) u = u.src(0);
+  return u;
+}
 
 // The realize map of the tensors' graph, before range propagation.
 std::unordered_set<UOp> realize_map(const std::vector<const Tensor*>& ts) {
@@ -207,6 +213,98 @@ TEST(RangeifyStages, InterpretedRulesAgreeWithCompiled) {
     EXPECT_EQ(compiled.realize_map, interpreted.realize_map);
     EXPECT_FALSE(compiled.realize_map.empty());
   }
+}
+
+// ---- range propagation (S8, first part)
+
+// The movement math of rules/rangeify.rw, one op at a time (tinygrad's apply_movement_op; the
+// expected index expressions are debug_rangeify.txt's).
+TEST(RangePropagation, MovementOps) {
+  const UOp buf = buffer_uop(dtypes::float32, 1, 128, "CPU");
+  const UOp r0 = UOp::range(UOp::cint(4), 0), r1 = UOp::range(UOp::cint(32), 1);
+  // (128,) viewed as (4, 32): [(r0*32+r1)] -> [r0][r1]
+  EXPECT_EQ(apply_movement_op(buf.reshape({4, 32}), {r0, r1}),
+            std::vector<UOp>{r0 * UOp::cint(32) + r1});
+  // (4, 32) permuted to (32, 4): the two ranges swap
+  const UOp m = buffer_view(buf, {4, 32});
+  EXPECT_EQ(apply_movement_op(m.permute({1, 0}), {r1, r0}), (std::vector<UOp>{r0, r1}));
+  // a shrink offsets its axis; a broadcast axis reads index 0; a flip counts down
+  const UOp r2 = UOp::range(UOp::cint(15), 2);
+  const UOp v16 = buffer_view(buffer_uop(dtypes::float32, 2, 16, "CPU"), {16});
+  EXPECT_EQ(apply_movement_op(v16.shrink({1}, {15}), {r2}), std::vector<UOp>{r2 + UOp::cint(1)});
+  const UOp col = buffer_view(buffer_uop(dtypes::float32, 3, 4, "CPU"), {4, 1});
+  EXPECT_EQ(apply_movement_op(col.expand({4, 32}), {r0, r1}), (std::vector<UOp>{r0, UOp::cint(0)}));
+  const UOp r3 = UOp::range(UOp::cint(16), 3);
+  const std::vector<UOp> flipped = apply_movement_op(v16.flip({true}), {r3});
+  ASSERT_EQ(flipped.size(), 1u);
+  EXPECT_EQ(render(flipped[0]), "(L3*-1+15)");
+  // a view of a constant has no ranges
+  EXPECT_TRUE(apply_movement_op(Tensor::full({4, 32}, 1.0).uop().src(0), {r0, r1}).empty());
+  EXPECT_THROW(apply_movement_op(v16.pad({1}, {18}), {UOp::range(UOp::cint(18), 4)}), GraphError);
+}
+
+// "op(shape)[axes]" of every realized node after range propagation, sorted.
+std::vector<std::string> realized_after_rangeify(const Tensor& t) {
+  KernelGraph g = get_kernel_graph(sink1(t.uop()));
+  run_rangeify(g.sink, g.ctx);
+  std::vector<std::string> out;
+  for (const auto& [u, axes] : g.ctx.realize_map) {
+    std::string e = std::string(op_name(u.op())) + "(";
+    for (const SInt& d : u.shape()) e += std::to_string(d.value()) + ",";
+    e += ")[";
+    for (int a : axes.value()) e += std::to_string(a);
+    out.push_back(e + "]");
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// The nodes tinygrad's range propagation realizes (its `***` lines in debug_rangeify.txt), the
+// root standing for its STORE: the REDUCE under a broadcast, the input view two consumers index
+// differently (cleanups remove it later), and for softmax the EXP2 both reductions' users read.
+TEST(RangePropagation, RealizedNodesAsTinygrad) {
+  const Tensor a = Tensor::ones({4, 4}).contiguous().realize();
+  EXPECT_EQ(realized_after_rangeify(a - a.sum({1})),
+            (std::vector<std::string>{"Add(4,4,)[01]", "Reduce(4,)[0]", "Reshape(4,4,)[01]"}));
+  const Tensor x = Tensor::ones({4, 32}).contiguous().realize();
+  EXPECT_EQ(realized_after_rangeify(x.softmax(-1)),
+            (std::vector<std::string>{"Exp2(4,32,)[01]", "Mul(4,32,)[01]", "Reduce(4,)[0]",
+                                      "Reduce(4,)[0]", "Reshape(4,32,)[01]"}));
+  // x - x.sum() on (16,): no output axis to realize, so the sum is recomputed per element
+  const Tensor v = Tensor::ones({16}).contiguous().realize();
+  const std::vector<std::string> r = realized_after_rangeify(v - v.sum());
+  EXPECT_TRUE(std::none_of(r.begin(), r.end(),
+                           [](const std::string& e) { return e.rfind("Reduce", 0) == 0; }));
+}
+
+// How many computed nodes range propagation realizes besides the root (a realized view of an
+// input buffer is no kernel: cleanups remove it), for the reducing rows of the kernel
+// table: tinygrad's kernel count less the root's kernel. A fused reduction stays unrealized.
+TEST(RangePropagation, KernelsAsTinygradsCounts) {
+  auto reduces = [](const Tensor& t) {
+    KernelGraph g = get_kernel_graph(sink1(t.uop()));
+    run_rangeify(g.sink, g.ctx);
+    int n = 0;
+    for (const auto& [u, axes] : g.ctx.realize_map)
+      n += u != t.uop() && movement_base(u).op() != Op::Buffer;
+    return n;
+  };
+  const Tensor a4 = Tensor::ones({4, 4}).contiguous().realize();
+  const Tensor b41 = Tensor::ones({4, 1}).contiguous().realize();
+  EXPECT_EQ(reduces(a4.sum({1}, true) + b41), 0);  // r_4_4
+  const Tensor x = Tensor::ones({4, 32}).contiguous().realize();
+  const Tensor y = Tensor::ones({4, 32}).contiguous().realize();
+  EXPECT_EQ(reduces(y.sum({-1}) + x.sum({-1})), 0);  // r_4_32_32
+  EXPECT_EQ(reduces(x.sum({-1}) + x.max({-1})), 0);  // r_4_32_32
+  const Tensor a8 = Tensor::ones({8, 8}).contiguous().realize();
+  EXPECT_EQ(reduces(a8.sum({0}) + a8.sum({1})), 0);          // r_8_8_8
+  EXPECT_EQ(reduces((a8.sum({1}, true) * a8).sum({1})), 1);  // r_8_8 r_8_8
+  const Tensor m = Tensor::ones({4, 16}).contiguous().realize();
+  const Tensor w = Tensor::ones({16, 8}).contiguous().realize();
+  EXPECT_EQ(reduces(m.matmul(w).relu()), 0);  // r_4_8_16
+  const Tensor w2 = Tensor::ones({8, 8}).contiguous().realize();
+  EXPECT_EQ(reduces(m.matmul(w).relu().matmul(w2)), 1);  // r_4_16_16 r_4_8_16
+  EXPECT_EQ(reduces(x.var({-1})), 1);                    // x.std: r_4_32 r_4_32
 }
 
 // Each stage is a named step in VIZ, its matches attributed to rules/rangeify.rw's rules.
