@@ -304,7 +304,13 @@ TEST(RangePropagation, KernelsAsTinygradsCounts) {
   EXPECT_EQ(reduces(m.matmul(w).relu()), 0);  // r_4_8_16
   const Tensor w2 = Tensor::ones({8, 8}).contiguous().realize();
   EXPECT_EQ(reduces(m.matmul(w).relu().matmul(w2)), 1);  // r_4_16_16 r_4_8_16
-  EXPECT_EQ(reduces(x.var({-1})), 1);                    // x.std: r_4_32 r_4_32
+  // tinygrad realizes var's scaled mean (sum * 1/n), not its REDUCE: one kernel either way
+  EXPECT_EQ(reduces(x.var({-1})), 1);       // x.std: r_4_32 r_4_32
+  EXPECT_EQ(reduces(a4 - a4.sum({1})), 1);  // r_4_4 E_4_4
+  // r_4_32 r_4_32 E_4_32, and the EXP2's STAGE that S10's cleanups remove
+  EXPECT_EQ(reduces(x.softmax(-1)), 3);
+  const Tensor v = Tensor::ones({16}).contiguous().realize();
+  EXPECT_EQ(reduces(v - (v * 2).sum()), 0);  // r_16_16: the sum and its source recomputed
 }
 
 // Each stage is a named step in VIZ, its matches attributed to rules/rangeify.rw's rules.
