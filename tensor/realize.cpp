@@ -622,11 +622,19 @@ struct Realizer {
     return k;
   }
 
-  // Realizes `roots` together (and every kernel boundary and pending assignment below them) and
-  // returns each root's buffer view.
-  std::vector<UOp> realize(const std::vector<UOp>& tensor_roots,
-                           std::vector<std::shared_ptr<Storage>>& keep) {
-    viz::Group group("realize");
+  // The kernels of one schedule, before anything runs: the graph (function CALLs inlined), its
+  // roots, one Kernel per realized node in the order they run, and each assignment chain's view.
+  struct Plan {
+    UOp all;
+    std::vector<UOp> roots;
+    std::vector<Kernel> ks;
+    std::vector<size_t> order;
+    std::unordered_map<UOp, UOp> done;
+  };
+
+  // The boundary decisions of rules/schedule.rw over `tensor_roots` and the order the kernels run
+  // in (throws "cycle" and the other scheduling errors before anything runs).
+  Plan plan(const std::vector<UOp>& tensor_roots) {
     if (spec_enabled())
       for (const UOp& r : tensor_roots)
         verify_with_calls(r, rules::spec_tensor(), rules::spec_kernel_body());
@@ -636,7 +644,7 @@ struct Realizer {
     if (std::any_of(before_inlining.begin(), before_inlining.end(),
                     [](const UOp& u) { return u.op() == Op::Returned; }))
       all = graph_rewrite(all, &rules::calls(), {.enter_calls = false, .name = "inline calls"});
-    const std::vector<UOp> roots(all.src().begin(), all.src().end());
+    std::vector<UOp> roots(all.src().begin(), all.src().end());
     // what an executed effect computed is done: nothing under it is scheduled again
     const std::vector<UOp> order = toposort(
         all,
@@ -648,7 +656,6 @@ struct Realizer {
     std::vector<Kernel> ks;
     std::unordered_map<UOp, size_t> kernel_of;
     std::unordered_map<UOp, UOp> done;  // kernel outputs, and each assignment chain's buffer view
-    std::unordered_map<UOp, UOp> computed;  // the buffer view each computed kernel filled
     auto add_kernel = [&](const UOp& u) {
       kernel_of.emplace(u, ks.size());
       ks.push_back(make_kernel(u));
@@ -682,8 +689,22 @@ struct Realizer {
     }
     record_boundaries(all, decisions);
     for (Kernel& k : ks) analyze(k, kernel_of);
-    const std::vector<size_t> schedule = order_kernels(ks);  // throws before anything runs
+    std::vector<size_t> schedule = order_kernels(ks);  // throws before anything runs
+    return Plan{all, std::move(roots), std::move(ks), std::move(schedule), std::move(done)};
+  }
 
+  // Realizes `roots` together (and every kernel boundary and pending assignment below them) and
+  // returns each root's buffer view.
+  std::vector<UOp> realize(const std::vector<UOp>& tensor_roots,
+                           std::vector<std::shared_ptr<Storage>>& keep) {
+    viz::Group group("realize");
+    Plan p = plan(tensor_roots);
+    const UOp& all = p.all;
+    const std::vector<UOp>& roots = p.roots;
+    std::vector<Kernel>& ks = p.ks;
+    const std::vector<size_t>& schedule = p.order;
+    std::unordered_map<UOp, UOp>& done = p.done;
+    std::unordered_map<UOp, UOp> computed;  // the buffer view each computed kernel filled
     for (size_t i : schedule) {
       const Kernel& k = ks[i];
       if (k.node.op() == Op::Call) {
@@ -734,6 +755,41 @@ struct Realizer {
     std::vector<UOp> views;
     for (const UOp& r : roots) views.push_back(computed.contains(r) ? computed.at(r) : settled(r));
     return views;
+  }
+
+  // The kernels of `tensor_roots` in the order they would run, each lowered as its kernel would
+  // be (rules/rangeify.rw), nothing allocated or run: a computed kernel's output is a BUFFER
+  // numbered like a storage but holding no memory. A kernel CALL is its own AST.
+  std::vector<ScheduleItem> schedule(const std::vector<UOp>& tensor_roots) {
+    viz::Group group("schedule");
+    Plan p = plan(tensor_roots);
+    std::vector<ScheduleItem> items;
+    for (size_t i : p.order) {
+      const UOp& node = p.ks[i].node;
+      if (node.op() == Op::Call) {
+        items.push_back({node, node});
+        continue;
+      }
+      // an assignment: the value it stores, lowered over the value's own shape
+      const UOp value = substitute(node.op() == Op::Store ? node.src(1) : node, p.done, true);
+      const Dims shape = to_dims(value.shape());
+      rw::RangeifyContext ctx;
+      std::vector<UOp> ranges;
+      int64_t n = 1;
+      for (int64_t d : shape) {
+        ranges.push_back(UOp::range(UOp::cint(d), ctx.next_axis++));
+        n *= d;
+      }
+      const UOp root =
+          ranges.empty() ? value.reshape({1}).index({UOp::cint(0)}) : value.index(ranges);
+      items.push_back({node, lower_index(root, ctx, "rangeify")});
+      if (node.op() == Op::Store) continue;  // readers see the target's buffer (p.done)
+      const int64_t slot = allocate_storage(node.dtype(), 0)->id;  // a fresh number only
+      p.done.insert_or_assign(
+          node, buffer_view(tinyrw::buffer_uop(node.dtype(), slot, n, default_device()),
+                            to_shape(shape)));
+    }
+    return items;
   }
 
   // A root that is no kernel (a buffer, or an assignment chain over one) is read as it stands:
@@ -869,6 +925,20 @@ void Tensor::realize_all(const std::vector<Tensor*>& tensors) {
   // that later assignments to it reach them too
   for (size_t i = 0; i < tensors.size(); ++i)
     if (roots[i].op() == Op::After && roots[i] != views[i]) rebase_live(roots[i], views[i], {});
+}
+
+std::vector<ScheduleItem> Tensor::schedule(const std::vector<const Tensor*>& tensors) {
+  Realizer r;
+  std::vector<UOp> roots;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (tensors[i] == nullptr)
+      throw TensorError(fmt::format("schedule: tensor {} is a null pointer", i));
+    for (const auto& s : tensors[i]->deps_) r.buffers[s->id] = s;
+    // a view of a buffer state schedules that state, as realize_all does
+    const UOp base = view_base(tensors[i]->uop_);
+    roots.push_back(base != tensors[i]->uop_ && is_buffer_state(base) ? base : tensors[i]->uop_);
+  }
+  return r.schedule(roots);
 }
 
 std::vector<double> Tensor::to_doubles() {

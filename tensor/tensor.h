@@ -50,6 +50,14 @@ class StorageList {
 // levels took 220 s in one kernel), so a long chain compiles as several short kernels instead.
 inline constexpr int kMaxFusedDepth = 256;
 
+// One kernel of a schedule (Tensor::schedule): the node it computes (a realized tensor node, an
+// assignment's STORE or a custom kernel's CALL) and the kernel as lowered (today the value over
+// its output ranges, an assignment's stored value, or the CALL itself).
+struct ScheduleItem {
+  UOp node;
+  UOp ast;
+};
+
 class Tensor {
  public:
   // Every Tensor is listed while it lives, so that an assignment is seen by every tensor over the
@@ -208,6 +216,9 @@ class Tensor {
   Tensor& realize();
   // Realizes several tensors in one schedule (reads and assignments ordered together).
   static void realize_all(const std::vector<Tensor*>& tensors);
+  // The kernels realize_all would run for these tensors, in order, lowered but not run (nothing
+  // is allocated or written; the scheduling errors, "cycle" among them, are raised).
+  static std::vector<ScheduleItem> schedule(const std::vector<const Tensor*>& tensors);
   // Writes `value` into this tensor's buffer (lazily: STORE then AFTER). Reads made before the
   // assignment see the old contents, reads made after it the new ones; an order that cannot give
   // both raises an error containing "cycle" before anything runs, and a read of contents that an

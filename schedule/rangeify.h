@@ -1,0 +1,51 @@
+// The rangeify pipeline (tinygrad's get_kernel_graph): a tensor graph to a graph of kernels, stage
+// by stage, each a named rewrite that VIZ shows. Built so far: "earliest rewrites", "realize map"
+// and range propagation (run_rangeify, not yet applied to the graph); STAGEs, cleanups, buffers
+// and kernel splitting come next (issue 13, S9-S11). realize() does not use it yet.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "dsl/ruleset.h"
+#include "ir/uop.h"
+#include "rules/helpers/rangeify.h"
+
+namespace tinyrw {
+
+// The graph after the stages run so far, and the state they left.
+struct KernelGraph {
+  UOp sink;
+  rw::IndexingContext ctx;
+};
+
+// rules/rangeify.rw's `earliest`, bottom up over the whole graph (kernel CALL bodies untouched).
+// `rules`: another executor of that set (the tests run the interpreted one); the compiled if null.
+UOp earliest_rewrites(const UOp& sink, const rw::RuleSetMatcher* rules = nullptr);
+
+// Fills ctx.realize_map by rules/rangeify.rw's `realize_map`, asked about every node of `sink`
+// (the roots are sink's sources). `executed`: the effects (STORE, kernel CALL) that already ran;
+// nothing under them is visited. `rules`: as for earliest_rewrites, of `realize_map`.
+void generate_realize_map(const UOp& sink, rw::IndexingContext& ctx,
+                          const std::function<bool(const UOp&)>& executed = nullptr,
+                          const rw::RuleSetMatcher* rules = nullptr);
+
+// The ranges of x's source that x's output ranges `rngs` read, for a movement op x: INDEX(x, rngs)
+// pushed one step by rules/rangeify.rw (the movement math realize() lowers with), then simplified
+// by rules/symbolic.rw. Empty when x views a constant (a constant has no ranges). A PAD is not
+// handled yet (its per-axis valid, tinygrad's `(r - off).valid(...)`, comes with S8's gated
+// ranges): GraphError.
+std::vector<UOp> apply_movement_op(const UOp& x, const std::vector<UOp>& rngs);
+
+// Range propagation (tinygrad's run_rangeify without its apply stage), over the graph after the
+// realize map: consumers before sources, each node's output ranges are new when it is realized,
+// its one consumer's, or its consumers' merged axis by axis (an axis they index differently gets
+// a new range and is realized); a node that ends ranges (under a REDUCE's broadcast) realizes its
+// axes. Fills ctx.range_map and the realized axes of ctx.realize_map.
+void run_rangeify(const UOp& sink, rw::IndexingContext& ctx);
+
+// The stages in order over SINK(roots...): function CALLs inlined, earliest rewrites, realize map.
+KernelGraph get_kernel_graph(const UOp& sink,
+                             const std::function<bool(const UOp&)>& executed = nullptr);
+
+}  // namespace tinyrw

@@ -1,0 +1,338 @@
+// Scheduling without running: Tensor::schedule's kernels; and the first stages of the rangeify
+// pipeline (schedule/rangeify.h), checked against tinygrad's (a9069c17) realize map before range
+// propagation (its "get realize" rewrite; the script is /work/notes/issue13-tg/realize_map.py).
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <unordered_set>
+
+#include "dsl/interp.h"
+#include "dsl/resolve.h"
+#include "ir/builders.h"
+#include "ir/graph.h"
+#include "ir/ops.h"
+#include "ir/render.h"
+#include "ir/viz.h"
+#include "schedule/rangeify.h"
+#include "tensor/function.h"
+#include "tensor/tensor.h"
+
+namespace tinyrw {
+namespace {
+
+// Today's boundary rules realize every REDUCE: `a - a.sum(1)` is a reduce kernel, then the
+// subtraction reading its buffer. Nothing runs, so the realize counters stay as they were.
+TEST(Schedule, OneEntryPerKernelNothingRun) {
+  const Tensor a = Tensor::ones({4, 4}).contiguous().realize();
+  const Tensor out = a - a.sum({1}, true);
+  const int before = last_kernel_count();
+  const std::vector<ScheduleItem> s = Tensor::schedule({&out});
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0].node.op(), Op::Reduce);
+  EXPECT_EQ(s[1].node, out.uop());
+  // each entry lowered: index math over buffers, no movement op left; the subtraction reads two
+  // buffers (a, and the reduce kernel's output)
+  for (const ScheduleItem& it : s)
+    for (const UOp& u : toposort(it.ast)) EXPECT_FALSE(groups::movement().contains(u.op()));
+  int buffers = 0;
+  for (const UOp& u : toposort(s[1].ast)) buffers += u.op() == Op::Buffer;
+  EXPECT_EQ(buffers, 2);
+  EXPECT_EQ(last_kernel_count(), before);
+}
+
+// An assignment is one kernel whose entry is its STORE; a realized buffer is no kernel at all.
+TEST(Schedule, AssignmentAndBuffer) {
+  Tensor x = Tensor::ones({4}).contiguous().realize();
+  EXPECT_TRUE(Tensor::schedule({&x}).empty());
+  x.assign(x * 2);
+  const std::vector<ScheduleItem> s = Tensor::schedule({&x});
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].node.op(), Op::Store);
+  EXPECT_EQ(x.data<float>(), std::vector<float>(4, 2.0f));  // scheduling ran nothing
+}
+
+UOp sink1(const UOp& u) { return UOp::sink(std::vector<UOp>{u}); }
+UOp movement_base(UOp u) {
+  while (groups::movement().contains(u.op())) u = u.src(0);
+  return u;
+}
+
+// The realize map of the tensors' graph, before range propagation.
+std::unordered_set<UOp> realize_map(const std::vector<const Tensor*>& ts) {
+  std::vector<UOp> roots;
+  // a view of a buffer state stands for that state (as Tensor::schedule and realize_all do)
+  for (const Tensor* t : ts) {
+    const UOp base = view_base(t->uop());
+    roots.push_back(base != t->uop() && is_buffer_state(base) ? base : t->uop());
+  }
+  const KernelGraph g = get_kernel_graph(UOp::sink(roots));
+  std::unordered_set<UOp> out;
+  for (const auto& [u, axes] : g.ctx.realize_map) {
+    EXPECT_FALSE(axes.has_value()) << "axes are range propagation's to decide";
+    out.insert(u);
+  }
+  return out;
+}
+using Set = std::unordered_set<UOp>;
+
+// tinygrad: {STORE} (the root's), for both. No REDUCE is realized up front (the old boundary
+// rules realize every REDUCE).
+TEST(RealizeMap, RowSumSubtractionAndSoftmaxRealizeOnlyTheRoot) {
+  const Tensor a = Tensor::ones({4, 4}).contiguous().realize();
+  const Tensor d = a - a.sum({1}, true);
+  EXPECT_EQ(realize_map({&d}), Set{d.uop()});
+  const Tensor x = Tensor::ones({4, 32}).contiguous().realize();
+  const Tensor s = x.softmax(-1);
+  EXPECT_EQ(realize_map({&s}), Set{s.uop()});
+  // a buffer asked for is no kernel
+  EXPECT_EQ(realize_map({&a}), Set{});
+}
+
+// tinygrad: {STORE(4, 4), STORE(4, 4)}: its CONTIGUOUS became a store before rangeify.
+TEST(RealizeMap, ContiguousIsRealized) {
+  const Tensor a = Tensor::ones({4, 4}).contiguous().realize();
+  const Tensor c = (a + 1).contiguous();
+  const Tensor out = c * 2;
+  EXPECT_EQ(realize_map({&out}), (Set{c.uop(), out.uop()}));
+}
+
+// tinygrad: X.assign(X*2) {MUL, STORE}; xs=X[2:4], xs.assign(xs+1) {ADD, STORE}; Y.assign(a
+// value not reading Y) {STORE}. The tensor assigned (an AFTER over its buffer) is no kernel.
+TEST(RealizeMap, AnAssignmentAndItsValueWhenItReadsTheTarget) {
+  Tensor x = Tensor::ones({4}).contiguous().realize();
+  const Tensor v = x * 2;
+  x.assign(v);
+  const UOp store = x.uop().src(1);
+  ASSERT_EQ(store.op(), Op::Store);
+  EXPECT_EQ(realize_map({&x}), (Set{store, v.uop()}));
+
+  Tensor big = Tensor::ones({4}).contiguous().realize();
+  Tensor xs = big.shrink({{2, 4}});
+  const Tensor w = xs + 1;
+  xs.assign(w);
+  UOp slice_store;
+  for (const UOp& u : toposort(xs.uop()))
+    if (u.op() == Op::Store) slice_store = u;
+  EXPECT_EQ(realize_map({&xs}), (Set{slice_store, w.uop()}));
+
+  const Tensor a = Tensor::ones({4, 4}).contiguous().realize();
+  Tensor y = Tensor::ones({4}).contiguous().realize();
+  y.assign(a.sum({1}) * 2);
+  EXPECT_EQ(realize_map({&y}), Set{y.uop().src(1)});
+}
+
+// tinygrad realizes a custom kernel's computed arguments (a reshape of a buffer is a buffer);
+// the kernel's output tensor (an AFTER over the CALL) is no kernel of its own.
+TEST(RealizeMap, CustomKernelArgumentsComputedFirst) {
+  const Tensor a = Tensor::ones({4}).contiguous().realize();
+  const Tensor b = Tensor::ones({2, 2}).contiguous().realize();
+  const Tensor sum = a + 1;
+  auto scale = [](const std::vector<UOp>& p) {
+    const UOp i = UOp::range(UOp::cint(4), 0);
+    return kernel_sink({kernel_end(
+        kernel_store(kernel_index(p[0], {i}), kernel_index(p[1], {i}) + kernel_index(p[2], {i})),
+        {i})});
+  };
+  const Tensor out = custom_kernel({Tensor::empty({4}), sum, b.reshape({4})}, scale)[0];
+  EXPECT_EQ(realize_map({&out}), Set{sum.uop()});
+}
+
+// ---- earliest rewrites
+
+TEST(EarliestRewrites, DropGradientMarkers) {
+  const Tensor a = Tensor::ones({4}).contiguous().realize();
+  const Tensor d = (a.detach() + a.contiguous_backward()) * 2;
+  EXPECT_EQ(earliest_rewrites(sink1(d.uop())), sink1(((a + a) * 2).uop()));
+}
+
+// A reduction of no elements is its identity; a tensor of no elements a constant.
+TEST(EarliestRewrites, SizeZero) {
+  const Tensor e = Tensor::ones({4, 0}).contiguous();
+  auto earliest = [](const Tensor& t) { return earliest_rewrites(sink1(t.uop())).src(0); };
+  EXPECT_EQ(earliest(e.sum({1})), Tensor::full({4}, 0.0).uop());
+  EXPECT_EQ(earliest(e.prod({1})), Tensor::full({4}, 1.0).uop());
+  // (tinyrw refuses a max over no elements when it is built)
+  EXPECT_EQ(earliest(e + 1), Tensor::full({4, 0}, 0.0).uop());
+  // the realize map then has nothing to compute but the constant root
+  const Tensor z = e.sum({1});
+  const KernelGraph g = get_kernel_graph(sink1(z.uop()));
+  EXPECT_EQ(g.ctx.realize_map.size(), 1u);
+  EXPECT_EQ(g.ctx.realize_map.begin()->first, Tensor::full({4}, 0.0).uop());
+}
+
+// STORE(RESHAPE(t), RESHAPE(v)) with t and v of one shape stores v into t; the same value assigned
+// twice in a row is assigned once.
+TEST(EarliestRewrites, StoreRules) {
+  Tensor x = Tensor::ones({4}).contiguous().realize();
+  const Tensor v = Tensor::ones({4}).contiguous();
+  const UOp st = UOp::make(Op::Store, dtypes::void_,
+                           {x.uop().reshape({2, 2}), v.uop().reshape({2, 2})}, Arg::integer(7));
+  const UOp want = UOp::make(Op::Store, dtypes::void_, {x.uop(), v.uop()}, Arg::integer(7));
+  EXPECT_EQ(earliest_rewrites(sink1(st)), sink1(want));
+  x.assign(v);
+  const UOp once = x.uop();
+  x.assign(v);
+  EXPECT_EQ(earliest_rewrites(sink1(x.uop())), sink1(once));
+}
+
+// Both executors of rules/rangeify.rw's `earliest` and `realize_map` give the same graphs and
+// realize maps (the compiled one is what the stages run by default).
+TEST(RangeifyStages, InterpretedRulesAgreeWithCompiled) {
+  rw::Diagnostics d;
+  std::shared_ptr<const rw::ResolvedProgram> program =
+      rw::load_rules(TINYRW_SOURCE_DIR "/rules/rangeify.rw", d);
+  ASSERT_NE(program, nullptr) << d.render();
+  const rw::InterpretedMatcher earliest(program, *program->find("earliest"));
+  const rw::InterpretedMatcher realize(program, *program->find("realize_map"));
+  const Tensor a = Tensor::ones({4, 4}).contiguous().realize();
+  Tensor x = Tensor::ones({4}).contiguous().realize();
+  x.assign(x * 2);
+  const Tensor e = Tensor::ones({4, 0}).contiguous();
+  const Tensor k = custom_kernel({Tensor::empty({4}), x + 1}, [](const std::vector<UOp>& p) {
+    const UOp i = UOp::range(UOp::cint(4), 0);
+    return kernel_sink(
+        {kernel_end(kernel_store(kernel_index(p[0], {i}), kernel_index(p[1], {i})), {i})});
+  })[0];
+  const std::vector<Tensor> programs{a - a.sum({1}, true),
+                                     a.softmax(-1),
+                                     (a.detach() + 1).contiguous() * 2,
+                                     x,
+                                     e.sum({1}),
+                                     e + 1,
+                                     k};
+  for (const Tensor& t : programs) {
+    const UOp sink = sink1(t.uop());
+    const UOp early = earliest_rewrites(sink);
+    EXPECT_EQ(earliest_rewrites(sink, &earliest), early);
+    rw::IndexingContext compiled, interpreted;
+    generate_realize_map(early, compiled);
+    generate_realize_map(early, interpreted, nullptr, &realize);
+    EXPECT_EQ(compiled.realize_map, interpreted.realize_map);
+    EXPECT_FALSE(compiled.realize_map.empty());
+  }
+}
+
+// ---- range propagation (S8, first part)
+
+// The movement math of rules/rangeify.rw, one op at a time (tinygrad's apply_movement_op; the
+// expected index expressions are debug_rangeify.txt's).
+TEST(RangePropagation, MovementOps) {
+  const UOp buf = buffer_uop(dtypes::float32, 1, 128, "CPU");
+  const UOp r0 = UOp::range(UOp::cint(4), 0), r1 = UOp::range(UOp::cint(32), 1);
+  // (128,) viewed as (4, 32): [(r0*32+r1)] -> [r0][r1]
+  EXPECT_EQ(apply_movement_op(buf.reshape({4, 32}), {r0, r1}),
+            std::vector<UOp>{r0 * UOp::cint(32) + r1});
+  // (4, 32) permuted to (32, 4): the two ranges swap
+  const UOp m = buffer_view(buf, {4, 32});
+  EXPECT_EQ(apply_movement_op(m.permute({1, 0}), {r1, r0}), (std::vector<UOp>{r0, r1}));
+  // a shrink offsets its axis; a broadcast axis reads index 0; a flip counts down
+  const UOp r2 = UOp::range(UOp::cint(15), 2);
+  const UOp v16 = buffer_view(buffer_uop(dtypes::float32, 2, 16, "CPU"), {16});
+  EXPECT_EQ(apply_movement_op(v16.shrink({1}, {15}), {r2}), std::vector<UOp>{r2 + UOp::cint(1)});
+  const UOp col = buffer_view(buffer_uop(dtypes::float32, 3, 4, "CPU"), {4, 1});
+  EXPECT_EQ(apply_movement_op(col.expand({4, 32}), {r0, r1}), (std::vector<UOp>{r0, UOp::cint(0)}));
+  const UOp r3 = UOp::range(UOp::cint(16), 3);
+  const std::vector<UOp> flipped = apply_movement_op(v16.flip({true}), {r3});
+  ASSERT_EQ(flipped.size(), 1u);
+  EXPECT_EQ(render(flipped[0]), "(L3*-1+15)");
+  // a view of a constant has no ranges
+  EXPECT_TRUE(apply_movement_op(Tensor::full({4, 32}, 1.0).uop().src(0), {r0, r1}).empty());
+  EXPECT_THROW(apply_movement_op(v16.pad({1}, {18}), {UOp::range(UOp::cint(18), 4)}), GraphError);
+}
+
+// "op(shape)[axes]" of every realized node after range propagation, sorted.
+std::vector<std::string> realized_after_rangeify(const Tensor& t) {
+  KernelGraph g = get_kernel_graph(sink1(t.uop()));
+  run_rangeify(g.sink, g.ctx);
+  std::vector<std::string> out;
+  for (const auto& [u, axes] : g.ctx.realize_map) {
+    std::string e = std::string(op_name(u.op())) + "(";
+    for (const SInt& d : u.shape()) e += std::to_string(d.value()) + ",";
+    e += ")[";
+    for (int a : axes.value()) e += std::to_string(a);
+    out.push_back(e + "]");
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// The nodes tinygrad's range propagation realizes (its `***` lines in debug_rangeify.txt), the
+// root standing for its STORE: the REDUCE under a broadcast, the input view two consumers index
+// differently (cleanups remove it later), and for softmax the EXP2 both reductions' users read.
+TEST(RangePropagation, RealizedNodesAsTinygrad) {
+  const Tensor a = Tensor::ones({4, 4}).contiguous().realize();
+  EXPECT_EQ(realized_after_rangeify(a - a.sum({1})),
+            (std::vector<std::string>{"Add(4,4,)[01]", "Reduce(4,)[0]", "Reshape(4,4,)[01]"}));
+  const Tensor x = Tensor::ones({4, 32}).contiguous().realize();
+  EXPECT_EQ(realized_after_rangeify(x.softmax(-1)),
+            (std::vector<std::string>{"Exp2(4,32,)[01]", "Mul(4,32,)[01]", "Reduce(4,)[0]",
+                                      "Reduce(4,)[0]", "Reshape(4,32,)[01]"}));
+  // x - x.sum() on (16,): no output axis to realize, so the sum is recomputed per element
+  const Tensor v = Tensor::ones({16}).contiguous().realize();
+  const std::vector<std::string> r = realized_after_rangeify(v - v.sum());
+  EXPECT_TRUE(std::none_of(r.begin(), r.end(),
+                           [](const std::string& e) { return e.rfind("Reduce", 0) == 0; }));
+}
+
+// How many computed nodes range propagation realizes besides the root (a realized view of an
+// input buffer is no kernel: cleanups remove it), for the reducing rows of the issue's kernel
+// table: tinygrad's kernel count less the root's kernel. A fused reduction stays unrealized.
+TEST(RangePropagation, KernelsAsTinygradsCounts) {
+  auto reduces = [](const Tensor& t) {
+    KernelGraph g = get_kernel_graph(sink1(t.uop()));
+    run_rangeify(g.sink, g.ctx);
+    int n = 0;
+    for (const auto& [u, axes] : g.ctx.realize_map)
+      n += u != t.uop() && movement_base(u).op() != Op::Buffer;
+    return n;
+  };
+  const Tensor a4 = Tensor::ones({4, 4}).contiguous().realize();
+  const Tensor b41 = Tensor::ones({4, 1}).contiguous().realize();
+  EXPECT_EQ(reduces(a4.sum({1}, true) + b41), 0);  // r_4_4
+  const Tensor x = Tensor::ones({4, 32}).contiguous().realize();
+  const Tensor y = Tensor::ones({4, 32}).contiguous().realize();
+  EXPECT_EQ(reduces(y.sum({-1}) + x.sum({-1})), 0);  // r_4_32_32
+  EXPECT_EQ(reduces(x.sum({-1}) + x.max({-1})), 0);  // r_4_32_32
+  const Tensor a8 = Tensor::ones({8, 8}).contiguous().realize();
+  EXPECT_EQ(reduces(a8.sum({0}) + a8.sum({1})), 0);          // r_8_8_8
+  EXPECT_EQ(reduces((a8.sum({1}, true) * a8).sum({1})), 1);  // r_8_8 r_8_8
+  const Tensor m = Tensor::ones({4, 16}).contiguous().realize();
+  const Tensor w = Tensor::ones({16, 8}).contiguous().realize();
+  EXPECT_EQ(reduces(m.matmul(w).relu()), 0);  // r_4_8_16
+  const Tensor w2 = Tensor::ones({8, 8}).contiguous().realize();
+  EXPECT_EQ(reduces(m.matmul(w).relu().matmul(w2)), 1);  // r_4_16_16 r_4_8_16
+  // tinygrad realizes var's scaled mean (sum * 1/n), not its REDUCE: one kernel either way
+  EXPECT_EQ(reduces(x.var({-1})), 1);       // x.std: r_4_32 r_4_32
+  EXPECT_EQ(reduces(a4 - a4.sum({1})), 1);  // r_4_4 E_4_4
+  // r_4_32 r_4_32 E_4_32, and the EXP2's STAGE that S10's cleanups remove
+  EXPECT_EQ(reduces(x.softmax(-1)), 3);
+  const Tensor v = Tensor::ones({16}).contiguous().realize();
+  EXPECT_EQ(reduces(v - (v * 2).sum()), 0);  // r_16_16: the sum and its source recomputed
+}
+
+// Each stage is a named step in VIZ, its matches attributed to rules/rangeify.rw's rules.
+TEST(RangeifyStages, VizShowsEachStage) {
+  const Tensor a = Tensor::ones({4, 4}).contiguous().realize();
+  const Tensor d = (a.detach() + 1).contiguous() * 2;
+  viz::clear();
+  viz::enable();
+  (void)get_kernel_graph(sink1(d.uop()));
+  viz::disable();
+  const auto doc = nlohmann::json::parse(viz::to_json());
+  viz::clear();
+  std::map<std::string, std::vector<std::string>> rules;
+  for (const auto& call : doc["calls"])
+    for (const auto& m : call["matches"]) {
+      rules[call["name"]].push_back(m["rule"]["name"]);
+      EXPECT_EQ(m["rule"]["file"], "rules/rangeify.rw");
+    }
+  EXPECT_EQ(rules["earliest rewrites"], std::vector<std::string>{"earliest.gradient_markers"});
+  EXPECT_EQ(rules["realize map"],
+            (std::vector<std::string>{"realize_map.contiguous", "realize_map.root"}));
+}
+
+}  // namespace
+}  // namespace tinyrw
