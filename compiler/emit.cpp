@@ -529,9 +529,9 @@ class ExprEmitter {
 
   static std::string_view prop_enum(UOpProp p) {
     static constexpr std::string_view kNames[] = {
-        "Op",    "DType", "Arg",     "Tag",    "NSrc",    "VMin",     "VMax",
-        "Shape", "Src",   "IsConst", "Finite", "MayWrap", "MayRaise", "Ranges"};
-    static_assert(std::size(kNames) == static_cast<size_t>(UOpProp::Ranges) + 1);  // every one
+        "Op",  "DType",   "Arg",    "Tag",     "NSrc",     "VMin",   "VMax", "Shape",
+        "Src", "IsConst", "Finite", "MayWrap", "MayRaise", "Ranges", "Base"};
+    static_assert(std::size(kNames) == static_cast<size_t>(UOpProp::Base) + 1);  // every one
     return kNames[static_cast<size_t>(p)];
   }
 
@@ -689,9 +689,9 @@ class ExprEmitter {
 
   static std::string_view analysis_enum(Analysis a) {
     static constexpr std::string_view kNames[] = {
-        "Terms",    "Factors",    "Split", "ConstFactor", "Divides",  "DivideExact",
-        "PopConst", "Substitute", "Spine", "ChainTerms",  "Precedes", "Toposort"};
-    static_assert(std::size(kNames) == static_cast<size_t>(Analysis::Toposort) + 1);  // every one
+        "Terms",      "Factors", "Split",      "ConstFactor", "Divides",  "DivideExact", "PopConst",
+        "Substitute", "Spine",   "ChainTerms", "Precedes",    "Toposort", "Under"};
+    static_assert(std::size(kNames) == static_cast<size_t>(Analysis::Under) + 1);  // every one
     return kNames[static_cast<size_t>(a)];
   }
 

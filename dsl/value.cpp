@@ -486,10 +486,10 @@ std::optional<E> enum_from_name(const std::string_view (&names)[N], std::string_
   return std::nullopt;
 }
 
-constexpr std::string_view kUOpProps[] = {"op",     "dtype",    "arg",       "tag",   "nsrc",
-                                          "vmin",   "vmax",     "shape",     "src",   "is_const",
-                                          "finite", "may_wrap", "may_raise", "ranges"};
-static_assert(std::size(kUOpProps) == static_cast<size_t>(UOpProp::Ranges) + 1);
+constexpr std::string_view kUOpProps[] = {"op",     "dtype",    "arg",       "tag",    "nsrc",
+                                          "vmin",   "vmax",     "shape",     "src",    "is_const",
+                                          "finite", "may_wrap", "may_raise", "ranges", "base"};
+static_assert(std::size(kUOpProps) == static_cast<size_t>(UOpProp::Base) + 1);
 
 }  // namespace
 
@@ -530,6 +530,8 @@ Value uop_member(const UOp& u, UOpProp p) {
       return Value::boolean(u.may_wrap());
     case UOpProp::MayRaise:
       return Value::boolean(may_raise(u));
+    case UOpProp::Base:
+      return Value::uop(movement_base(u));
     case UOpProp::Ranges: {
       std::vector<Value> out;
       for (UOp& r : open_ranges(u)) out.push_back(Value::uop(std::move(r)));
@@ -659,9 +661,9 @@ Value call_builder(const UOpBuilder& b, const UOp& u, std::span<const Value> arg
 // substitute(pairs) (ir/rewrite.h). A UOp they cannot give is none, and so are the terms or
 // factors past kMaxTupleSize (a loop over them would pass the limit).
 constexpr std::string_view kAnalysisNames[] = {
-    "terms",     "factors",    "split", "const_factor", "divides",  "divide_exact",
-    "pop_const", "substitute", "spine", "chain_terms",  "precedes", "toposort"};
-static_assert(std::size(kAnalysisNames) == static_cast<size_t>(Analysis::Toposort) + 1);
+    "terms",      "factors", "split",       "const_factor", "divides",  "divide_exact", "pop_const",
+    "substitute", "spine",   "chain_terms", "precedes",     "toposort", "under"};
+static_assert(std::size(kAnalysisNames) == static_cast<size_t>(Analysis::Under) + 1);
 
 }  // namespace
 
@@ -721,6 +723,13 @@ Value analysis(const Value& recv, Analysis a, std::span<const Value> args) {
     out.reserve(nodes.size());
     for (UOp& n : nodes) out.push_back(Value::uop(std::move(n)));
     return Value::tuple(std::move(out));
+  }
+  if (a == Analysis::Under) {  // u down through a chain of op nodes (their first source)
+    expect_args(name, args, 1, 1);
+    const Op op = args[0].as_op();
+    UOp v = u;
+    while (v.op() == op && v.nsrc() > 0) v = v.src(0);
+    return Value::uop(std::move(v));
   }
   if (a == Analysis::Precedes) {
     expect_args(name, args, 1, 1);
@@ -1292,11 +1301,11 @@ bool is_builtin(std::string_view name) { return builtin_type(name).has_value(); 
 
 std::optional<Type> member_type(Type recv, std::string_view name, bool is_call) {
   static const std::map<std::string_view, Type> kUOpProps = {
-      {"op", Type::Op},          {"dtype", Type::DType}, {"arg", Type::Any},
-      {"tag", Type::Any},        {"nsrc", Type::Int},    {"vmin", Type::Any},
-      {"vmax", Type::Any},       {"shape", Type::Tuple}, {"src", Type::Tuple},
-      {"is_const", Type::Bool},  {"finite", Type::Bool}, {"may_wrap", Type::Bool},
-      {"may_raise", Type::Bool}, {"ranges", Type::Tuple}};
+      {"op", Type::Op},          {"dtype", Type::DType},  {"arg", Type::Any},
+      {"tag", Type::Any},        {"nsrc", Type::Int},     {"vmin", Type::Any},
+      {"vmax", Type::Any},       {"shape", Type::Tuple},  {"src", Type::Tuple},
+      {"is_const", Type::Bool},  {"finite", Type::Bool},  {"may_wrap", Type::Bool},
+      {"may_raise", Type::Bool}, {"ranges", Type::Tuple}, {"base", Type::UOp}};
   static const std::map<std::string_view, Type> kUOpMethods = {
       {"replace", Type::UOp},    {"cast", Type::UOp},        {"bitcast", Type::UOp},
       {"const_like", Type::UOp}, {"logical_not", Type::UOp}, {"where", Type::UOp},
@@ -1309,7 +1318,8 @@ std::optional<Type> member_type(Type recv, std::string_view name, bool is_call) 
       {"terms", Type::Tuple},       {"factors", Type::Tuple},    {"const_factor", Type::Int},
       {"divides", Type::UOp},       {"divide_exact", Type::UOp}, {"pop_const", Type::Tuple},
       {"split", Type::Tuple},       {"substitute", Type::UOp},   {"spine", Type::Tuple},
-      {"chain_terms", Type::Tuple}, {"precedes", Type::Bool},    {"toposort", Type::Tuple}};
+      {"chain_terms", Type::Tuple}, {"precedes", Type::Bool},    {"toposort", Type::Tuple},
+      {"under", Type::UOp}};
   static const std::map<std::string_view, Type> kDTypeProps = {
       {"is_int", Type::Bool},  {"is_float", Type::Bool}, {"is_unsigned", Type::Bool},
       {"is_bool", Type::Bool}, {"is_index", Type::Bool}, {"is_ptr", Type::Bool},

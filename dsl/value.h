@@ -235,7 +235,8 @@ enum class UOpProp : uint8_t {
   Finite,
   MayWrap,
   MayRaise,
-  Ranges
+  Ranges,
+  Base
 };
 // The analyses of ir/ as UOp methods (x.terms(), x.divides(v), ...: docs/rw-language.md), by
 // number, so generated code calls one without looking its name up.
@@ -251,7 +252,8 @@ enum class Analysis : uint8_t {
   Spine,
   ChainTerms,
   Precedes,
-  Toposort
+  Toposort,
+  Under
 };
 std::optional<Analysis> analysis_from_name(std::string_view name);
 // recv.name(args...) for the analysis; recv must be a UOp (else method()'s error).

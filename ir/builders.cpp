@@ -311,6 +311,12 @@ UOp view_base(const UOp& u) {
   return v;
 }
 
+UOp movement_base(const UOp& u) {
+  UOp v = u;
+  while (v.op() == Op::Detach || groups::movement().contains(v.op())) v = v.src(0);
+  return v;
+}
+
 UOp rebase_view(const UOp& u, const UOp& from, const UOp& to) {
   std::vector<UOp> chain;
   for (UOp v = u; v != from; v = v.src(0)) {

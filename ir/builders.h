@@ -41,6 +41,9 @@ bool is_buffer_state(const UOp& u);
 // The node u views: u down through movement ops (their first source) to the first node that is
 // no movement op or is a buffer state; u itself when it is none.
 UOp view_base(const UOp& u);
+// tinygrad's UOp.base: u down through movement ops and DETACH (their first source) to the first
+// node that is neither.
+UOp movement_base(const UOp& u);
 // u with `from`, reached from u through movement ops, replaced by `to` (the movement ops rebuilt
 // over it); an empty UOp when u's movement ops do not reach `from`.
 UOp rebase_view(const UOp& u, const UOp& from, const UOp& to);

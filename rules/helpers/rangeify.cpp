@@ -1,5 +1,5 @@
 // The one piece of rules/rangeify.rw that is state, not a rewrite: fresh RANGE numbers, which are
-// unique within a kernel and counted by the pass's RangeifyContext; and the graph walks the
+// unique within a kernel and counted by the pass's RangeifyContext; and the graph walk the
 // rangeify pipeline's rules read (schedule/rangeify.cpp).
 #include "rules/helpers/rangeify.h"
 
@@ -7,7 +7,6 @@
 
 #include "dsl/typed_helper.h"
 #include "ir/graph.h"
-#include "ir/ops.h"
 
 namespace tinyrw::rw {
 namespace {
@@ -29,19 +28,7 @@ std::vector<Value> new_ranges(RewriteContext& ctx, const std::vector<Value>& siz
 
 const HelperRegistrar kNewRanges(typed_helper("new_ranges", &new_ranges));
 
-// Kept C++: walks of any length (view chains, a whole graph).
-const HelperRegistrar kMovementBase(typed_helper(
-    "movement_base", +[](const UOp& u) {
-      UOp x = u;
-      while (groups::movement().contains(x.op())) x = x.src(0);
-      return x;
-    }));
-const HelperRegistrar kUnderReshapes(typed_helper(
-    "under_reshapes", +[](const UOp& u) {
-      UOp x = u;
-      while (x.op() == Op::Reshape) x = x.src(0);
-      return x;
-    }));
+// Kept C++: a walk of the whole graph (any size; toposort() gives none past the tuple limit).
 const HelperRegistrar kInGraph(typed_helper(
     "in_graph", +[](const UOp& x, const UOp& g) {
       for (const UOp& u : toposort(g, nullptr, /*enter_calls=*/false))

@@ -668,6 +668,13 @@ TEST(RwExprFeatures, RangeEnumerateChainTermsAndIndex) {
   expect_rewrite("e_loops", sink({c(107), a * b + a}), sink({a, b}));
   expect_rewrite("e_loops", sink({c(108), c(5)}), sink({c(5)}));
   expect_rewrite("e_loops", sink({c(108), a}), sink({c(108), a}));  // a variable's arg: no int
+  // the base under views and DETACH; the node under a chain of RESHAPEs
+  const UOp buf = buffer_uop(dtypes::float32, 0, 24, "CPU");
+  const UOp view = buffer_view(buf, {4, 6});
+  const UOp detach = UOp::make(Op::Detach, dtypes::float32, {view.permute({1, 0})});
+  expect_rewrite("e_loops", sink({c(109), detach.reshape({24}).reshape({2, 12})}),
+                 sink({buf, detach}));
+  expect_rewrite("e_loops", sink({c(109), a}), sink({a, a}));  // neither: itself
   // errors: the builtins' own, the same in both executors
   const ResolvedSet* set = program()->find("e_loop_errors");
   ASSERT_NE(set, nullptr);

@@ -55,10 +55,6 @@ TEST(Schedule, AssignmentAndBuffer) {
 }
 
 UOp sink1(const UOp& u) { return UOp::sink(std::vector<UOp>{u}); }
-UOp movement_base(UOp u) {
-  while (groups::movement().contains(u.op())) u = u.src(0);
-  return u;
-}
 
 // The realize map of the tensors' graph, before range propagation.
 std::unordered_set<UOp> realize_map(const std::vector<const Tensor*>& ts) {
