@@ -445,3 +445,94 @@ TEST(KernelAstDevices, RandomReductionsAgreeOnInterpAndCpu) {
   }
   EXPECT_GT(compared, 100);
 }
+
+// ---- the kernel ASTs realize generates (tensor/realize.cpp's kernel_ast): named as tinygrad
+// names them before the optimizer, run through the same entry points, compiled once per AST
+
+namespace {
+std::vector<float> iota(int64_t n) {
+  std::vector<float> v;
+  for (int64_t k = 0; k < n; ++k) v.push_back(static_cast<float>(k));
+  return v;
+}
+using Names = std::vector<std::string>;
+}  // namespace
+
+class GeneratedKernels : public OnDevice {};
+
+// a.sum(1) over (16, 32): one output range (WEAK) of 16, one REDUCE range of 32
+TEST_P(GeneratedKernels, RowSumIsNamedR_16_32) {
+  Tensor a = tensor(iota(16 * 32), {16, 32});
+  Tensor s = a.sum({1});
+  s.realize();
+  EXPECT_EQ(last_kernel_names(), Names{"r_16_32"});
+  const std::vector<float> got = s.data<float>();
+  for (int64_t i = 0; i < 16; ++i)
+    EXPECT_EQ(got[static_cast<size_t>(i)], static_cast<float>(32 * (32 * i) + 31 * 32 / 2)) << i;
+}
+
+// a.T.contiguous() of (8, 16): the output's ranges in its own order, (16, 8)
+TEST_P(GeneratedKernels, TransposeIsNamedE_16_8) {
+  Tensor a = tensor(iota(8 * 16), {8, 16});
+  Tensor t = a.transpose().contiguous();
+  t.realize();
+  EXPECT_EQ(last_kernel_names(), Names{"E_16_8"});
+  EXPECT_EQ(t.data<float>()[1], 16.0f);
+}
+
+// no range of size 1 in a name; a full sum has only REDUCE ranges; two kernels in order
+TEST_P(GeneratedKernels, NamesOfSeveralKernels) {
+  Tensor a = tensor(iota(16 * 16), {16, 16});
+  Tensor full = a.sum();
+  full.realize();
+  EXPECT_EQ(last_kernel_names(), Names{"r_16_16"});
+  EXPECT_EQ(full.data<float>()[0], 255.0f * 256.0f / 2.0f);
+  Tensor b = tensor(iota(16), {16, 1});
+  Tensor e = (a + b.expand({16, 16})) * a;
+  e.realize();
+  EXPECT_EQ(last_kernel_names(), Names{"E_16_16"});
+  Tensor c = tensor(iota(16), {4, 4});
+  Tensor d = c - c.sum({1}, true);
+  d.realize();
+  EXPECT_EQ(last_kernel_names(), (Names{"r_4_4", "E_4_4"}));
+  EXPECT_EQ(d.data<float>()[5], 5.0f - (4 + 5 + 6 + 7));
+}
+
+// A pad's reads are gated (where(valid, i, Invalid)): under SPEC=1 spec_kernel_ast accepts the
+// kernel, and the binder's bounds check holds where the gate does.
+TEST_P(GeneratedKernels, PaddedReadsAreGated) {
+  Tensor a = tensor(iota(8), {8});
+  Tensor p = a.pad({{1, 1}}) + 1.0f;
+  p.realize();
+  EXPECT_EQ(last_kernel_names(), Names{"E_10"});
+  EXPECT_EQ(p.data<float>(), (std::vector<float>{1, 1, 2, 3, 4, 5, 6, 7, 8, 1}));
+  Tensor c = Tensor::cat({a, tensor(iota(8), {8}) * 2.0f});
+  c.realize();
+  const std::vector<float> got = c.data<float>();
+  EXPECT_EQ(got[3], 3.0f);
+  EXPECT_EQ(got[11], 6.0f);
+  // a padded 2-D window sum (a convolution's reads): gates over two axes, under a REDUCE
+  Tensor m = tensor(iota(16), {4, 4});
+  Tensor w = m.pad({{1, 1}, {1, 1}}).sum({0});
+  EXPECT_EQ(w.data<float>(), (std::vector<float>{0, 24, 28, 32, 36, 0}));
+}
+
+// Equal kernel ASTs over other buffers of the same sizes compile once (the PARAMs stand for the
+// buffers); another shape compiles again.
+TEST_P(GeneratedKernels, EqualKernelsCompileOnce) {
+  Tensor a = tensor(iota(105), {5, 7, 3}), b = tensor(iota(105), {5, 7, 3});
+  Tensor c = tensor(iota(105), {5, 7, 3}), d = tensor(iota(105), {5, 7, 3});
+  Tensor x = a + b;
+  x.realize();
+  EXPECT_EQ(last_compile_count(), 1);
+  Tensor y = c + d * 1.0f;  // folds to c + d: the same kernel
+  y.realize();
+  EXPECT_EQ(last_kernel_count(), 1);
+  EXPECT_EQ(last_compile_count(), 0);
+  EXPECT_EQ(y.data<float>()[104], 208.0f);
+  Tensor z = tensor(iota(104), {8, 13}) + tensor(iota(104), {8, 13});
+  z.realize();
+  EXPECT_EQ(last_compile_count(), 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, GeneratedKernels, ::testing::Values("INTERP", "CPU"));
