@@ -197,17 +197,22 @@ struct Realizer {
       return i.vmin() < Num::of(0) || i.vmax() > Num::of(size - 1);
     };
     const std::vector<UOp> order = toposort(value);
-    if (std::none_of(order.begin(), order.end(), [&](const UOp& u) {
-          return u.op() == Op::Index && u.src(0).op() == Op::Buffer && leaves(u);
-        }))
-      return value;
+    // the nodes with a read below them that may leave its buffer: only WHEREs over those gate
+    std::unordered_set<UOp> leaving;
+    for (const UOp& u : order)
+      if ((u.op() == Op::Index && u.src(0).op() == Op::Buffer && leaves(u)) ||
+          std::any_of(u.src().begin(), u.src().end(),
+                      [&](const UOp& s) { return leaving.contains(s); }))
+        leaving.insert(u);
+    if (leaving.empty()) return value;
     const UOp invalid = UOp::constant(dtypes::index, Arg::invalid());
     std::unordered_map<UOp, UOp> out;  // each node with the reads below it gated
     for (const UOp& u : order) {
       std::vector<UOp> src;
       for (const UOp& s : u.src()) src.push_back(out.at(s));
-      if (u.op() == Op::Where && u.dtype() != dtypes::index) {
-        // the reads of the true branch that may leave their buffer, gated by the condition
+      if (u.op() == Op::Where && u.dtype() != dtypes::index && leaving.contains(u.src(1))) {
+        // the reads of the true branch that may leave their buffer, gated by the condition (a
+        // read an inner WHERE gated already: by both conditions)
         std::unordered_map<UOp, UOp> gated;
         for (const UOp& r : toposort(src[1])) {
           if (r.op() != Op::Index || r.src(0).op() != Op::Buffer) continue;

@@ -515,6 +515,9 @@ TEST_P(GeneratedKernels, PaddedReadsAreGated) {
   Tensor m = tensor(iota(16), {4, 4});
   Tensor w = m.pad({{1, 1}, {1, 1}}).sum({0});
   EXPECT_EQ(w.data<float>(), (std::vector<float>{0, 24, 28, 32, 36, 0}));
+  // a pad of a pad: the read gated by both WHEREs' conditions
+  Tensor q = tensor(iota(3), {3}).pad({{1, 1}}).pad({{2, 0}}) * 2.0f;
+  EXPECT_EQ(q.data<float>(), (std::vector<float>{0, 0, 0, 0, 2, 4, 0}));
 }
 
 // Equal kernel ASTs over other buffers of the same sizes compile once (the PARAMs stand for the
