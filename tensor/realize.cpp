@@ -47,6 +47,7 @@ namespace {
 int g_kernel_count = 0;
 int g_compile_count = 0;                  // kernels the last realize compiled (not found cached)
 std::vector<std::string> g_kernel_names;  // the names of the last realize's generated kernels
+std::vector<UOp> g_kernel_asts;           // and their kernel ASTs
 std::vector<int64_t> g_kernel_outputs;    // the elements each kernel of the last realize wrote
 std::string g_device;                     // "" = the default
 
@@ -131,6 +132,7 @@ struct Realizer {
     const bool fresh = !g_compiled[device].contains(sink);
     const CompiledKernel& k = compile(sink, device);
     g_kernel_names.push_back(k.name);
+    g_kernel_asts.push_back(sink);
     if (debug_level() >= 2 && fresh)
       std::fprintf(stderr, "%s\n",
                    device == "CPU" ? k.ir.c_str() : render_program(k.program).c_str());
@@ -913,6 +915,7 @@ struct Realizer {
 int last_kernel_count() { return g_kernel_count; }
 int last_compile_count() { return g_compile_count; }
 const std::vector<std::string>& last_kernel_names() { return g_kernel_names; }
+const std::vector<UOp>& last_kernel_asts() { return g_kernel_asts; }
 const std::vector<int64_t>& last_kernel_outputs() { return g_kernel_outputs; }
 
 int debug_level() {
@@ -972,6 +975,7 @@ void Tensor::realize_all(const std::vector<Tensor*>& tensors) {
   g_compile_count = 0;
   g_kernel_outputs.clear();
   g_kernel_names.clear();
+  g_kernel_asts.clear();
   std::vector<std::shared_ptr<Storage>> kept;
   const std::vector<UOp> views = r.realize(roots, kept);
   for (size_t i = 0; i < tensors.size(); ++i) {

@@ -11,7 +11,10 @@
 #include <random>
 
 #include "codegen/linearize.h"
+#include "ir/axis.h"
 #include "ir/call.h"
+#include "ir/graph.h"
+#include "ir/kernel_info.h"
 #include "on_device.h"
 #include "runtime/llvm_render.h"
 #include "tensor/function.h"
@@ -498,6 +501,55 @@ TEST_P(GeneratedKernels, NamesOfSeveralKernels) {
   EXPECT_EQ(d.data<float>()[5], 5.0f - (4 + 5 + 6 + 7));
 }
 
+// The kernel AST of a - a.sum(1, keepdim) (4, 4), as tinygrad's: the row sum's kernel
+//   SINK(END(STORE(INDEX(PARAM 0 (4), r0), REDUCE[(ADD, 0)](INDEX(PARAM 1 (16), ...), r1)), r0))
+// with r0 WEAK, r1 REDUCE; the subtraction's END(STORE(INDEX(PARAM 0 (16), flat),
+// INDEX(PARAM 1, ...) - INDEX(PARAM 2, ...)), r0, r1) with both ranges WEAK, ids from 0.
+TEST_P(GeneratedKernels, KernelAstForm) {
+  Tensor c = tensor(iota(16), {4, 4});
+  Tensor d = c - c.sum({1}, true);
+  d.realize();
+  const std::vector<UOp>& asts = last_kernel_asts();
+  ASSERT_EQ(asts.size(), 2u);
+  auto ranges = [](const UOp& end) {
+    std::vector<std::string> out;
+    for (size_t k = 1; k < end.nsrc(); ++k)
+      out.push_back(range_label(end.src(k)) + "/" +
+                    std::string(axis_type_name(axis_type_of(end.src(k)))));
+    return out;
+  };
+  // PARAM slots and element counts in first-use order
+  auto params = [](const UOp& sink) {
+    std::vector<std::pair<int64_t, int64_t>> out;
+    for (const UOp& u : toposort(sink))
+      if (u.op() == Op::Param)
+        out.emplace_back(static_cast<int64_t>(u.arg().field("slot").as_int()),
+                         static_cast<int64_t>(u.src(0).src(0).arg().as_int()));
+    return out;
+  };
+  for (const UOp& sink : asts) {
+    EXPECT_EQ(sink.op(), Op::Sink);
+    ASSERT_EQ(sink.nsrc(), 1u);
+    EXPECT_EQ(sink.src(0).op(), Op::End);
+    const UOp& st = sink.src(0).src(0);
+    ASSERT_EQ(st.op(), Op::Store);
+    EXPECT_EQ(st.src(0).op(), Op::Index);
+    EXPECT_EQ(st.src(0).src(0).op(), Op::Param);
+    EXPECT_EQ(st.src(0).src(0).arg().field("slot").as_int(), 0);
+  }
+  EXPECT_EQ(KernelInfo::of(asts[0]).name, "r_4_4");
+  EXPECT_EQ(ranges(asts[0].src(0)), std::vector<std::string>{"L0/WEAK"});
+  const UOp& red = asts[0].src(0).src(0).src(1);
+  ASSERT_EQ(red.op(), Op::Reduce);
+  EXPECT_EQ(red.arg(), Arg::tuple({Arg::op(Op::Add), Arg::integer(0)}));
+  ASSERT_EQ(red.nsrc(), 2u);
+  EXPECT_EQ(range_label(red.src(1)), "R1");  // REDUCE, id 1 after the output's 0
+  EXPECT_EQ(params(asts[0]), (std::vector<std::pair<int64_t, int64_t>>{{0, 4}, {1, 16}}));
+  EXPECT_EQ(KernelInfo::of(asts[1]).name, "E_4_4");
+  EXPECT_EQ(ranges(asts[1].src(0)), (std::vector<std::string>{"L0/WEAK", "L1/WEAK"}));
+  EXPECT_EQ(params(asts[1]), (std::vector<std::pair<int64_t, int64_t>>{{0, 16}, {1, 16}, {2, 4}}));
+}
+
 // A pad's reads are gated (where(valid, i, Invalid)): under SPEC=1 spec_kernel_ast accepts the
 // kernel, and the binder's bounds check holds where the gate does.
 TEST_P(GeneratedKernels, PaddedReadsAreGated) {
@@ -536,6 +588,14 @@ TEST_P(GeneratedKernels, EqualKernelsCompileOnce) {
   Tensor z = tensor(iota(104), {8, 13}) + tensor(iota(104), {8, 13});
   z.realize();
   EXPECT_EQ(last_compile_count(), 1);
+  // two equal kernels of one realize: one compile, one AST
+  Tensor s1 = tensor(iota(33), {3, 11}).max({1}), s2 = tensor(iota(33), {3, 11}).max({1});
+  Tensor::realize_all({&s1, &s2});
+  EXPECT_EQ(last_kernel_count(), 2);
+  EXPECT_EQ(last_compile_count(), 1);
+  ASSERT_EQ(last_kernel_asts().size(), 2u);
+  EXPECT_EQ(last_kernel_asts()[0], last_kernel_asts()[1]);
+  EXPECT_EQ(s2.data<float>(), (std::vector<float>{10, 21, 32}));
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, GeneratedKernels, ::testing::Values("INTERP", "CPU"));
