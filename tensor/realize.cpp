@@ -159,12 +159,8 @@ struct Realizer {
                  const UOp& dest_index, std::vector<int64_t>& slots) {
     if (value.dtype() != out.dtype)
       throw std::logic_error("realize: a kernel's value and output dtypes differ");
-    UOp flat = UOp::cint(0);
-    int64_t stride = 1;
-    for (size_t k = ranges.size(); k-- > 0;) {
-      flat = flat + ranges[k] * UOp::cint(stride);
-      stride *= ranges[k].src(0).arg().as_int();
-    }
+    UOp flat = ranges.empty() ? UOp::cint(0) : ranges[0];  // row-major: r0*d1 + r1 ...
+    for (size_t k = 1; k < ranges.size(); ++k) flat = flat * ranges[k].src(0) + ranges[k];
     const UOp target =
         UOp::make(Op::Index, out.dtype, {buffer_uop(out), dest_index ? dest_index : flat});
     const UOp store = UOp::make(Op::Store, dtypes::void_, {target, gate_reads(value)});
@@ -174,8 +170,8 @@ struct Realizer {
       src.insert(src.end(), ranges.begin(), ranges.end());
       effect = UOp::make(Op::End, dtypes::void_, src);
     }
-    std::unordered_map<UOp, UOp>
-        params;  // BUFFER -> PARAM, in first-use order (the output's first)
+    // BUFFER -> PARAM, in first-use order (the output's first)
+    std::unordered_map<UOp, UOp> params;
     for (const UOp& u : toposort(effect)) {
       if (u.op() != Op::Buffer || params.contains(u)) continue;
       const int64_t size = static_cast<int64_t>(u.arg().field("size").as_int());
@@ -238,8 +234,8 @@ struct Realizer {
     UOp program{};          // the LINEAR program (INTERP runs it)
     KernelFn fn = nullptr;  // CPU
     std::string ir{};       // CPU: the LLVM IR
-    std::vector<int64_t>
-        input_slots{};  // CPU: the PARAM slot of each argument after the unused 0th
+    // CPU: the PARAM slot of each argument after the unused 0th
+    std::vector<int64_t> input_slots{};
   };
   // Identical kernel ASTs compile once per device (linearize, render, LLVM).
   static inline std::map<std::string, std::unordered_map<UOp, CompiledKernel>> g_compiled;

@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <random>
+#include <set>
 
 #include "codegen/linearize.h"
 #include "ir/axis.h"
@@ -548,6 +549,22 @@ TEST_P(GeneratedKernels, KernelAstForm) {
   EXPECT_EQ(KernelInfo::of(asts[1]).name, "E_4_4");
   EXPECT_EQ(ranges(asts[1].src(0)), (std::vector<std::string>{"L0/WEAK", "L1/WEAK"}));
   EXPECT_EQ(params(asts[1]), (std::vector<std::pair<int64_t, int64_t>>{{0, 16}, {1, 16}, {2, 4}}));
+  // the output's row-major position, as tinygrad writes it: r0*4 + r1
+  const UOp& end = asts[1].src(0);
+  EXPECT_EQ(end.src(0).src(0).src(1), end.src(1) * ci(4) + end.src(2));
+  // range ids are 0..n-1 in every kernel, also where the lowering folded a range of size 1 away
+  Tensor e = tensor(iota(8), {4, 1, 2});
+  for (Tensor t : {e.sum({1}), e.sum({1, 2}), e.max({0, 1}), e.sum({1}, true) + e}) {
+    t.realize();
+    for (const UOp& sink : last_kernel_asts()) {
+      std::set<i128> ids;
+      for (const UOp& u : toposort(sink))
+        if (u.op() == Op::Range) ids.insert(u.arg().items()[0].as_int());
+      std::set<i128> want;
+      for (i128 k = 0; k < static_cast<i128>(ids.size()); ++k) want.insert(k);
+      EXPECT_EQ(ids, want) << KernelInfo::of(sink).name;
+    }
+  }
 }
 
 // A pad's reads are gated (where(valid, i, Invalid)): under SPEC=1 spec_kernel_ast accepts the
