@@ -46,6 +46,20 @@ void BM_ElementwiseAdd16M(benchmark::State& state) {
 }
 BENCHMARK(BM_ElementwiseAdd16M)->Unit(benchmark::kMillisecond)->Iterations(10);
 
+// a.sum() over 16M elements: one reduction kernel, one REDUCE loop over the whole buffer
+void BM_Sum16M(benchmark::State& state) {
+  set_default_device("CPU");
+  Tensor a = Tensor::full({kN}, 1.0).contiguous();
+  a.realize();
+  for (auto _ : state) {
+    Tensor s = a.sum();
+    s.realize();
+    benchmark::DoNotOptimize(s.uop());
+  }
+  state.SetBytesProcessed(state.iterations() * kN * static_cast<int64_t>(sizeof(float)));
+}
+BENCHMARK(BM_Sum16M)->Unit(benchmark::kMillisecond)->Iterations(10);
+
 // c[i] = a[i] + b[i] written as a custom kernel (compiled by LLVM like the built-in kernel above,
 // which is the baseline): the cost of a kernel CALL over a fused elementwise kernel.
 void BM_CustomKernelAdd16M(benchmark::State& state) {

@@ -118,24 +118,6 @@ Op reduce_op(const UOp& reduce) {
   return a.as_op();
 }
 
-UOp linearize(const UOp& value, const std::vector<UOp>& ranges, const Dims& shape, const UOp& out,
-              const UOp& dest_index) {
-  Linearizer l;
-  for (const UOp& r : ranges) l.open(r);
-  const UOp v = l.emit(value);
-  UOp flat = UOp::cint(0);
-  int64_t stride = 1;
-  for (size_t k = ranges.size(); k-- > 0;) {
-    flat = flat + ranges[k] * UOp::cint(stride);
-    stride *= shape[k];
-  }
-  const UOp at = l.emit(dest_index ? dest_index : flat);
-  const UOp dst = UOp::make(Op::Index, out.dtype(), {out, at});
-  l.program.push_back(UOp::make(Op::Store, dtypes::void_, {dst, v}));
-  for (auto it = ranges.rbegin(); it != ranges.rend(); ++it) l.close(*it);
-  return UOp::make(Op::Linear, dtypes::void_, l.program);
-}
-
 namespace {
 
 size_t slot_of(const UOp& param) { return static_cast<size_t>(param.arg().field("slot").as_int()); }

@@ -1,5 +1,5 @@
-// The linearizer: a lowered kernel (the value of one output element over the output ranges, with
-// loads, ALU ops and reductions) becomes a LINEAR program, an ordered list of instructions:
+// The linearizer: a kernel AST (or custom kernel) bound to buffers becomes a LINEAR program, an
+// ordered list of instructions:
 //   RANGE(bound)                      opens a loop; its value is the loop index
 //   END(range)                        closes the loop of that RANGE
 //   CONST, ALU ops, CAST, BITCAST     compute a value from earlier instructions
@@ -17,12 +17,6 @@
 #include "ir/uop.h"
 
 namespace tinyrw {
-
-// `out` is the output buffer (a BUFFER UOp) of `shape`, `ranges` the output RANGEs. The value
-// goes to element `dest_index` (an index expression over the ranges) when given, else to the
-// row-major position of the ranges.
-UOp linearize(const UOp& value, const std::vector<UOp>& ranges, const Dims& shape, const UOp& out,
-              const UOp& dest_index = UOp());
 
 // A custom kernel or a kernel AST: SINK of effects, each a STORE, END(effect, ranges...) (the
 // effect inside those loops) or GROUP(effects...), over PARAMs; `buffers[k]` is the BUFFER that

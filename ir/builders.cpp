@@ -112,7 +112,8 @@ UOp UOp::reduce_over(Op op, std::span<const UOp> ranges) const {
       fail(Op::Reduce, fmt::format("reduces over RANGEs, got {}", op_info(r.op()).py_name));
     src.push_back(r);
   }
-  return make(Op::Reduce, dtype(), src, Arg::op(op));
+  return make(Op::Reduce, dtype(), src,
+              Arg::tuple({Arg::op(op), Arg::integer(0)}));  // as a kernel AST has it
 }
 
 UOp UOp::index(std::span<const UOp> idx) const {

@@ -147,7 +147,7 @@ class UOp {
   // permutation is always built), reduced, and with keepdim kept as size 1.
   UOp reduce(Op op, const std::vector<int64_t>& axes, bool keepdim = false) const;
   UOp r(Op op, const std::vector<int64_t>& axes) const { return reduce(op, axes, true); }
-  // The kernel REDUCE: this accumulated with op over the loop `ranges` (RANGE nodes).
+  // The kernel REDUCE: this accumulated with op over the loop `ranges` (RANGE nodes); arg (op, 0).
   UOp reduce_over(Op op, std::span<const UOp> ranges) const;
   UOp index(std::span<const UOp> idx) const;  // INDEX(this, idx...); integer indices
   UOp index(std::initializer_list<UOp> idx) const {

@@ -6,7 +6,7 @@
 
 namespace tinyrw {
 
-// A compiled kernel: bufs[0] is the output, bufs[1..] the inputs in the renderer's order. It
+// A compiled kernel: bufs[0] is unused, bufs[1..] the buffers in the renderer's order. It
 // returns 0, or an error code (see kernel_error_op in runtime/llvm_render.h).
 using KernelFn = int32_t (*)(void** bufs);
 

@@ -568,8 +568,8 @@ RenderedKernel& finish(RenderedKernel& out, Emitter& e) {
             "  %err.out = load i32, ptr %err\n  ret i32 %err.out\n}\n";
   return out;
 }
-// The buffers `root` reads or writes become the kernel's arguments after the output, in order of
-// first use.
+// The buffers `root` reads or writes become the kernel's arguments after the unused 0th, in
+// order of first use.
 void number_buffers(const UOp& root, RenderedKernel& out, Emitter& e) {
   for (const UOp& u : toposort(root)) {
     if (u.op() != Op::Buffer) continue;
@@ -586,74 +586,8 @@ std::optional<Op> kernel_error_op(int32_t code) {
   return std::nullopt;
 }
 
-// A reduction at the root over rows of at most kRowLimit: the innermost output loop runs inside
-// the reduction (see reduce_rows), then the row is stored.
+// The longest row the row fast path (Emitter::store_rows) keeps in its accumulator array.
 constexpr int64_t kRowLimit = 4096;
-
-RenderedKernel render_llvm(const UOp& value, const std::vector<UOp>& ranges, DType out_dtype,
-                           const Dims& out_shape,
-                           const std::vector<std::pair<int64_t, int64_t>>& buffer_sizes,
-                           const UOp& dest_index) {
-  RenderedKernel out;
-  Emitter e(buffer_sizes);
-  number_buffers(value, out, e);
-  const bool rows = !dest_index && value.op() == Op::Reduce && !ranges.empty() &&
-                    out_shape.back() <= kRowLimit && out_shape.back() > 1 &&
-                    value.dtype() == out_dtype;
-  // output loops, row-major
-  std::vector<Emitter::Loop> loops;
-  for (size_t k = 0; k < ranges.size() - (rows ? 1 : 0); ++k) {
-    loops.push_back(e.open_loop(out_shape[k]));
-    e.scopes_.back().emplace(ranges[k].node(), loops.back().idx);
-  }
-  if (rows) {
-    const DType d = value.dtype();
-    const int64_t n = out_shape.back();
-    const std::string acc = e.tmp();
-    e.allocas_ += fmt::format("  {} = alloca [{} x {}]\n", acc, n, ll_type(d));
-    e.reduce_rows(value, ranges.back(), n, acc);
-    const Emitter::Loop j = e.open_loop(n);
-    std::string flat = j.idx;
-    int64_t stride = n;
-    for (size_t k = ranges.size() - 1; k-- > 0;) {
-      const std::string m = e.tmp(), a = e.tmp();
-      e.line(fmt::format("{} = mul i64 {}, {}", m, loops[k].idx, stride));
-      e.line(fmt::format("{} = add i64 {}, {}", a, flat, m));
-      flat = a;
-      stride *= out_shape[k];
-    }
-    const std::string p = e.tmp(), v = e.tmp(), q = e.tmp();
-    e.line(fmt::format("{} = getelementptr {}, ptr {}, i64 {}", p, ll_type(d), acc, j.idx));
-    e.line(fmt::format("{} = load {}, ptr {}", v, ll_type(d), p));
-    const std::string mv = e.to_memory(out_dtype, v);
-    e.line(fmt::format("{} = getelementptr {}, ptr %b0, i64 {}", q, mem_type(out_dtype), flat));
-    e.line(fmt::format("store {} {}, ptr {}", mem_type(out_dtype), mv, q));
-    e.close_loop(j);
-    for (auto it = loops.rbegin(); it != loops.rend(); ++it) e.close_loop(*it);
-    return finish(out, e);
-  }
-  e.scopes_.emplace_back();  // values of one output element
-  std::string flat = "0";
-  int64_t stride = 1;
-  for (size_t k = ranges.size(); k-- > 0;) {
-    const std::string m = e.tmp(), a = e.tmp();
-    e.line(fmt::format("{} = mul i64 {}, {}", m, loops[k].idx, stride));
-    e.line(fmt::format("{} = add i64 {}, {}", a, flat, m));
-    flat = a;
-    stride *= out_shape[k];
-  }
-  if (dest_index) flat = e.emit(dest_index);
-  std::string v = e.emit(value);
-  if (value.dtype() != out_dtype)
-    throw std::invalid_argument("CPU: kernel value and output dtype differ");
-  v = e.to_memory(out_dtype, v);
-  const std::string p = e.tmp();
-  e.line(fmt::format("{} = getelementptr {}, ptr %b0, i64 {}", p, mem_type(out_dtype), flat));
-  e.line(fmt::format("store {} {}, ptr {}", mem_type(out_dtype), v, p));
-  e.scopes_.pop_back();
-  for (auto it = loops.rbegin(); it != loops.rend(); ++it) e.close_loop(*it);
-  return finish(out, e);
-}
 
 namespace {
 // The row length of END(STORE(INDEX(buffer, i), REDUCE(v, ranges...)), ..., row) when the row

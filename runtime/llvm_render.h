@@ -1,6 +1,6 @@
-// Renders a lowered kernel (the value of one output element over its output ranges, with loads,
-// ALU ops, where and reductions) as LLVM IR text: one function `i32 kernel(ptr bufs)` whose
-// argument is an array of buffer pointers, the output first. It returns 0, or the error code of
+// Renders a bound kernel (a kernel AST or custom kernel whose PARAM accesses codegen/linearize.h's
+// bind_kernel turned into INDEX(BUFFER, i)) as LLVM IR text: one function `i32 kernel(ptr bufs)`
+// whose argument is an array of buffer pointers. It returns 0, or the error code of
 // an integer division or modulo by zero it met (kernel_error_op names the op): a kernel never
 // traps, it runs to the end and the host raises.
 #pragma once
@@ -16,23 +16,14 @@ namespace tinyrw {
 
 struct RenderedKernel {
   std::string ir;                    // the module text; the function is named `kernel`
-  std::vector<int64_t> input_slots;  // buffer slots in argument order (after the output)
+  std::vector<int64_t> input_slots;  // buffer slots in argument order (after the unused 0th)
 };
-
-// `ranges` are the output RANGEs (row-major); `out_dtype` the stored element type. Throws
-// std::invalid_argument for a dtype or op the CPU renderer does not support.
-// `dest_index` (optional): the output element each value goes to, an index expression over the
-// ranges (a store through a view); by default the row-major position of the ranges.
-RenderedKernel render_llvm(const UOp& value, const std::vector<UOp>& ranges, DType out_dtype,
-                           const Dims& out_shape,
-                           const std::vector<std::pair<int64_t, int64_t>>& buffer_sizes,
-                           const UOp& dest_index = UOp());
 
 // A custom kernel's or kernel AST's effects (SINK of STORE / END(effect, ranges) / GROUP over
 // INDEX(BUFFER, i), values possibly holding REDUCEs, as codegen/linearize.h binds them) as the
 // same kind of function; argument 0 is unused, the buffers follow in `input_slots` order.
 // END(STORE(INDEX(b, i), REDUCE(...)), ..., r) with a short innermost range r (a matmul's row)
-// runs r's loop inside the reduction's, as render_llvm does for a root reduction.
+// runs r's loop inside the reduction's, so that LLVM vectorizes it (a matmul walks B's rows).
 RenderedKernel render_llvm_effects(const UOp& sink,
                                    const std::vector<std::pair<int64_t, int64_t>>& buffer_sizes);
 

@@ -2,7 +2,8 @@
 // (rules/schedule.rw decides where), assignments (a STORE into a buffer or a view of one) and
 // kernel CALLs (custom kernels, whose accesses ir/call.h derives), orders them so that every read
 // sees exactly the assignments it was made after (per buffer region), lowers each kernel with the
-// rangeify and symbolic rules, and runs it on INTERP or CPU.
+// rangeify and symbolic rules into a kernel AST (tinygrad's kernel form), and runs it on INTERP or
+// CPU, compiled once per distinct AST.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -16,12 +17,14 @@
 
 #include <fmt/format.h>
 
+#include "codegen/kernel_name.h"
 #include "codegen/linearize.h"
 #include "dsl/verify.h"
 #include "ir/alu.h"
 #include "ir/builders.h"
 #include "ir/call.h"
 #include "ir/graph.h"
+#include "ir/kernel_info.h"
 #include "ir/viz.h"
 #include "rules/helpers/rangeify.h"
 #include "rules/helpers/schedule.h"
@@ -42,8 +45,11 @@ namespace tinyrw {
 namespace {
 
 int g_kernel_count = 0;
-std::vector<int64_t> g_kernel_outputs;  // the elements each kernel of the last realize wrote
-std::string g_device;                   // "" = the default
+int g_compile_count = 0;                  // kernels the last realize compiled (not found cached)
+std::vector<std::string> g_kernel_names;  // the names of the last realize's generated kernels
+std::vector<UOp> g_kernel_asts;           // and their kernel ASTs
+std::vector<int64_t> g_kernel_outputs;    // the elements each kernel of the last realize wrote
+std::string g_device;                     // "" = the default
 
 // An INDEX of a tensor graph lowered to index math over buffers: rules/rangeify.rw pre-order (an
 // INDEX passes a view before the symbolic rules fold the view's source), `sym` post-order.
@@ -107,7 +113,7 @@ struct Realizer {
     buffers[out->id] = out;
 
     rw::RangeifyContext ctx;
-    std::vector<UOp> ranges;
+    std::vector<UOp> ranges;  // the output loops (WEAK), ids from 0
     for (int64_t d : shape) ranges.push_back(UOp::range(UOp::cint(d), ctx.next_axis++));
     // a scalar: index 0 of a 1-element view
     const UOp root = ranges.empty() ? node.reshape({1}).index({UOp::cint(0)}) : node.index(ranges);
@@ -115,27 +121,166 @@ struct Realizer {
     const UOp value = lower_index(root, ctx, "rangeify");
     if (spec_enabled()) verify(value, rules::spec_kernel());
     const UOp dest_index = dest ? store_index(dest, ranges, *out, ctx) : UOp();
+    std::vector<int64_t> slots;  // the storage each PARAM slot stands for
+    const UOp sink = kernel_ast(value, ranges, *out, dest_index, slots);
+    record_stage("kernel ast", value, sink);
+    if (spec_enabled()) verify(sink, rules::spec_kernel_ast());
     ++g_kernel_count;
     g_kernel_outputs.push_back(n);
     const std::string device = default_device();
     const auto t0 = std::chrono::steady_clock::now();
-    if (device == "CPU") {
-      // the LINEAR program the CPU's code corresponds to, for the VIZ trace
-      if (viz::enabled())
-        record_stage("linearize", value,
-                     linearize(value, ranges, shape, buffer_uop(*out), dest_index));
-      run_cpu(value, ranges, shape, *out, dest_index);
-    } else {
-      run_interp(value, ranges, shape, *out, dest_index);
-    }
+    const bool fresh = !g_compiled[device].contains(sink);
+    const CompiledKernel& k = compile(sink, device);
+    g_kernel_names.push_back(k.name);
+    g_kernel_asts.push_back(sink);
+    if (debug_level() >= 2 && fresh)
+      std::fprintf(stderr, "%s\n",
+                   device == "CPU" ? k.ir.c_str() : render_program(k.program).c_str());
+    record_stage("linearize", sink, k.program);
+    if (n > 0) run_compiled(k, slots);
     out->uninitialized = false;
     if (debug_level() >= 2) {
       const double us =
           std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-      std::fprintf(stderr, "kernel %d on %s: %lld elements, %.1f us\n", g_kernel_count,
-                   device.c_str(), static_cast<long long>(n), us);
+      std::fprintf(stderr, "kernel %d %s on %s: %lld elements, %.1f us%s\n", g_kernel_count,
+                   k.name.c_str(), device.c_str(), static_cast<long long>(n), us,
+                   fresh ? "" : " (compiled before)");
     }
     return buffer_view(buffer_uop(*out), to_shape(shape));
+  }
+
+  // The kernel AST of a lowered value over the output `ranges` (rules/spec.rw's spec_kernel_ast):
+  //   SINK[KernelInfo](END(STORE(INDEX(PARAM 0, dest or row-major flat), value), ranges...))
+  // with every BUFFER read an INDEX of a PARAM (slot 0 the output, then the inputs in first-use
+  // order; `slots[k]` receives PARAM k's storage) and every read whose index may leave its
+  // buffer gated by the conditions of the WHEREs it sits in (a pad's). Equal kernels over other
+  // buffers of the same sizes are equal UOps (the compile cache's key).
+  UOp kernel_ast(const UOp& value, const std::vector<UOp>& ranges, const Storage& out,
+                 const UOp& dest_index, std::vector<int64_t>& slots) {
+    if (value.dtype() != out.dtype)
+      throw std::logic_error("realize: a kernel's value and output dtypes differ");
+    UOp flat = ranges.empty() ? UOp::cint(0) : ranges[0];  // row-major: r0*d1 + r1 ...
+    for (size_t k = 1; k < ranges.size(); ++k) flat = flat * ranges[k].src(0) + ranges[k];
+    const UOp target =
+        UOp::make(Op::Index, out.dtype, {buffer_uop(out), dest_index ? dest_index : flat});
+    const UOp store = UOp::make(Op::Store, dtypes::void_, {target, gate_reads(value)});
+    UOp effect = store;
+    if (!ranges.empty()) {
+      std::vector<UOp> src{store};
+      src.insert(src.end(), ranges.begin(), ranges.end());
+      effect = UOp::make(Op::End, dtypes::void_, src);
+    }
+    // BUFFER -> PARAM, in first-use order (the output's first)
+    std::unordered_map<UOp, UOp> params;
+    for (const UOp& u : toposort(effect)) {
+      if (u.op() != Op::Buffer || params.contains(u)) continue;
+      const int64_t size = static_cast<int64_t>(u.arg().field("size").as_int());
+      params.emplace(u, UOp::make(Op::Param, u.dtype(), {shape_to_uop({SInt(size)})},
+                                  Arg::record("ParamArg", {{"slot", Arg::integer(slots.size())}})));
+      slots.push_back(static_cast<int64_t>(u.arg().field("slot").as_int()));
+    }
+    const UOp body = substitute(effect, params, /*walk=*/true);
+    return UOp::make(Op::Sink, dtypes::void_, {body},
+                     KernelInfo{.name = kernel_name(body)}.to_arg());
+  }
+
+  // `value` with each read INDEX(BUFFER, i) whose i may leave the buffer read at the gated index
+  // where(c, i, Invalid), c the conjunction of the conditions of the WHEREs whose true branch
+  // holds it (there, and only there, the read's value is used): a pad's `where(valid, x, 0)`
+  // gates the reads of x. The binder then checks the index only where the gate holds.
+  static UOp gate_reads(const UOp& value) {
+    auto leaves = [](const UOp& read) {
+      const i128 size = read.src(0).arg().field("size").as_int();
+      const UOp& i = read.src(1);
+      return i.vmin() < Num::of(0) || i.vmax() > Num::of(size - 1);
+    };
+    const std::vector<UOp> order = toposort(value);
+    // the nodes with a read below them that may leave its buffer: only WHEREs over those gate
+    std::unordered_set<UOp> leaving;
+    for (const UOp& u : order)
+      if ((u.op() == Op::Index && u.src(0).op() == Op::Buffer && leaves(u)) ||
+          std::any_of(u.src().begin(), u.src().end(),
+                      [&](const UOp& s) { return leaving.contains(s); }))
+        leaving.insert(u);
+    if (leaving.empty()) return value;
+    const UOp invalid = UOp::constant(dtypes::index, Arg::invalid());
+    std::unordered_map<UOp, UOp> out;  // each node with the reads below it gated
+    for (const UOp& u : order) {
+      std::vector<UOp> src;
+      for (const UOp& s : u.src()) src.push_back(out.at(s));
+      if (u.op() == Op::Where && u.dtype() != dtypes::index && leaving.contains(u.src(1))) {
+        // the reads of the true branch that may leave their buffer, gated by the condition (a
+        // read an inner WHERE gated already: by both conditions)
+        std::unordered_map<UOp, UOp> gated;
+        for (const UOp& r : toposort(src[1])) {
+          if (r.op() != Op::Index || r.src(0).op() != Op::Buffer) continue;
+          const UOp& i = r.src(1);
+          if (i.op() == Op::Where && i.src(2) == invalid)
+            gated.emplace(r, r.with_src({r.src(0), (src[0] & i.src(0)).where(i.src(1), invalid)}));
+          else if (leaves(r))
+            gated.emplace(r, r.with_src({r.src(0), src[0].where(i, invalid)}));
+        }
+        if (!gated.empty()) src[1] = substitute(src[1], gated, /*walk=*/true);
+      }
+      out.emplace(u, u.nsrc() ? u.with_src(src) : u);
+    }
+    return out.at(value);
+  }
+
+  // A compiled kernel: its PARAMs bound to placeholder buffers (slot k for PARAM k), linearized,
+  // and on CPU rendered and compiled by LLVM.
+  struct CompiledKernel {
+    std::string name{};
+    UOp program{};          // the LINEAR program (INTERP runs it)
+    KernelFn fn = nullptr;  // CPU
+    std::string ir{};       // CPU: the LLVM IR
+    // CPU: the PARAM slot of each argument after the unused 0th
+    std::vector<int64_t> input_slots{};
+  };
+  // Identical kernel ASTs compile once per device (linearize, render, LLVM).
+  static inline std::map<std::string, std::unordered_map<UOp, CompiledKernel>> g_compiled;
+
+  static const CompiledKernel& compile(const UOp& sink, const std::string& device) {
+    auto& cache = g_compiled[device];
+    if (auto it = cache.find(sink); it != cache.end()) return it->second;
+    std::map<int64_t, UOp> by_slot;
+    for (const UOp& u : toposort(sink))
+      if (u.op() == Op::Param)
+        by_slot.emplace(static_cast<int64_t>(u.arg().field("slot").as_int()), u);
+    std::vector<UOp> bufs;
+    std::vector<std::pair<int64_t, int64_t>> sizes;
+    for (const auto& [slot, p] : by_slot) {
+      const int64_t size = p.src(0).src(0).arg().as_int();
+      bufs.push_back(UOp::make(
+          Op::Buffer, p.dtype(), {},
+          Arg::record("ParamArg", {{"slot", Arg::integer(slot)}, {"size", Arg::integer(size)}})));
+      sizes.emplace_back(slot, size);
+    }
+    const UOp bound = bind_kernel(sink, bufs);
+    CompiledKernel k{.name = KernelInfo::of(sink).name};
+    k.program = linearize_kernel(bound);
+    if (spec_enabled()) verify(k.program, rules::spec_program());
+    if (device == "CPU") {
+      const RenderedKernel r = render_llvm_effects(bound, sizes);
+      k.fn = cpu_compile(r.ir);
+      k.ir = r.ir;
+      k.input_slots = r.input_slots;
+    }
+    ++g_compile_count;
+    return cache.emplace(sink, std::move(k)).first->second;
+  }
+
+  // Runs a compiled kernel over the storages its PARAM slots stand for.
+  void run_compiled(const CompiledKernel& k, const std::vector<int64_t>& slots) {
+    if (k.fn) {
+      std::vector<void*> ptrs{nullptr};  // argument 0 (an output of its own) is unused
+      for (int64_t p : k.input_slots) ptrs.push_back(storage(slots.at(p))->bytes.data());
+      check_kernel_result(k.fn(ptrs.data()));
+      return;
+    }
+    std::map<int64_t, std::shared_ptr<Storage>> bound;
+    for (size_t p = 0; p < slots.size(); ++p) bound.emplace(p, storage(slots[p]));
+    interp_run(k.program, bound);
   }
 
   // A kernel CALL's body bound to buffers of its arguments' sizes, linearized and (on CPU)
@@ -221,17 +366,6 @@ struct Realizer {
     return idx.src(1);
   }
 
-  void run_cpu(const UOp& value, const std::vector<UOp>& ranges, const Dims& shape, Storage& out,
-               const UOp& dest_index) {
-    std::vector<std::pair<int64_t, int64_t>> sizes;
-    for (const auto& [id, s] : buffers) sizes.emplace_back(id, s->size);
-    const RenderedKernel k = render_llvm(value, ranges, out.dtype, shape, sizes, dest_index);
-    if (debug_level() >= 2) std::fprintf(stderr, "%s\n", k.ir.c_str());
-    const KernelFn fn = cpu_compile(k.ir);
-    std::vector<void*> bufs{out.bytes.data()};
-    for (int64_t slot : k.input_slots) bufs.push_back(storage(slot)->bytes.data());
-    if (out.size > 0) check_kernel_result(fn(bufs.data()));
-  }
   // A CPU kernel's return value: 0, or the division by zero it met (it ran to its end with a
   // substitute divisor; what it wrote is discarded by the caller).
   static void check_kernel_result(int32_t code) {
@@ -273,16 +407,6 @@ struct Realizer {
       }
       throw;
     }
-  }
-
-  // INTERP: the kernel linearized into a LINEAR program, executed instruction by instruction.
-  void run_interp(const UOp& value, const std::vector<UOp>& ranges, const Dims& shape, Storage& out,
-                  const UOp& dest_index) {
-    const UOp program = linearize(value, ranges, shape, buffer_uop(out), dest_index);
-    record_stage("linearize", value, program);
-    if (spec_enabled()) verify(program, rules::spec_program());
-    if (debug_level() >= 2) std::fprintf(stderr, "%s\n", render_program(program).c_str());
-    interp_run(program, buffers);
   }
 
   // The elements [lo, hi] of a buffer an access may touch (flat indices; the whole buffer unless
@@ -841,6 +965,9 @@ struct Realizer {
 };
 
 int last_kernel_count() { return g_kernel_count; }
+int last_compile_count() { return g_compile_count; }
+const std::vector<std::string>& last_kernel_names() { return g_kernel_names; }
+const std::vector<UOp>& last_kernel_asts() { return g_kernel_asts; }
 const std::vector<int64_t>& last_kernel_outputs() { return g_kernel_outputs; }
 
 int debug_level() {
@@ -897,7 +1024,10 @@ void Tensor::realize_all(const std::vector<Tensor*>& tensors) {
     roots.push_back(is_view.back() ? base : t->uop_);
   }
   g_kernel_count = 0;
+  g_compile_count = 0;
   g_kernel_outputs.clear();
+  g_kernel_names.clear();
+  g_kernel_asts.clear();
   std::vector<std::shared_ptr<Storage>> kept;
   const std::vector<UOp> views = r.realize(roots, kept);
   for (size_t i = 0; i < tensors.size(); ++i) {

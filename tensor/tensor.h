@@ -315,6 +315,15 @@ class AssignmentJournal {
 // (a custom kernel, which writes its arguments in place: 0), for fusion tests.
 int last_kernel_count();
 const std::vector<int64_t>& last_kernel_outputs();
+// How many of the last realize()'s generated kernels were compiled (linearized, and on CPU
+// rendered and compiled by LLVM) rather than found compiled: equal kernel ASTs compile once per
+// device per process.
+int last_compile_count();
+// The names of the last realize()'s generated kernels in the order they ran (codegen/kernel_name.h:
+// r_16_32 for a row sum of (16, 32)).
+const std::vector<std::string>& last_kernel_names();
+// Their kernel ASTs (rules/spec.rw's spec_kernel_ast), for tests.
+const std::vector<UOp>& last_kernel_asts();
 
 // Devices: INTERP (the reference) and CPU (LLVM JIT). The default is $DEV, else CPU when it is
 // available, else INTERP. set_default_device("") restores that default.

@@ -9,9 +9,13 @@
 
 #include <functional>
 #include <random>
+#include <set>
 
 #include "codegen/linearize.h"
+#include "ir/axis.h"
 #include "ir/call.h"
+#include "ir/graph.h"
+#include "ir/kernel_info.h"
 #include "on_device.h"
 #include "runtime/llvm_render.h"
 #include "tensor/function.h"
@@ -445,3 +449,170 @@ TEST(KernelAstDevices, RandomReductionsAgreeOnInterpAndCpu) {
   }
   EXPECT_GT(compared, 100);
 }
+
+// ---- the kernel ASTs realize generates (tensor/realize.cpp's kernel_ast): named as tinygrad
+// names them before the optimizer, run through the same entry points, compiled once per AST
+
+namespace {
+std::vector<float> iota(int64_t n) {
+  std::vector<float> v;
+  for (int64_t k = 0; k < n; ++k) v.push_back(static_cast<float>(k));
+  return v;
+}
+using Names = std::vector<std::string>;
+}  // namespace
+
+class GeneratedKernels : public OnDevice {};
+
+// a.sum(1) over (16, 32): one output range (WEAK) of 16, one REDUCE range of 32
+TEST_P(GeneratedKernels, RowSumIsNamedR_16_32) {
+  Tensor a = tensor(iota(16 * 32), {16, 32});
+  Tensor s = a.sum({1});
+  s.realize();
+  EXPECT_EQ(last_kernel_names(), Names{"r_16_32"});
+  const std::vector<float> got = s.data<float>();
+  for (int64_t i = 0; i < 16; ++i)
+    EXPECT_EQ(got[static_cast<size_t>(i)], static_cast<float>(32 * (32 * i) + 31 * 32 / 2)) << i;
+}
+
+// a.T.contiguous() of (8, 16): the output's ranges in its own order, (16, 8)
+TEST_P(GeneratedKernels, TransposeIsNamedE_16_8) {
+  Tensor a = tensor(iota(8 * 16), {8, 16});
+  Tensor t = a.transpose().contiguous();
+  t.realize();
+  EXPECT_EQ(last_kernel_names(), Names{"E_16_8"});
+  EXPECT_EQ(t.data<float>()[1], 16.0f);
+}
+
+// no range of size 1 in a name; a full sum has only REDUCE ranges; two kernels in order
+TEST_P(GeneratedKernels, NamesOfSeveralKernels) {
+  Tensor a = tensor(iota(16 * 16), {16, 16});
+  Tensor full = a.sum();
+  full.realize();
+  EXPECT_EQ(last_kernel_names(), Names{"r_16_16"});
+  EXPECT_EQ(full.data<float>()[0], 255.0f * 256.0f / 2.0f);
+  Tensor b = tensor(iota(16), {16, 1});
+  Tensor e = (a + b.expand({16, 16})) * a;
+  e.realize();
+  EXPECT_EQ(last_kernel_names(), Names{"E_16_16"});
+  Tensor c = tensor(iota(16), {4, 4});
+  Tensor d = c - c.sum({1}, true);
+  d.realize();
+  EXPECT_EQ(last_kernel_names(), (Names{"r_4_4", "E_4_4"}));
+  EXPECT_EQ(d.data<float>()[5], 5.0f - (4 + 5 + 6 + 7));
+}
+
+// The kernel AST of a - a.sum(1, keepdim) (4, 4), as tinygrad's: the row sum's kernel
+//   SINK(END(STORE(INDEX(PARAM 0 (4), r0), REDUCE[(ADD, 0)](INDEX(PARAM 1 (16), ...), r1)), r0))
+// with r0 WEAK, r1 REDUCE; the subtraction's END(STORE(INDEX(PARAM 0 (16), flat),
+// INDEX(PARAM 1, ...) - INDEX(PARAM 2, ...)), r0, r1) with both ranges WEAK, ids from 0.
+TEST_P(GeneratedKernels, KernelAstForm) {
+  Tensor c = tensor(iota(16), {4, 4});
+  Tensor d = c - c.sum({1}, true);
+  d.realize();
+  const std::vector<UOp>& asts = last_kernel_asts();
+  ASSERT_EQ(asts.size(), 2u);
+  auto ranges = [](const UOp& end) {
+    std::vector<std::string> out;
+    for (size_t k = 1; k < end.nsrc(); ++k)
+      out.push_back(range_label(end.src(k)) + "/" +
+                    std::string(axis_type_name(axis_type_of(end.src(k)))));
+    return out;
+  };
+  // PARAM slots and element counts in first-use order
+  auto params = [](const UOp& sink) {
+    std::vector<std::pair<int64_t, int64_t>> out;
+    for (const UOp& u : toposort(sink))
+      if (u.op() == Op::Param)
+        out.emplace_back(static_cast<int64_t>(u.arg().field("slot").as_int()),
+                         static_cast<int64_t>(u.src(0).src(0).arg().as_int()));
+    return out;
+  };
+  for (const UOp& sink : asts) {
+    EXPECT_EQ(sink.op(), Op::Sink);
+    ASSERT_EQ(sink.nsrc(), 1u);
+    EXPECT_EQ(sink.src(0).op(), Op::End);
+    const UOp& st = sink.src(0).src(0);
+    ASSERT_EQ(st.op(), Op::Store);
+    EXPECT_EQ(st.src(0).op(), Op::Index);
+    EXPECT_EQ(st.src(0).src(0).op(), Op::Param);
+    EXPECT_EQ(st.src(0).src(0).arg().field("slot").as_int(), 0);
+  }
+  EXPECT_EQ(KernelInfo::of(asts[0]).name, "r_4_4");
+  EXPECT_EQ(ranges(asts[0].src(0)), std::vector<std::string>{"L0/WEAK"});
+  const UOp& red = asts[0].src(0).src(0).src(1);
+  ASSERT_EQ(red.op(), Op::Reduce);
+  EXPECT_EQ(red.arg(), Arg::tuple({Arg::op(Op::Add), Arg::integer(0)}));
+  ASSERT_EQ(red.nsrc(), 2u);
+  EXPECT_EQ(range_label(red.src(1)), "R1");  // REDUCE, id 1 after the output's 0
+  EXPECT_EQ(params(asts[0]), (std::vector<std::pair<int64_t, int64_t>>{{0, 4}, {1, 16}}));
+  EXPECT_EQ(KernelInfo::of(asts[1]).name, "E_4_4");
+  EXPECT_EQ(ranges(asts[1].src(0)), (std::vector<std::string>{"L0/WEAK", "L1/WEAK"}));
+  EXPECT_EQ(params(asts[1]), (std::vector<std::pair<int64_t, int64_t>>{{0, 16}, {1, 16}, {2, 4}}));
+  // the output's row-major position, as tinygrad writes it: r0*4 + r1
+  const UOp& end = asts[1].src(0);
+  EXPECT_EQ(end.src(0).src(0).src(1), end.src(1) * ci(4) + end.src(2));
+  // range ids are 0..n-1 in every kernel, also where the lowering folded a range of size 1 away
+  Tensor e = tensor(iota(8), {4, 1, 2});
+  for (Tensor t : {e.sum({1}), e.sum({1, 2}), e.max({0, 1}), e.sum({1}, true) + e}) {
+    t.realize();
+    for (const UOp& sink : last_kernel_asts()) {
+      std::set<i128> ids;
+      for (const UOp& u : toposort(sink))
+        if (u.op() == Op::Range) ids.insert(u.arg().items()[0].as_int());
+      std::set<i128> want;
+      for (i128 k = 0; k < static_cast<i128>(ids.size()); ++k) want.insert(k);
+      EXPECT_EQ(ids, want) << KernelInfo::of(sink).name;
+    }
+  }
+}
+
+// A pad's reads are gated (where(valid, i, Invalid)): under SPEC=1 spec_kernel_ast accepts the
+// kernel, and the binder's bounds check holds where the gate does.
+TEST_P(GeneratedKernels, PaddedReadsAreGated) {
+  Tensor a = tensor(iota(8), {8});
+  Tensor p = a.pad({{1, 1}}) + 1.0f;
+  p.realize();
+  EXPECT_EQ(last_kernel_names(), Names{"E_10"});
+  EXPECT_EQ(p.data<float>(), (std::vector<float>{1, 1, 2, 3, 4, 5, 6, 7, 8, 1}));
+  Tensor c = Tensor::cat({a, tensor(iota(8), {8}) * 2.0f});
+  c.realize();
+  const std::vector<float> got = c.data<float>();
+  EXPECT_EQ(got[3], 3.0f);
+  EXPECT_EQ(got[11], 6.0f);
+  // a padded 2-D window sum (a convolution's reads): gates over two axes, under a REDUCE
+  Tensor m = tensor(iota(16), {4, 4});
+  Tensor w = m.pad({{1, 1}, {1, 1}}).sum({0});
+  EXPECT_EQ(w.data<float>(), (std::vector<float>{0, 24, 28, 32, 36, 0}));
+  // a pad of a pad: the read gated by both WHEREs' conditions
+  Tensor q = tensor(iota(3), {3}).pad({{1, 1}}).pad({{2, 0}}) * 2.0f;
+  EXPECT_EQ(q.data<float>(), (std::vector<float>{0, 0, 0, 0, 2, 4, 0}));
+}
+
+// Equal kernel ASTs over other buffers of the same sizes compile once (the PARAMs stand for the
+// buffers); another shape compiles again.
+TEST_P(GeneratedKernels, EqualKernelsCompileOnce) {
+  Tensor a = tensor(iota(105), {5, 7, 3}), b = tensor(iota(105), {5, 7, 3});
+  Tensor c = tensor(iota(105), {5, 7, 3}), d = tensor(iota(105), {5, 7, 3});
+  Tensor x = a + b;
+  x.realize();
+  EXPECT_EQ(last_compile_count(), 1);
+  Tensor y = c + d * 1.0f;  // folds to c + d: the same kernel
+  y.realize();
+  EXPECT_EQ(last_kernel_count(), 1);
+  EXPECT_EQ(last_compile_count(), 0);
+  EXPECT_EQ(y.data<float>()[104], 208.0f);
+  Tensor z = tensor(iota(104), {8, 13}) + tensor(iota(104), {8, 13});
+  z.realize();
+  EXPECT_EQ(last_compile_count(), 1);
+  // two equal kernels of one realize: one compile, one AST
+  Tensor s1 = tensor(iota(33), {3, 11}).max({1}), s2 = tensor(iota(33), {3, 11}).max({1});
+  Tensor::realize_all({&s1, &s2});
+  EXPECT_EQ(last_kernel_count(), 2);
+  EXPECT_EQ(last_compile_count(), 1);
+  ASSERT_EQ(last_kernel_asts().size(), 2u);
+  EXPECT_EQ(last_kernel_asts()[0], last_kernel_asts()[1]);
+  EXPECT_EQ(s2.data<float>(), (std::vector<float>{10, 21, 32}));
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, GeneratedKernels, ::testing::Values("INTERP", "CPU"));

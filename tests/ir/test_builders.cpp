@@ -123,7 +123,7 @@ TEST(Builders, ReduceOverRanges) {
   const UOp x = UOp::variable("x", 0, 9, dtypes::int32);
   const UOp r = x.reduce_over(Op::Add, std::vector<UOp>{i});
   EXPECT_EQ(r.op(), Op::Reduce);
-  EXPECT_EQ(r.arg(), Arg::op(Op::Add));
+  EXPECT_EQ(r.arg(), Arg::tuple({Arg::op(Op::Add), Arg::integer(0)}));  // the kernel AST's (op, 0)
   EXPECT_EQ(r.nsrc(), 2u);
   EXPECT_EQ(r.src(1), i);
   expect_error([&] { x.reduce_over(Op::Add, std::vector<UOp>{UOp::cint(3)}); },
