@@ -20,6 +20,7 @@
 #include "runtime/llvm_render.h"
 #include "tensor/function.h"
 #include "tensor/tensor.h"
+#include "tests/expect_error.h"
 
 using namespace tinyrw;
 
@@ -63,16 +64,6 @@ Tensor tensor(const std::vector<float>& v, Dims shape, DType dt = dtypes::float3
   return Tensor::from_vector(v, std::move(shape)).cast(dt).realize();
 }
 D doubles(const std::vector<float>& v) { return D(v.begin(), v.end()); }
-
-template <class F>
-void expect_error(F f, const std::string& what) {
-  try {
-    f();
-    ADD_FAILURE() << "no error, expected one containing '" << what << "'";
-  } catch (const std::exception& e) {
-    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
-  }
-}
 
 }  // namespace
 

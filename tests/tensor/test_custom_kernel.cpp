@@ -11,6 +11,7 @@
 #include "on_device.h"
 #include "tensor/function.h"
 #include "tensor/tensor.h"
+#include "tests/expect_error.h"
 
 using namespace tinyrw;
 
@@ -39,16 +40,6 @@ std::function<UOp(const Params&)> scale(double k) {
     return kernel_sink(
         {kernel_end(kernel_store(kernel_index(p[0], {i}), a * a.const_like(k)), {i})}, "scale");
   };
-}
-
-template <class F>
-void expect_error(F f, const std::string& what) {
-  try {
-    f();
-    ADD_FAILURE() << "no error, expected one containing '" << what << "'";
-  } catch (const std::exception& e) {
-    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
-  }
 }
 
 }  // namespace
