@@ -347,6 +347,14 @@ TEST(RangePropagation, InterpretedRulesAgreeWithCompiled) {
   EXPECT_EQ(axis_type_of(in[0]), AxisType::Reduce);
   EXPECT_EQ(in[0].src(0), UOp::cint(4));
   EXPECT_EQ(in[1], out[0]);
+  // a size-1 axis gets no loop: index 0
+  const Tensor k = a.sum({1}, true);
+  KernelGraph gk = get_kernel_graph(sink1(k.uop()));
+  run_rangeify(gk.sink, gk.ctx);
+  const std::vector<UOp>& kout = gk.ctx.range_map.at(k.uop()).second;
+  ASSERT_EQ(kout.size(), 2u);
+  EXPECT_EQ(kout[0].op(), Op::Range);
+  EXPECT_EQ(kout[1], UOp::cint(0));
 }
 
 // Each stage is a named step in VIZ, its matches attributed to rules/rangeify.rw's rules.
