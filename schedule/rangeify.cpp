@@ -1,4 +1,5 @@
-// The rangeify pipeline's walk and bookkeeping; every decision is a rule of rules/rangeify.rw.
+// The rangeify pipeline's walks and bookkeeping; every decision is a rule of rules/rangeify.rw or
+// rules/indexing.rw.
 #include "schedule/rangeify.h"
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include "ir/graph.h"
 #include "ir/viz.h"
 #include "rules_gen/call.h"
+#include "rules_gen/indexing.h"
 #include "rules_gen/rangeify.h"
 #include "rules_gen/symbolic.h"
 
@@ -19,20 +21,6 @@ namespace {
 
 bool is_effect(const UOp& u) {
   return u.op() == Op::Store || (u.op() == Op::Call && CallInfo::of(u).kernel);
-}
-
-// A new output range of size s (tinygrad's new_range): a size-1 axis is index 0, no loop.
-UOp new_range(rw::IndexingContext& ctx, const SInt& s, AxisType t = AxisType::Weak) {
-  if (s.is_int() && s.value() == 1) return UOp::cint(0);
-  return UOp::range(s.as_uop(), ctx.next_range++, t);
-}
-
-// The RANGEs an index expression uses, each once.
-std::vector<UOp> ranges_in(const std::vector<UOp>& idx) {
-  std::vector<UOp> out;
-  for (const UOp& u : toposort(UOp::sink(idx)))
-    if (u.op() == Op::Range) out.push_back(u);
-  return out;
 }
 
 // The sources a node reads data from (a movement op's shape operands are no data).
@@ -55,101 +43,48 @@ std::vector<UOp> apply_movement_op(const UOp& x, const std::vector<UOp>& rngs) {
   return {simple.src().begin(), simple.src().end()};
 }
 
-void run_rangeify(const UOp& sink, rw::IndexingContext& ctx) {
+void run_rangeify(const UOp& sink, rw::IndexingContext& ctx, const rw::RuleSetMatcher* rules) {
+  const rw::RuleSetMatcher& matcher = rules ? *rules : rules::range_step();
   const std::vector<UOp> order = toposort(sink, nullptr, /*enter_calls=*/false);
   std::unordered_map<UOp, std::vector<UOp>> consumers;
   for (const UOp& c : order)
     if (c.op() != Op::Call && c.op() != Op::After)
       for (const UOp& x : data_srcs(c)) consumers[x].push_back(c);
-  // ranges ended above each node; and the ranges a broadcast above ended, on their way down
-  // through views to the first node that computes (tinygrad broadcasts implicitly, in the
-  // elementwise op: those ranges do not realize the op broadcast, only what is below it)
+  // the ranges ended at each node, and those a broadcast above it ended (rules/indexing.rw)
   std::unordered_map<UOp, std::vector<UOp>> ending, broadcast_ending;
+  RewriteContext rctx{.user = static_cast<rw::ScheduleContext*>(&ctx)};
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const UOp& x = *it;
-    // kernels keep their own ranges; an AFTER has none
-    if (x.op() == Op::Call || x.op() == Op::After || x.op() == Op::Sink) continue;
-    std::vector<UOp>& ends = ending[x];
-    std::vector<UOp> bcast;
-    std::vector<std::vector<UOp>> consumer_rngs;
+    // the question: SINK(x, SINK(each indexed consumer's input ranges), SINK(ended above it),
+    // SINK(a broadcast above ended))
+    std::vector<UOp> cs, ends, bcast;
     for (const UOp& c : consumers[x]) {
+      if (auto r = ctx.range_map.find(c); r != ctx.range_map.end())
+        cs.push_back(UOp::sink(r->second.first));
       if (auto e = ending.find(c); e != ending.end())
         ends.insert(ends.end(), e->second.begin(), e->second.end());
       if (auto e = broadcast_ending.find(c); e != broadcast_ending.end())
         bcast.insert(bcast.end(), e->second.begin(), e->second.end());
-      if (auto r = ctx.range_map.find(c); r != ctx.range_map.end())
-        consumer_rngs.push_back(r->second.first);
     }
-    const bool is_view = groups::movement().contains(x.op());
-    // a REDUCE under a broadcast ends those ranges itself (and its sources see them ended too)
-    if (x.op() == Op::Reduce) ends.insert(ends.end(), bcast.begin(), bcast.end());
-    const Shape shape = x.shape();
-    std::vector<UOp> out;
-    if (auto rz = ctx.realize_map.find(x); rz != ctx.realize_map.end()) {
-      // realized: new ranges over its whole output, which end every range above it
-      for (const SInt& s : shape) out.push_back(new_range(ctx, s));
-      std::vector<int> all(shape.size());
-      for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
-      rz->second = all;
-      ends.clear();
-    } else if (consumer_rngs.empty()) {
-      continue;  // nothing indexes it: no ranges
-    } else if (consumer_rngs.size() == 1) {
-      out = consumer_rngs[0];
-    } else {
-      // several consumers: an axis all index alike keeps that index, else the whole node gets
-      // new ranges and is realized on every axis (tinygrad without partial contiguity)
-      bool same = true;
-      for (const auto& r : consumer_rngs) same = same && r == consumer_rngs[0];
-      if (same) {
-        out = consumer_rngs[0];
-      } else {
-        std::vector<int> axes;
-        for (size_t i = 0; i < shape.size(); ++i) {
-          out.push_back(new_range(ctx, shape[i]));
-          axes.push_back(static_cast<int>(i));
-        }
-        ctx.realize_map[x] = axes;
-      }
-    }
-    // an op that computes while ranges above it end (a REDUCE under a broadcast): realized
-    if (!ends.empty() && (groups::elementwise().contains(x.op()) || x.op() == Op::Reduce)) {
+    const UOp q = UOp::sink(std::vector<UOp>{x, UOp::sink(cs), UOp::sink(ends), UOp::sink(bcast)});
+    const std::optional<rw::Value> r = matcher.apply(q, rctx, nullptr);
+    if (!r) continue;
+    // the answer: SINK(SINK(out), SINK(in), SINK(ending), SINK(broadcast ending)[, SINK(axes)])
+    const UOp a = r->as_uop();
+    auto items = [&](size_t i) {
+      return std::vector<UOp>(a.src(i).src().begin(), a.src(i).src().end());
+    };
+    std::vector<UOp> in = items(1);
+    // a view's sources are indexed by its movement of those ranges
+    if (groups::movement().contains(x.op())) in = apply_movement_op(x, in);
+    ctx.range_map[x] = {in, items(0)};
+    ending[x] = items(2);
+    broadcast_ending[x] = items(3);
+    if (a.src().size() > 4) {
       std::vector<int> axes;
-      for (size_t i = 0; i < out.size(); ++i) {
-        out[i] = new_range(ctx, shape[i]);
-        axes.push_back(static_cast<int>(i));
-      }
-      if (!axes.empty()) ctx.realize_map[x] = axes;
-      ends.clear();
+      for (const UOp& k : a.src(4).src()) axes.push_back(static_cast<int>(k.arg().as_int()));
+      ctx.realize_map[x] = axes;
     }
-    // a view passes the broadcast's ranges on; the op that computes (or a realized view) ends
-    // them for its sources
-    if (is_view && !ctx.realize_map.contains(x))
-      broadcast_ending[x] = bcast;
-    else
-      ends.insert(ends.end(), bcast.begin(), bcast.end());
-    // the ranges its sources are indexed by
-    std::vector<UOp> in = out;
-    if (is_view) in = apply_movement_op(x, out);
-    // a broadcast ends the ranges of the axes it broadcasts
-    if (x.op() == Op::Expand) {
-      const Shape from = x.src(0).shape();
-      std::vector<UOp> axes;
-      for (size_t i = 0; i < from.size(); ++i)
-        if (from[i].is_int() && from[i].value() == 1 &&
-            !(shape[i].is_int() && shape[i].value() == 1))
-          axes.push_back(out[i]);
-      for (const UOp& r : ranges_in(axes)) broadcast_ending[x].push_back(r);
-    }
-    // a REDUCE loops over new ranges for the axes it reduces (its first n)
-    if (x.op() == Op::Reduce) {
-      const Shape from = x.src(0).shape();
-      std::vector<UOp> red;
-      for (int64_t i = 0; i < x.arg().items()[1].as_int(); ++i)
-        red.push_back(new_range(ctx, from[static_cast<size_t>(i)], AxisType::Reduce));
-      in.insert(in.begin(), red.begin(), red.end());
-    }
-    ctx.range_map[x] = {in, out};
   }
 }
 

@@ -41,8 +41,11 @@ std::vector<UOp> apply_movement_op(const UOp& x, const std::vector<UOp>& rngs);
 // realize map: consumers before sources, each node's output ranges are new when it is realized,
 // its one consumer's, or its consumers' merged axis by axis (an axis they index differently gets
 // a new range and is realized); a node that ends ranges (under a REDUCE's broadcast) realizes its
-// axes. Fills ctx.range_map and the realized axes of ctx.realize_map.
-void run_rangeify(const UOp& sink, rw::IndexingContext& ctx);
+// axes. Each node's step is rules/indexing.rw's `range_step` (`rules`: another executor of it; the
+// compiled if null); this walks and stores. Fills ctx.range_map and the realized axes of
+// ctx.realize_map.
+void run_rangeify(const UOp& sink, rw::IndexingContext& ctx,
+                  const rw::RuleSetMatcher* rules = nullptr);
 
 // The stages in order over SINK(roots...): function CALLs inlined, earliest rewrites, realize map.
 KernelGraph get_kernel_graph(const UOp& sink,

@@ -1,6 +1,7 @@
 // The one piece of rules/rangeify.rw that is state, not a rewrite: fresh RANGE numbers, which are
-// unique within a kernel and counted by the pass's RangeifyContext; and the graph walk the
-// rangeify pipeline's rules read (schedule/rangeify.cpp).
+// unique within a kernel and counted by the pass's RangeifyContext; the graph walk the rangeify
+// pipeline's rules read (schedule/rangeify.cpp); and range propagation's state for
+// rules/indexing.rw (its realize map, new range numbers).
 #include "rules/helpers/rangeify.h"
 
 #include <fmt/format.h>
@@ -34,6 +35,25 @@ const HelperRegistrar kInGraph(typed_helper(
       for (const UOp& u : toposort(g, nullptr, /*enter_calls=*/false))
         if (u == x) return true;
       return false;
+    }));
+
+// Range propagation's state (schedule/rangeify.cpp's run_rangeify), read by rules/indexing.rw.
+IndexingContext& indexing(const RewriteContext& ctx) {
+  if (!ctx.user) throw EvalError("range propagation's helpers need an IndexingContext");
+  return static_cast<IndexingContext&>(ctx.as<ScheduleContext>());
+}
+
+const HelperRegistrar kIsRealized(typed_helper(
+    "is_realized",
+    +[](RewriteContext& ctx, const UOp& x) { return indexing(ctx).realize_map.contains(x); }));
+// tinygrad's new_range: a size-1 axis is index 0 (no loop), else a RANGE numbered in the graph
+const HelperRegistrar kNewRange(typed_helper(
+    "new_range", +[](RewriteContext& ctx, const Value& size, const std::string& type) {
+      const std::optional<AxisType> t = axis_type_from_name(type);
+      if (!t) throw EvalError(fmt::format("new_range: unknown axis type '{}'", type));
+      const UOp s = size.is_uop() ? size.as_uop() : UOp::cint(size.as_int());
+      if (s.op() == Op::Const && s.arg().as_int() == 1) return UOp::cint(0);
+      return UOp::range(s, indexing(ctx).next_range++, *t);
     }));
 
 }  // namespace

@@ -309,6 +309,54 @@ TEST(RangePropagation, KernelsAsTinygradsCounts) {
   EXPECT_EQ(reduces(v - (v * 2).sum()), 0);  // r_16_16: the sum and its source recomputed
 }
 
+// Both executors of rules/indexing.rw's `range_step` give the same ranges and realized axes; a
+// REDUCE's sources are indexed by a new REDUCE range first, then its output ranges.
+TEST(RangePropagation, InterpretedRulesAgreeWithCompiled) {
+  rw::Diagnostics d;
+  std::shared_ptr<const rw::ResolvedProgram> program =
+      rw::load_rules(TINYRW_SOURCE_DIR "/rules/indexing.rw", d);
+  ASSERT_NE(program, nullptr) << d.render();
+  const rw::InterpretedMatcher step(program, *program->find("range_step"));
+  const Tensor a = Tensor::ones({4, 4}).contiguous().realize();
+  const Tensor x = Tensor::ones({4, 32}).contiguous().realize();
+  const Tensor v = Tensor::ones({16}).contiguous().realize();
+  const std::vector<Tensor> programs{
+      a - a.sum({1}),
+      x.softmax(-1),
+      v - (v * 2).sum(),
+      (a.sum({1}, true) * a).sum({1}),
+      a.sum({0}) + a.sum({1}),
+      x.var({-1}),
+      a.permute({1, 0}).flip({0}).shrink({{1, 3}, {0, 4}}).reshape({8}).sum()};
+  for (const Tensor& t : programs) {
+    const KernelGraph g = get_kernel_graph(sink1(t.uop()));
+    rw::IndexingContext compiled = g.ctx, interpreted = g.ctx;
+    run_rangeify(g.sink, compiled);
+    run_rangeify(g.sink, interpreted, &step);
+    EXPECT_EQ(compiled.range_map, interpreted.range_map);
+    EXPECT_EQ(compiled.realize_map, interpreted.realize_map);
+    EXPECT_EQ(compiled.next_range, interpreted.next_range);
+    EXPECT_FALSE(compiled.range_map.empty());
+  }
+  const Tensor s = a.sum({1});
+  KernelGraph g = get_kernel_graph(sink1(s.uop()));
+  run_rangeify(g.sink, g.ctx);
+  const auto& [in, out] = g.ctx.range_map.at(s.uop());
+  ASSERT_EQ(in.size(), 2u);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(axis_type_of(in[0]), AxisType::Reduce);
+  EXPECT_EQ(in[0].src(0), UOp::cint(4));
+  EXPECT_EQ(in[1], out[0]);
+  // a size-1 axis gets no loop: index 0
+  const Tensor k = a.sum({1}, true);
+  KernelGraph gk = get_kernel_graph(sink1(k.uop()));
+  run_rangeify(gk.sink, gk.ctx);
+  const std::vector<UOp>& kout = gk.ctx.range_map.at(k.uop()).second;
+  ASSERT_EQ(kout.size(), 2u);
+  EXPECT_EQ(kout[0].op(), Op::Range);
+  EXPECT_EQ(kout[1], UOp::cint(0));
+}
+
 // Each stage is a named step in VIZ, its matches attributed to rules/rangeify.rw's rules.
 TEST(RangeifyStages, VizShowsEachStage) {
   const Tensor a = Tensor::ones({4, 4}).contiguous().realize();
