@@ -31,7 +31,7 @@ struct Storage {
   int64_t size;  // elements
   std::vector<uint8_t> bytes;
   std::vector<int64_t> executed_assignments{};  // ids of the assignments written, oldest first
-  bool uninitialized = false;                 // Tensor::empty()'s, until something writes it
+  bool uninitialized = false;                   // Tensor::empty()'s, until something writes it
   ~Storage();  // large buffers go back to a pool for reuse (no fresh page faults per kernel)
 };
 // Host storage for `size` elements, from the pool when a freed buffer of that size is there
