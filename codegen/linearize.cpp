@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "ir/graph.h"
+#include "ir/kernel_info.h"
 #include "ir/rewrite.h"
 
 #include <fmt/format.h>
@@ -125,7 +126,9 @@ size_t slot_of(const UOp& param) { return static_cast<size_t>(param.arg().field(
 // The kernel's graph with PARAM accesses turned into INDEX(BUFFER, flat index).
 class KernelBinder {
  public:
-  explicit KernelBinder(const std::vector<UOp>& buffers) : buffers_(buffers) {}
+  // `name`: the kernel's, for errors (a generated kernel's or a custom kernel's)
+  KernelBinder(const std::vector<UOp>& buffers, std::string name)
+      : buffers_(buffers), name_(std::move(name)) {}
 
   UOp bind(const UOp& root) {
     for (const UOp& u : toposort(root)) {
@@ -190,7 +193,7 @@ class KernelBinder {
   }
   // An access that may leave its buffer is refused: it would read or corrupt other memory. A
   // gated access is checked only where its gate holds (given_gate).
-  static UOp checked(const UOp& param, const UOp& index, const UOp& gate = UOp()) {
+  UOp checked(const UOp& param, const UOp& index, const UOp& gate = UOp()) {
     const int64_t size = static_cast<int64_t>(index.src(0).arg().field("size").as_int());
     UOp i = index.src(1);
     if (gate) {
@@ -203,7 +206,7 @@ class KernelBinder {
       if (u.op() == Op::Range && u.vmax() < u.vmin()) return index;
     if (i.vmin() < Num::of(0) || i.vmax() > Num::of(size - 1))
       throw GraphError(fmt::format(
-          "custom kernel: PARAM {} is accessed at indices {}..{}{}, outside its {} elements",
+          "kernel '{}': PARAM {} is accessed at indices {}..{}{}, outside its {} elements", name_,
           slot_of(param), i.vmin().repr(), i.vmax().repr(), gate ? " where its gate holds" : "",
           size));
     return index;
@@ -266,13 +269,14 @@ class KernelBinder {
 
   const std::vector<UOp>& buffers_;
   std::unordered_map<UOp, UOp> bound_;
+  std::string name_;
 };
 
 }  // namespace
 
 UOp bind_kernel(const UOp& sink, const std::vector<UOp>& buffers) {
   if (sink.op() != Op::Sink) throw GraphError("custom kernel: the body must be a SINK");
-  return KernelBinder(buffers).bind(sink);
+  return KernelBinder(buffers, KernelInfo::of(sink).name).bind(sink);
 }
 
 void walk_effects(const UOp& sink, const EffectVisitor& visit) {

@@ -28,11 +28,12 @@ class FrameLease {
   explicit FrameLease(size_t n) : n_(n) {
     Stack& st = stack();
     if (st.depth == st.frames.size()) st.frames.push_back(std::make_unique<Slots>(0));
-    slots_ = st.frames[st.depth++].get();
+    slots_ = st.frames[st.depth].get();
     if (slots_->values.size() < n) {
       slots_->values.resize(n);
       slots_->bound.resize(n);
     }
+    ++st.depth;  // last: a throw above leaves the stack as it was
   }
   ~FrameLease() {
     for (size_t i = 0; i < n_; ++i) slots_->values[i] = Value();

@@ -707,11 +707,11 @@ Value analysis(const Value& recv, Analysis a, std::span<const Value> args) {
       a == Analysis::ChainTerms) {  // a chain of op nodes: at most kMaxSpineNodes
     expect_args(name, args, 1, 1);
     const Op sep = args[0].as_op();
+    std::vector<UOp> nodes =
+        a == Analysis::Spine ? u.spine(sep, kMaxSpineNodes) : u.chain_terms(sep, kMaxSpineNodes);
     std::vector<Value> out;
-    out.reserve(kMaxSpineNodes);
-    for (UOp& n :
-         a == Analysis::Spine ? u.spine(sep, kMaxSpineNodes) : u.chain_terms(sep, kMaxSpineNodes))
-      out.push_back(Value::uop(std::move(n)));
+    out.reserve(nodes.size());
+    for (UOp& n : nodes) out.push_back(Value::uop(std::move(n)));
     return Value::tuple(std::move(out));
   }
   if (a ==

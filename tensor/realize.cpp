@@ -58,6 +58,15 @@ UOp lower_index(const UOp& index, rw::RangeifyContext& ctx, const char* name) {
                        {.ctx = &ctx, .bpm = &rules::rangeify(), .name = name});
 }
 
+// A kernel's value: `node` indexed by one WEAK range per dimension (ids from 0; a scalar is index
+// 0 of a 1-element view) and lowered. `ranges` receives the output loops.
+UOp lower_node(const UOp& node, rw::RangeifyContext& ctx, std::vector<UOp>& ranges) {
+  for (int64_t d : to_dims(node.shape()))
+    ranges.push_back(UOp::range(UOp::cint(d), ctx.next_axis++));
+  const UOp root = ranges.empty() ? node.reshape({1}).index({UOp::cint(0)}) : node.index(ranges);
+  return lower_index(root, ctx, "rangeify");
+}
+
 }  // namespace
 
 struct Realizer {
@@ -113,12 +122,9 @@ struct Realizer {
     buffers[out->id] = out;
 
     rw::RangeifyContext ctx;
-    std::vector<UOp> ranges;  // the output loops (WEAK), ids from 0
-    for (int64_t d : shape) ranges.push_back(UOp::range(UOp::cint(d), ctx.next_axis++));
-    // a scalar: index 0 of a 1-element view
-    const UOp root = ranges.empty() ? node.reshape({1}).index({UOp::cint(0)}) : node.index(ranges);
+    std::vector<UOp> ranges;  // the output loops
     viz::Group kernel_group("kernel " + std::to_string(g_kernel_count + 1));
-    const UOp value = lower_index(root, ctx, "rangeify");
+    const UOp value = lower_node(node, ctx, ranges);
     if (spec_enabled()) verify(value, rules::spec_kernel());
     const UOp dest_index = dest ? store_index(dest, ranges, *out, ctx) : UOp();
     std::vector<int64_t> slots;  // the storage each PARAM slot stands for
@@ -899,14 +905,9 @@ struct Realizer {
       const Dims shape = to_dims(value.shape());
       rw::RangeifyContext ctx;
       std::vector<UOp> ranges;
+      items.push_back({node, lower_node(value, ctx, ranges)});
       int64_t n = 1;
-      for (int64_t d : shape) {
-        ranges.push_back(UOp::range(UOp::cint(d), ctx.next_axis++));
-        n *= d;
-      }
-      const UOp root =
-          ranges.empty() ? value.reshape({1}).index({UOp::cint(0)}) : value.index(ranges);
-      items.push_back({node, lower_index(root, ctx, "rangeify")});
+      for (int64_t d : shape) n *= d;
       if (node.op() == Op::Store) continue;  // readers see the target's buffer (p.done)
       const int64_t slot = allocate_storage(node.dtype(), 0)->id;  // a fresh number only
       p.done.insert_or_assign(

@@ -216,16 +216,18 @@ class Tensor {
   Tensor& realize();
   // Realizes several tensors in one schedule (reads and assignments ordered together).
   static void realize_all(const std::vector<Tensor*>& tensors);
-  // The kernels realize_all would run for these tensors, in order, lowered but not run (nothing
-  // is allocated or written; the scheduling errors, "cycle" among them, are raised).
+  // The kernels realize_all would run for these tensors, in order, lowered but not run (no
+  // memory is allocated or written: a computed kernel's placeholder buffer takes only a fresh
+  // storage number; the scheduling errors, "cycle" among them, are raised).
   static std::vector<ScheduleItem> schedule(const std::vector<const Tensor*>& tensors);
   // Writes `value` into this tensor's buffer (lazily: STORE then AFTER). Reads made before the
   // assignment see the old contents, reads made after it the new ones; an order that cannot give
   // both raises an error containing "cycle" before anything runs, and a read of contents that an
   // executed assignment has overwritten (a lazy read or a copy made before it) is refused.
   // (On a view of a buffer, such as shrink() or slice() of one, the assignment writes through to
-  // that buffer: this tensor then reads the view after the write; other tensors over the buffer
-  // do not see the write.)
+  // that buffer, and every live tensor over the buffer's contents (the buffer's own tensor, other
+  // views of it) reads it after the write, as tinygrad's do; a computed read made before still
+  // reads the old contents: docs/tinygrad-differences.md.)
   Tensor& assign(const Tensor& value);
   // this[slices] = value: writes value (broadcast and cast to this tensor's dtype) into the
   // slice of this tensor's buffer, which this tensor then reads (tinygrad's __setitem__).

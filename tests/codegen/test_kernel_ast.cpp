@@ -11,6 +11,7 @@
 #include <random>
 #include <set>
 
+#include "codegen/kernel_name.h"
 #include "codegen/linearize.h"
 #include "ir/axis.h"
 #include "ir/call.h"
@@ -607,3 +608,17 @@ TEST_P(GeneratedKernels, EqualKernelsCompileOnce) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, GeneratedKernels, ::testing::Values("INTERP", "CPU"));
+
+// kernel_name: r (a REDUCE) or E, then every range longer than 1 by axis position and id; a
+// symbolic bound is named by its expression.
+TEST(KernelName, SizesInAxisOrderAndSymbolicBounds) {
+  const UOp out = UOp::cint(0);
+  const UOp r1 = UOp::range(UOp::cint(8), 1), r0 = UOp::range(UOp::cint(4), 0);
+  const UOp red = UOp::range(UOp::cint(32), 2, AxisType::Reduce);
+  const UOp one = UOp::range(UOp::cint(1), 3);
+  const UOp v = reduce(Op::Add, UOp::cint(1) + red + one, {red});
+  EXPECT_EQ(kernel_name(UOp::sink(std::vector<UOp>{r1 + r0 + v})), "r_4_8_32");
+  EXPECT_EQ(kernel_name(UOp::sink(std::vector<UOp>{r1 + r0 + one})), "E_4_8");
+  const UOp n = UOp::variable("n", 1, 64);
+  EXPECT_EQ(kernel_name(UOp::sink(std::vector<UOp>{UOp::range(n, 0) + out})), "E_n");
+}
