@@ -4,6 +4,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "ir/builders.h"
 #include "ir/graph.h"
 #include "ir/kernel_info.h"
 #include "ir/rewrite.h"
@@ -167,7 +168,7 @@ class KernelBinder {
     UOp gate;
     for (size_t k = 1; k < index.nsrc(); ++k) {
       UOp i = value_of(index.src(k));
-      if (is_gated(i)) {
+      if (is_gated_index(i)) {
         gate = gate ? (gate & i.src(0)) : i.src(0);
         i = i.src(1);
       }
@@ -187,9 +188,6 @@ class KernelBinder {
     // the index may leave the buffer where the gate does not hold: the devices clamp such a read
     // and the where discards its value
     return gate ? gate.where(read, read.const_like(Arg::integer(0))) : read;
-  }
-  static bool is_gated(const UOp& i) {
-    return i.op() == Op::Where && i.src(2).op() == Op::Const && i.src(2).arg().is_invalid();
   }
   // An access that may leave its buffer is refused: it would read or corrupt other memory. A
   // gated access is checked only where its gate holds (given_gate).

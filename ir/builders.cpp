@@ -318,6 +318,10 @@ UOp movement_base(const UOp& u) {
   return v;
 }
 
+bool is_gated_index(const UOp& i) {
+  return i.op() == Op::Where && i.src(2).op() == Op::Const && i.src(2).arg().is_invalid();
+}
+
 UOp rebase_view(const UOp& u, const UOp& from, const UOp& to) {
   std::vector<UOp> chain;
   for (UOp v = u; v != from; v = v.src(0)) {

@@ -44,6 +44,8 @@ UOp view_base(const UOp& u);
 // tinygrad's UOp.base: u down through movement ops and DETACH (their first source) to the first
 // node that is neither.
 UOp movement_base(const UOp& u);
+// A gated index, where(valid, i, Invalid) (tinygrad's form of a read that only some lanes make).
+bool is_gated_index(const UOp& i);
 // u with `from`, reached from u through movement ops, replaced by `to` (the movement ops rebuilt
 // over it); an empty UOp when u's movement ops do not reach `from`.
 UOp rebase_view(const UOp& u, const UOp& from, const UOp& to);

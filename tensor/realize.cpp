@@ -221,7 +221,7 @@ struct Realizer {
         for (const UOp& r : toposort(src[1])) {
           if (r.op() != Op::Index || r.src(0).op() != Op::Buffer) continue;
           const UOp& i = r.src(1);
-          if (i.op() == Op::Where && i.src(2) == invalid)
+          if (is_gated_index(i))
             gated.emplace(r, r.with_src({r.src(0), (src[0] & i.src(0)).where(i.src(1), invalid)}));
           else if (leaves(r))
             gated.emplace(r, r.with_src({r.src(0), src[0].where(i, invalid)}));
