@@ -32,10 +32,11 @@ std::vector<UOp> data_srcs(const UOp& c) {
 }  // namespace
 
 std::vector<UOp> apply_movement_op(const UOp& x, const std::vector<UOp>& rngs) {
-  if (x.op() == Op::Pad) throw GraphError("apply_movement_op: PAD is not handled yet");
   RewriteContext rctx;  // the movement rules read no context (only REDUCE's does)
-  const std::optional<rw::Value> r = rules::rangeify().apply(x.index(rngs), rctx, nullptr);
-  if (!r) throw std::logic_error("apply_movement_op: no rule of rules/rangeify.rw moved the index");
+  // a PAD's gated ranges are rules/indexing.rw's (rangeify.rw's pad rule gives realize() a value)
+  const rw::RuleSetMatcher& moves = x.op() == Op::Pad ? rules::pad_ranges() : rules::rangeify();
+  const std::optional<rw::Value> r = moves.apply(x.index(rngs), rctx, nullptr);
+  if (!r) throw std::logic_error("apply_movement_op: no movement rule moved the index");
   const UOp idx = r->as_uop();
   if (idx.op() != Op::Index) return {};  // a view of a constant
   const std::vector<UOp> src(idx.src().begin() + 1, idx.src().end());

@@ -32,9 +32,8 @@ void generate_realize_map(const UOp& sink, rw::IndexingContext& ctx,
 
 // The ranges of x's source that x's output ranges `rngs` read, for a movement op x: INDEX(x, rngs)
 // pushed one step by rules/rangeify.rw (the movement math realize() lowers with), then simplified
-// by rules/symbolic.rw. Empty when x views a constant (a constant has no ranges). A PAD is not
-// handled yet (its per-axis valid, tinygrad's `(r - off).valid(...)`, comes with S8's gated
-// ranges): GraphError.
+// by rules/symbolic.rw. Empty when x views a constant (a constant has no ranges). A PAD's are
+// rules/indexing.rw's `pad_ranges`: a padded axis's index is gated, where(valid, r - off, Invalid).
 std::vector<UOp> apply_movement_op(const UOp& x, const std::vector<UOp>& rngs);
 
 // Range propagation (tinygrad's run_rangeify without its apply stage), over the graph after the

@@ -56,5 +56,9 @@ const HelperRegistrar kNewRange(typed_helper(
       return UOp::range(s, indexing(ctx).next_range++, *t);
     }));
 
+// tinygrad's Invalid: the index of a gated read where its valid fails (no .rw literal spells it)
+const HelperRegistrar kInvalid(typed_helper(
+    "invalid", +[]() { return UOp::constant(dtypes::index, Arg::invalid()); }));
+
 }  // namespace
 }  // namespace tinyrw::rw

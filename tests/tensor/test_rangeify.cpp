@@ -16,6 +16,7 @@
 #include "ir/ops.h"
 #include "ir/render.h"
 #include "ir/viz.h"
+#include "rules_gen/indexing.h"
 #include "schedule/rangeify.h"
 #include "tensor/function.h"
 #include "tensor/tensor.h"
@@ -213,6 +214,14 @@ TEST(RangeifyStages, InterpretedRulesAgreeWithCompiled) {
 
 // ---- range propagation (S8, first part)
 
+// An index as debug_rangeify.txt prints it: a gated one as "(i if valid else Invalid)" (render()
+// writes no Invalid).
+std::string index_str(const UOp& i) {
+  if (i.op() == Op::Where && i.src(2).op() == Op::Const && i.src(2).arg().is_invalid())
+    return "(" + render(i.src(1)) + " if " + render(i.src(0)) + " else Invalid)";
+  return render(i);
+}
+
 // The movement math of rules/rangeify.rw, one op at a time (tinygrad's apply_movement_op; the
 // expected index expressions are debug_rangeify.txt's).
 TEST(RangePropagation, MovementOps) {
@@ -236,7 +245,28 @@ TEST(RangePropagation, MovementOps) {
   EXPECT_EQ(render(flipped[0]), "(L3*-1+15)");
   // a view of a constant has no ranges
   EXPECT_TRUE(apply_movement_op(Tensor::full({4, 32}, 1.0).uop().src(0), {r0, r1}).empty());
-  EXPECT_THROW(apply_movement_op(v16.pad({1}, {18}), {UOp::range(UOp::cint(18), 4)}), GraphError);
+  // a pad reads its source shifted back, gated to where the source is (tinygrad's
+  // `(r-off).valid(...)`); an axis it leaves alone passes its range through
+  const UOp r4 = UOp::range(UOp::cint(18), 4);
+  const std::vector<UOp> padded = apply_movement_op(v16.pad({1}, {18}), {r4});
+  ASSERT_EQ(padded.size(), 1u);
+  EXPECT_EQ(index_str(padded[0]), "((L4+-1) if ((L4>=1)&(L4<17)) else Invalid)");
+  const UOp m2 = buffer_view(buf, {4, 32});
+  const std::vector<UOp> padded2 =
+      apply_movement_op(m2.pad({0, 0}, {4, 33}), {r0, UOp::range(UOp::cint(33), 5)});
+  ASSERT_EQ(padded2.size(), 2u);
+  EXPECT_EQ(padded2[0], r0);
+  EXPECT_EQ(index_str(padded2[1]), "(L5 if (L5<32) else Invalid)");
+}
+
+// A node's range map entry as debug_rangeify.txt prints it: "[in]... -> [out]...".
+std::string ranges_of(const rw::IndexingContext& ctx, const UOp& x) {
+  const auto& [in, out] = ctx.range_map.at(x);
+  std::string s;
+  for (const UOp& r : in) s += "[" + index_str(r) + "]";
+  s += " ->";
+  for (const UOp& r : out) s += " [" + index_str(r) + "]";
+  return s;
 }
 
 // "op(shape)[axes]" of every realized node after range propagation, sorted.
@@ -253,6 +283,45 @@ std::vector<std::string> realized_after_rangeify(const Tensor& t) {
   }
   std::sort(out.begin(), out.end());
   return out;
+}
+
+// A pad as tinygrad's range map for `a.pad(((1,1),))+1` (/work/notes/issue13-tg/pad_cat.txt): the
+// PAD's source is read at its range less the offset where that is inside the source, Invalid
+// elsewhere; the buffer view under it is indexed alike; nothing is realized but the root. A cat
+// (tinyrw's pads each piece and adds; tinygrad's now stacks) gates each piece the same way. Both
+// executors of `pad_ranges` agree.
+TEST(RangePropagation, PadAndCatGateTheirSources) {
+  const Tensor a = Tensor::ones({8}).contiguous().realize();
+  const Tensor b = Tensor::ones({8}).contiguous().realize();
+  const Tensor p = a.pad({{1, 1}}) + 1;
+  KernelGraph g = get_kernel_graph(sink1(p.uop()));
+  run_rangeify(g.sink, g.ctx);
+  EXPECT_EQ(ranges_of(g.ctx, p.uop().src(0)),
+            "[((L0+-1) if ((L0>=1)&(L0<9)) else Invalid)] -> [L0]");
+  EXPECT_EQ(ranges_of(g.ctx, a.uop()),
+            "[((L0+-1) if ((L0>=1)&(L0<9)) else Invalid)] -> "
+            "[((L0+-1) if ((L0>=1)&(L0<9)) else Invalid)]");
+  EXPECT_EQ(realized_after_rangeify(p), std::vector<std::string>{"Add(10,)[0]"});
+  // a.cat(b): (8,) twice, padded to (16,) and added
+  const Tensor c = Tensor::cat({a, b});
+  KernelGraph gc = get_kernel_graph(sink1(c.uop()));
+  run_rangeify(gc.sink, gc.ctx);
+  ASSERT_EQ(c.uop().op(), Op::Add);
+  EXPECT_EQ(ranges_of(gc.ctx, c.uop().src(0)), "[(L0 if (L0<8) else Invalid)] -> [L0]");
+  EXPECT_EQ(ranges_of(gc.ctx, c.uop().src(1)), "[((L0+-8) if (L0>=8) else Invalid)] -> [L0]");
+  EXPECT_EQ(realized_after_rangeify(c), std::vector<std::string>{"Add(16,)[0]"});
+  // the interpreted rules/indexing.rw moves the index as the compiled one
+  rw::Diagnostics d;
+  std::shared_ptr<const rw::ResolvedProgram> program =
+      rw::load_rules(TINYRW_SOURCE_DIR "/rules/indexing.rw", d);
+  ASSERT_NE(program, nullptr) << d.render();
+  const rw::InterpretedMatcher pad(program, *program->find("pad_ranges"));
+  const UOp q = p.uop().src(0).index({UOp::range(UOp::cint(10), 0)});
+  RewriteContext rctx;
+  const std::optional<rw::Value> want = rules::pad_ranges().apply(q, rctx, nullptr);
+  const std::optional<rw::Value> got = pad.apply(q, rctx, nullptr);
+  ASSERT_TRUE(want && got);
+  EXPECT_EQ(got->as_uop(), want->as_uop());
 }
 
 // The nodes tinygrad's range propagation realizes (its `***` lines in debug_rangeify.txt), the
