@@ -40,7 +40,9 @@ std::vector<UOp> apply_movement_op(const UOp& x, const std::vector<UOp>& rngs) {
   const UOp idx = r->as_uop();
   if (idx.op() != Op::Index) return {};  // a view of a constant
   const std::vector<UOp> src(idx.src().begin() + 1, idx.src().end());
-  const UOp simple = graph_rewrite(UOp::sink(src), &rules::sym(), {.name = "movement op"});
+  // a gated range (a PAD's) under index math keeps its gate outermost (rules/indexing.rw)
+  const UOp lifted = graph_rewrite(UOp::sink(src), &rules::lift_gates(), {.bottom_up = true});
+  const UOp simple = graph_rewrite(lifted, &rules::sym(), {.name = "movement op"});
   return {simple.src().begin(), simple.src().end()};
 }
 

@@ -289,7 +289,7 @@ std::vector<std::string> realized_after_rangeify(const Tensor& t) {
 // PAD's source is read at its range less the offset where that is inside the source, Invalid
 // elsewhere; the buffer view under it is indexed alike; nothing is realized but the root. A cat
 // (tinyrw's pads each piece and adds; tinygrad's now stacks) gates each piece the same way. Both
-// executors of `pad_ranges` agree.
+// executors of `pad_ranges` and `lift_gates` agree.
 TEST(RangePropagation, PadAndCatGateTheirSources) {
   const Tensor a = Tensor::ones({8}).contiguous().realize();
   const Tensor b = Tensor::ones({8}).contiguous().realize();
@@ -310,7 +310,17 @@ TEST(RangePropagation, PadAndCatGateTheirSources) {
   EXPECT_EQ(ranges_of(gc.ctx, c.uop().src(0)), "[(L0 if (L0<8) else Invalid)] -> [L0]");
   EXPECT_EQ(ranges_of(gc.ctx, c.uop().src(1)), "[((L0+-8) if (L0>=8) else Invalid)] -> [L0]");
   EXPECT_EQ(realized_after_rangeify(c), std::vector<std::string>{"Add(16,)[0]"});
-  // the interpreted rules/indexing.rw moves the index as the compiled one
+  // (2, 4) padded on both axes: the gates stay outermost through the RESHAPE of the buffer
+  // (tinygrad's range map, pad_cat.txt, with its r0>=1 written (r0<1)!=True)
+  const Tensor m = Tensor::ones({2, 4}).contiguous().realize();
+  const Tensor pm = m.pad({{1, 1}, {0, 2}}) + 1;
+  KernelGraph gm = get_kernel_graph(sink1(pm.uop()));
+  run_rangeify(gm.sink, gm.ctx);
+  EXPECT_EQ(ranges_of(gm.ctx, m.uop()),
+            "[((L0*4+L1+-4) if ((L1<4)&((L0>=1)&(L0<3))) else Invalid)] -> "
+            "[((L0+-1) if ((L0>=1)&(L0<3)) else Invalid)] [(L1 if (L1<4) else Invalid)]");
+  EXPECT_EQ(realized_after_rangeify(pm), std::vector<std::string>{"Add(4,6,)[01]"});
+  // the interpreted rules/indexing.rw moves the index and lifts gates as the compiled one
   rw::Diagnostics d;
   std::shared_ptr<const rw::ResolvedProgram> program =
       rw::load_rules(TINYRW_SOURCE_DIR "/rules/indexing.rw", d);
@@ -322,6 +332,16 @@ TEST(RangePropagation, PadAndCatGateTheirSources) {
   const std::optional<rw::Value> got = pad.apply(q, rctx, nullptr);
   ASSERT_TRUE(want && got);
   EXPECT_EQ(got->as_uop(), want->as_uop());
+  const rw::InterpretedMatcher lift(program, *program->find("lift_gates"));
+  const UOp invalid = UOp::constant(dtypes::index, Arg::invalid());
+  const UOp r0 = UOp::range(UOp::cint(4), 0), r1 = UOp::range(UOp::cint(6), 1);
+  const UOp g0 = r0.ge(UOp::cint(1)).where(r0 - UOp::cint(1), invalid);
+  const UOp g1 = r1.lt(UOp::cint(4)).where(r1, invalid);
+  const UOp flat = sink1(g0 * UOp::cint(4) + g1);
+  const UOp lifted = graph_rewrite(flat, &rules::lift_gates(), {.bottom_up = true});
+  EXPECT_EQ(graph_rewrite(flat, &lift, {.bottom_up = true}), lifted);
+  EXPECT_EQ(lifted.src(0).op(), Op::Where);
+  EXPECT_EQ(lifted.src(0).src(2), invalid);
 }
 
 // The nodes tinygrad's range propagation realizes (its `***` lines in debug_rangeify.txt), the
