@@ -91,6 +91,14 @@ void run_rangeify(const UOp& sink, rw::IndexingContext& ctx, const rw::RuleSetMa
   }
 }
 
+UOp apply_rangeify(const UOp& sink, rw::IndexingContext& ctx, const rw::RuleSetMatcher* rules) {
+  return graph_rewrite(sink, rules ? rules : &rules::apply_rangeify(),
+                       {.ctx = static_cast<rw::ScheduleContext*>(&ctx),
+                        .bottom_up = true,
+                        .enter_calls = false,
+                        .name = "apply rangeify"});
+}
+
 UOp earliest_rewrites(const UOp& sink, const rw::RuleSetMatcher* rules) {
   return graph_rewrite(sink, rules ? rules : &rules::earliest(),
                        {.bottom_up = true, .enter_calls = false, .name = "earliest rewrites"});

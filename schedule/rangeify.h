@@ -1,7 +1,7 @@
 // The rangeify pipeline (tinygrad's get_kernel_graph): a tensor graph to a graph of kernels, stage
-// by stage, each a named rewrite that VIZ shows. Built so far: "earliest rewrites", "realize map"
-// and range propagation (run_rangeify, not yet applied to the graph); STAGEs, cleanups, buffers
-// and kernel splitting come next (issue 13, S9-S11). realize() does not use it yet.
+// by stage, each a named rewrite that VIZ shows. Built so far: "earliest rewrites", "realize map",
+// range propagation (run_rangeify) and a first "apply rangeify"; cleanups, buffers and kernel
+// splitting come next (issue 13, S10-S11). realize() does not use it yet.
 #pragma once
 
 #include <functional>
@@ -45,6 +45,12 @@ std::vector<UOp> apply_movement_op(const UOp& x, const std::vector<UOp>& rngs);
 // ctx.realize_map.
 void run_rangeify(const UOp& sink, rw::IndexingContext& ctx,
                   const rw::RuleSetMatcher* rules = nullptr);
+
+// Apply rangeify (tinygrad's pm_apply_rangeify): rules/indexing.rw's `apply_rangeify`, bottom up
+// over the graph after run_rangeify, turns the range map into index math: buffers indexed, realized
+// nodes STAGEd, REDUCEs over ranges, no movement op left. `rules`: another executor of the set.
+UOp apply_rangeify(const UOp& sink, rw::IndexingContext& ctx,
+                   const rw::RuleSetMatcher* rules = nullptr);
 
 // The stages in order over SINK(roots...): function CALLs inlined, earliest rewrites, realize map.
 KernelGraph get_kernel_graph(const UOp& sink,

@@ -56,6 +56,20 @@ const HelperRegistrar kNewRange(typed_helper(
       return UOp::range(s, indexing(ctx).next_range++, *t);
     }));
 
+// range propagation's entry for x: (input ranges, output ranges, realized axes or ()); none when
+// x has no ranges
+const HelperRegistrar kRangeEntry(typed_helper(
+    "range_entry", +[](RewriteContext& ctx, const UOp& x) -> Value {
+      const IndexingContext& ic = indexing(ctx);
+      const auto r = ic.range_map.find(x);
+      if (r == ic.range_map.end()) return Value();
+      std::vector<Value> in, out, axes;
+      for (const UOp& u : r->second.first) in.push_back(Value::uop(u));
+      for (const UOp& u : r->second.second) out.push_back(Value::uop(u));
+      if (const auto a = ic.realize_map.find(x); a != ic.realize_map.end() && a->second)
+        for (int k : *a->second) axes.push_back(Value::integer(k));
+      return Value::tuple({Value::tuple(in), Value::tuple(out), Value::tuple(axes)});
+    }));
 // tinygrad's Invalid: the index of a gated read where its valid fails (no .rw literal spells it)
 const HelperRegistrar kInvalid(typed_helper(
     "invalid", +[]() { return UOp::constant(dtypes::index, Arg::invalid()); }));

@@ -446,6 +446,58 @@ TEST(RangePropagation, InterpretedRulesAgreeWithCompiled) {
   EXPECT_EQ(kout[1], UOp::cint(0));
 }
 
+// ---- apply rangeify (S9, first part)
+
+// The graph after apply rangeify, in both executors of rules/indexing.rw's `apply_rangeify`.
+UOp applied_graph(const Tensor& t, const rw::RuleSetMatcher* rules = nullptr) {
+  KernelGraph g = get_kernel_graph(sink1(t.uop()));
+  run_rangeify(g.sink, g.ctx);
+  return apply_rangeify(g.sink, g.ctx, rules);
+}
+
+// a.sum(1, keepdim) + b: one reduction over a REDUCE range of a's buffer, read through INDEX as b's
+// is; the root realized as STAGE(value, r0, 0) (its size-1 axis is index 0); no view left. A PAD
+// reads its source where its gate holds, else 0.
+TEST(ApplyRangeify, ReduceAndRootStage) {
+  rw::Diagnostics d;
+  std::shared_ptr<const rw::ResolvedProgram> program =
+      rw::load_rules(TINYRW_SOURCE_DIR "/rules/indexing.rw", d);
+  ASSERT_NE(program, nullptr) << d.render();
+  const rw::InterpretedMatcher apply(program, *program->find("apply_rangeify"));
+  const Tensor a = Tensor::ones({4, 4}).contiguous().realize();
+  const Tensor b = Tensor::ones({4, 1}).contiguous().realize();
+  const UOp out = applied_graph(a.sum({1}, true) + b);
+  EXPECT_EQ(applied_graph(a.sum({1}, true) + b, &apply), out);
+  int reduces = 0;
+  for (const UOp& u : toposort(out)) {
+    EXPECT_FALSE(groups::movement().contains(u.op()) && u.op() != Op::Stack) << op_name(u.op());
+    if (u.op() == Op::Reduce) {
+      ++reduces;
+      EXPECT_EQ(u.arg(), Arg::tuple({Arg::op(Op::Add), Arg::integer(0)}));
+      ASSERT_EQ(u.src().size(), 2u);
+      EXPECT_EQ(axis_type_of(u.src(1)), AxisType::Reduce);
+      EXPECT_EQ(u.src(0).op(), Op::Index);
+    }
+  }
+  EXPECT_EQ(reduces, 1);
+  const UOp root = out.src(0);
+  ASSERT_EQ(root.op(), Op::Stage);
+  EXPECT_EQ(root.src(0).op(), Op::Add);
+  ASSERT_EQ(root.src().size(), 3u);
+  EXPECT_EQ(root.src(1).op(), Op::Range);
+  EXPECT_EQ(root.src(2), UOp::cint(0));
+  EXPECT_EQ(root.src(0).src(1).op(), Op::Index);  // b's buffer at r0
+  const Tensor v = Tensor::ones({8}).contiguous().realize();
+  const UOp padded = applied_graph(v.pad({{1, 1}}) + 1);
+  EXPECT_EQ(applied_graph(v.pad({{1, 1}}) + 1, &apply), padded);
+  const UOp w = padded.src(0).src(0).src(0);
+  ASSERT_EQ(w.op(), Op::Where);
+  EXPECT_EQ(render(w.src(0)), "((L0>=1)&(L0<9))");
+  EXPECT_EQ(w.src(1).op(), Op::Index);
+  EXPECT_EQ(index_str(w.src(1).src(1)), "((L0+-1) if ((L0>=1)&(L0<9)) else Invalid)");
+  EXPECT_EQ(w.src(2), UOp::constant(dtypes::float32, Arg::real(0.0)));
+}
+
 // Each stage is a named step in VIZ, its matches attributed to rules/rangeify.rw's rules.
 TEST(RangeifyStages, VizShowsEachStage) {
   const Tensor a = Tensor::ones({4, 4}).contiguous().realize();
