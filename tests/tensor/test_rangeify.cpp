@@ -487,6 +487,19 @@ TEST(ApplyRangeify, ReduceAndRootStage) {
   EXPECT_EQ(root.src(1).op(), Op::Range);
   EXPECT_EQ(root.src(2), UOp::cint(0));
   EXPECT_EQ(root.src(0).src(1).op(), Op::Index);  // b's buffer at r0
+  // softmax: a STAGE for each node range propagation realized (both REDUCEs, the EXP2, the input
+  // view two consumers index differently, the root), as debug_rangeify.txt before cleanups
+  const Tensor x = Tensor::ones({4, 32}).contiguous().realize();
+  std::map<Op, int> staged;
+  int sm_reduces = 0;
+  for (const UOp& u : toposort(applied_graph(x.softmax(-1)))) {
+    EXPECT_FALSE(groups::movement().contains(u.op()) && u.op() != Op::Stack) << op_name(u.op());
+    if (u.op() == Op::Stage) ++staged[u.src(0).op()];
+    sm_reduces += u.op() == Op::Reduce;
+  }
+  EXPECT_EQ(staged,
+            (std::map<Op, int>{{Op::Reduce, 2}, {Op::Exp2, 1}, {Op::Index, 1}, {Op::Mul, 1}}));
+  EXPECT_EQ(sm_reduces, 2);
   const Tensor v = Tensor::ones({8}).contiguous().realize();
   const UOp padded = applied_graph(v.pad({{1, 1}}) + 1);
   EXPECT_EQ(applied_graph(v.pad({{1, 1}}) + 1, &apply), padded);
