@@ -671,6 +671,14 @@ std::optional<Analysis> analysis_from_name(std::string_view name) {
   return enum_from_name<Analysis>(kAnalysisNames, name);
 }
 
+// An op, or a tuple of ops (the nodes a gated walk does not enter).
+static std::vector<Op> op_list(const Value& v) {
+  if (v.kind() != Value::Kind::Tuple) return {v.as_op()};
+  std::vector<Op> ops;
+  for (const Value& o : v.items()) ops.push_back(o.as_op());
+  return ops;
+}
+
 Value analysis(const Value& recv, Analysis a, std::span<const Value> args) {
   const UOp& u = recv.as_uop();
   const std::string_view name = kAnalysisNames[static_cast<size_t>(a)];
@@ -714,10 +722,13 @@ Value analysis(const Value& recv, Analysis a, std::span<const Value> args) {
     for (UOp& n : nodes) out.push_back(Value::uop(std::move(n)));
     return Value::tuple(std::move(out));
   }
-  if (a ==
-      Analysis::Toposort) {  // every node under u, sources first; none past the tuple size limit
-    expect_args(name, args, 0, 0);
-    std::vector<UOp> nodes = toposort(u);
+  if (a == Analysis::Toposort) {  // every node under u, sources first; none past the tuple limit
+    expect_args(name, args, 0, 1);
+    // toposort(ops): a node of one of these ops is listed, not entered
+    const std::vector<Op> stop = args.empty() ? std::vector<Op>{} : op_list(args[0]);
+    std::vector<UOp> nodes = stop.empty() ? toposort(u) : toposort(u, [&](const UOp& n) {
+      return n == u || std::find(stop.begin(), stop.end(), n.op()) == stop.end();
+    });
     if (nodes.size() > kMaxTupleSize) return Value();
     std::vector<Value> out;
     out.reserve(nodes.size());
@@ -737,14 +748,20 @@ Value analysis(const Value& recv, Analysis a, std::span<const Value> args) {
   }
   if (a ==
       Analysis::Substitute) {  // pairs ((from, to), ...): every `from` under u becomes its `to`
-    expect_args(name, args, 1, 1);
+    expect_args(name, args, 1, 2);
     std::unordered_map<UOp, UOp> map;
     for (const Value& pair : args[0].items()) {
       if (pair.kind() != Value::Kind::Tuple || pair.items().size() != 2)
         throw EvalError(fmt::format("substitute takes pairs (from, to), got {}", pair.repr()));
       map.insert_or_assign(pair.items()[0].as_uop(), pair.items()[1].as_uop());
     }
-    return Value::uop(map.empty() ? u : substitute(u, map));
+    if (map.empty()) return recv;
+    if (args.size() == 1) return Value::uop(substitute(u, map));
+    // substitute(pairs, ops): one walk that does not descend below a node of those ops
+    const std::vector<Op> stop = op_list(args[1]);
+    return Value::uop(substitute_gated(u, map, [&](const UOp& n) {
+      return n == u || std::find(stop.begin(), stop.end(), n.op()) == stop.end();
+    }));
   }
   if (a == Analysis::ConstFactor) {
     expect_args(name, args, 0, 0);

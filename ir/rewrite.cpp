@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "ir/graph.h"
 #include "ir/ptr_map.h"
 #include "ir/stats.h"
 #include "ir/uop_node.h"
@@ -281,6 +282,28 @@ UOp substitute(const UOp& root, const std::unordered_map<UOp, UOp>& map, bool wa
     return it == map.end() ? UOp() : it->second;
   });
   return graph_rewrite(root, &m, {.bottom_up = true, .walk = walk, .name = "substitute"}, caller);
+}
+
+UOp substitute_gated(const UOp& root, const std::unordered_map<UOp, UOp>& map,
+                     const std::function<bool(const UOp&)>& enter) {
+  std::unordered_map<UOp, UOp> out;  // each node walked, with its replacement
+  const std::vector<UOp> order =
+      toposort(root, [&](const UOp& u) { return !map.contains(u) && enter(u); });
+  for (const UOp& u : order) {
+    if (const auto it = map.find(u); it != map.end()) {
+      out.emplace(u, it->second);
+      continue;
+    }
+    std::vector<UOp> src;
+    bool changed = false;
+    if (enter(u))
+      for (const UOp& s : u.src()) {
+        src.push_back(out.at(s));
+        changed = changed || src.back() != s;
+      }
+    out.emplace(u, changed ? u.with_src(src) : u);
+  }
+  return out.at(root);
 }
 
 }  // namespace tinyrw

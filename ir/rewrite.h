@@ -84,7 +84,7 @@ struct RewriteOptions {
   const Matcher* bpm = nullptr;  // pre-order matcher, run before descending into sources
   bool walk = false;             // one pass: no fixed point, replacements are never re-entered
   bool enter_calls = true;       // false: the body (source 0) of a CALL is left untouched
-  std::string name;              // shown in VIZ and statistics
+  std::string name{};            // shown in VIZ and statistics
 };
 
 // The rewrite loop is broken when a node's rewrites cycle or grow without end; the message says
@@ -106,5 +106,11 @@ UOp graph_rewrite(const UOp& root, const Matcher* pm, const RewriteOptions& opts
 // Replaces nodes by the map, greedily and bottom-up (replacements are rewritten again unless walk).
 UOp substitute(const UOp& root, const std::unordered_map<UOp, UOp>& map, bool walk = false,
                std::source_location caller = std::source_location::current());
+
+// Replaces nodes by the map in one walk (replacements are not substituted again), not descending
+// into a node for which `enter` is false (tinygrad's gated substitute: a subgraph that cannot hold
+// the replaced nodes is not walked).
+UOp substitute_gated(const UOp& root, const std::unordered_map<UOp, UOp>& map,
+                     const std::function<bool(const UOp&)>& enter);
 
 }  // namespace tinyrw

@@ -31,7 +31,7 @@ std::vector<UOp> data_srcs(const UOp& c) {
 
 }  // namespace
 
-std::vector<UOp> apply_movement_op(const UOp& x, const std::vector<UOp>& rngs) {
+std::vector<UOp> apply_movement_op(const UOp& x, const std::vector<UOp>& rngs, bool simplify) {
   RewriteContext rctx;  // the movement rules read no context (only REDUCE's does)
   // a PAD's gated ranges are rules/indexing.rw's (rangeify.rw's pad rule gives realize() a value)
   const rw::RuleSetMatcher& moves = x.op() == Op::Pad ? rules::pad_ranges() : rules::rangeify();
@@ -40,8 +40,13 @@ std::vector<UOp> apply_movement_op(const UOp& x, const std::vector<UOp>& rngs) {
   const UOp idx = r->as_uop();
   if (idx.op() != Op::Index) return {};  // a view of a constant
   const std::vector<UOp> src(idx.src().begin() + 1, idx.src().end());
+  return simplify ? simplify_ranges(src) : src;
+}
+
+std::vector<UOp> simplify_ranges(const std::vector<UOp>& rngs) {
   // a gated range (a PAD's) under index math keeps its gate outermost (rules/indexing.rw)
-  const UOp lifted = graph_rewrite(UOp::sink(src), &rules::lift_gates(), {.bottom_up = true});
+  const UOp lifted = graph_rewrite(UOp::sink(rngs), &rules::lift_gates(),
+                                   {.bottom_up = true, .name = "lift gates"});
   const UOp simple = graph_rewrite(lifted, &rules::sym(), {.name = "movement op"});
   return {simple.src().begin(), simple.src().end()};
 }
@@ -55,15 +60,25 @@ void run_rangeify(const UOp& sink, rw::IndexingContext& ctx, const rw::RuleSetMa
       for (const UOp& x : data_srcs(c)) consumers[x].push_back(c);
   // the ranges ended at each node, and those a broadcast above it ended (rules/indexing.rw)
   std::unordered_map<UOp, std::vector<UOp>> ending, broadcast_ending;
+  std::unordered_map<UOp, UOp> simple;  // each consumer's input ranges simplified, once
+  auto simplified = [&](const UOp& c, const std::vector<UOp>& rngs) {
+    auto [it, fresh] = simple.try_emplace(c);
+    if (fresh) it->second = UOp::sink(simplify_ranges(rngs));
+    return it->second;
+  };
   RewriteContext rctx{.user = static_cast<rw::ScheduleContext*>(&ctx)};
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const UOp& x = *it;
     // the question: SINK(x, SINK(each indexed consumer's input ranges), SINK(ended above it),
     // SINK(a broadcast above ended))
     std::vector<UOp> cs, ends, bcast;
-    for (const UOp& c : consumers[x]) {
+    const std::vector<UOp>& users = consumers[x];
+    for (const UOp& c : users) {
+      // consumers' index math is simplified only where several compare it (a long chain of
+      // views would otherwise be simplified at every step)
       if (auto r = ctx.range_map.find(c); r != ctx.range_map.end())
-        cs.push_back(UOp::sink(r->second.first));
+        cs.push_back(users.size() == 1 ? UOp::sink(r->second.first)
+                                       : simplified(c, r->second.first));
       if (auto e = ending.find(c); e != ending.end())
         ends.insert(ends.end(), e->second.begin(), e->second.end());
       if (auto e = broadcast_ending.find(c); e != broadcast_ending.end())
@@ -79,7 +94,11 @@ void run_rangeify(const UOp& sink, rw::IndexingContext& ctx, const rw::RuleSetMa
     };
     std::vector<UOp> in = items(1);
     // a view's sources are indexed by its movement of those ranges
-    if (groups::movement().contains(x.op())) in = apply_movement_op(x, in);
+    // (simplified where a chain of views ends, and at a PAD, whose gates must stay outermost:
+    // inside a chain it would be simplified at every step)
+    if (groups::movement().contains(x.op()))
+      in = apply_movement_op(x, in,
+                             x.op() == Op::Pad || !groups::movement().contains(x.src(0).op()));
     ctx.range_map[x] = {in, items(0)};
     ending[x] = items(2);
     broadcast_ending[x] = items(3);
@@ -97,6 +116,21 @@ UOp apply_rangeify(const UOp& sink, rw::IndexingContext& ctx, const rw::RuleSetM
                         .bottom_up = true,
                         .enter_calls = false,
                         .name = "apply rangeify"});
+}
+
+UOp cleanups(const UOp& sink, const rw::RuleSetMatcher* rules) {
+  return graph_rewrite(sink, rules ? rules : &rules::remove_bufferize(),
+                       {.enter_calls = false, .name = "cleanups"});
+}
+
+std::unordered_set<UOp> realized_nodes(KernelGraph& g) {
+  run_rangeify(g.sink, g.ctx);
+  const UOp cleaned = cleanups(apply_rangeify(g.sink, g.ctx));
+  std::unordered_set<UOp> kept;
+  for (const UOp& u : toposort(cleaned, nullptr, /*enter_calls=*/false))
+    if (u.op() == Op::Stage)
+      kept.insert(g.ctx.staged.at(static_cast<size_t>(u.arg().items()[1].as_int())));
+  return kept;
 }
 
 UOp earliest_rewrites(const UOp& sink, const rw::RuleSetMatcher* rules) {
@@ -122,16 +156,24 @@ void generate_realize_map(const UOp& sink, rw::IndexingContext& ctx,
     if (u == sink) continue;
     const RuleInfo* fired = nullptr;
     const std::optional<rw::Value> r = matcher.apply(u, rctx, &fired);
-    if (!r) continue;
-    for (const UOp& x : r->as_uop().src()) ctx.realize_map.try_emplace(x, std::nullopt);
+    if (!r) {
+      ctx.fuse(u);  // the fused depth the depth-limit rule reads
+      continue;
+    }
+    for (const UOp& x : r->as_uop().src()) {
+      ctx.realize_map.try_emplace(x, std::nullopt);
+      if (!r->as_uop().arg().is_none()) ctx.non_removable.insert(x);  // realized_for_good
+    }
     if (call >= 0) viz::record_match(call, u, r->as_uop(), fired, std::chrono::nanoseconds(0));
   }
   if (call >= 0) viz::end_rewrite(call, sink);
 }
 
-KernelGraph get_kernel_graph(const UOp& sink, const std::function<bool(const UOp&)>& executed) {
+KernelGraph get_kernel_graph(const UOp& sink, const std::function<bool(const UOp&)>& executed,
+                             int max_fused_depth) {
   KernelGraph g;
   g.sink = sink;
+  g.ctx.max_fused_depth = max_fused_depth;
   // function CALLs inlined (their RETURNED outputs); kernel CALLs stay
   const std::vector<UOp> nodes = toposort(sink, nullptr, /*enter_calls=*/false);
   if (std::any_of(nodes.begin(), nodes.end(), [](const UOp& u) { return u.op() == Op::Returned; }))

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <functional>
+#include <limits>
+#include <unordered_set>
 #include <vector>
 
 #include "dsl/ruleset.h"
@@ -34,7 +36,13 @@ void generate_realize_map(const UOp& sink, rw::IndexingContext& ctx,
 // pushed one step by rules/rangeify.rw (the movement math realize() lowers with), then simplified
 // by rules/symbolic.rw. Empty when x views a constant (a constant has no ranges). A PAD's are
 // rules/indexing.rw's `pad_ranges`: a padded axis's index is gated, where(valid, r - off, Invalid).
-std::vector<UOp> apply_movement_op(const UOp& x, const std::vector<UOp>& rngs);
+// `simplify` false: the index math as the rules build it (simplify_ranges later).
+std::vector<UOp> apply_movement_op(const UOp& x, const std::vector<UOp>& rngs,
+                                   bool simplify = true);
+
+// Index expressions simplified: gates lifted outermost (rules/indexing.rw's lift_gates), then
+// rules/symbolic.rw's `sym`.
+std::vector<UOp> simplify_ranges(const std::vector<UOp>& rngs);
 
 // Range propagation (tinygrad's run_rangeify without its apply stage), over the graph after the
 // realize map: consumers before sources, each node's output ranges are new when it is realized,
@@ -52,8 +60,20 @@ void run_rangeify(const UOp& sink, rw::IndexingContext& ctx,
 UOp apply_rangeify(const UOp& sink, rw::IndexingContext& ctx,
                    const rw::RuleSetMatcher* rules = nullptr);
 
+// Cleanups (tinygrad's remove_bufferize): rules/rangeify.rw's `remove_bufferize`, sources before
+// users, over the graph after apply_rangeify: a STAGE that is cheap to recompute is replaced, where
+// it is read, by its source at the reader's index. `rules`: another executor of the set.
+UOp cleanups(const UOp& sink, const rw::RuleSetMatcher* rules = nullptr);
+
+// The nodes of kernel graph g's tensor graph that get a buffer: range propagation, apply rangeify
+// and the cleanups run over it, and every STAGE left (read back by its tag) names one.
+std::unordered_set<UOp> realized_nodes(KernelGraph& g);
+
 // The stages in order over SINK(roots...): function CALLs inlined, earliest rewrites, realize map.
+// `max_fused_depth`: tinyrw's fused depth limit (docs/limits.md), which the realize map applies
+// as rules/schedule.rw's kernel boundaries do (unlimited by default).
 KernelGraph get_kernel_graph(const UOp& sink,
-                             const std::function<bool(const UOp&)>& executed = nullptr);
+                             const std::function<bool(const UOp&)>& executed = nullptr,
+                             int max_fused_depth = std::numeric_limits<int>::max());
 
 }  // namespace tinyrw

@@ -37,6 +37,7 @@
 #include "runtime/interp.h"
 #include "runtime/kernel_error.h"
 #include "runtime/llvm_render.h"
+#include "schedule/rangeify.h"
 #include "tensor/storage.h"
 #include "tensor/tensor.h"
 
@@ -52,10 +53,12 @@ std::vector<int64_t> g_kernel_outputs;    // the elements each kernel of the las
 std::string g_device;                     // "" = the default
 
 // An INDEX of a tensor graph lowered to index math over buffers: rules/rangeify.rw pre-order (an
-// INDEX passes a view before the symbolic rules fold the view's source), `sym` post-order.
+// INDEX passes a view before the symbolic rules fold the view's source), `sym` post-order; then
+// reduce collapse.
 UOp lower_index(const UOp& index, rw::RangeifyContext& ctx, const char* name) {
-  return graph_rewrite(index, &rules::sym(),
-                       {.ctx = &ctx, .bpm = &rules::rangeify(), .name = name});
+  const UOp lowered =
+      graph_rewrite(index, &rules::sym(), {.ctx = &ctx, .bpm = &rules::rangeify(), .name = name});
+  return graph_rewrite(lowered, &rules::reduce_collapse(), {.name = "reduce collapse"});
 }
 
 // A kernel's value: `node` indexed by one WEAK range per dimension (ids from 0; a scalar is index
@@ -176,8 +179,17 @@ struct Realizer {
       src.insert(src.end(), ranges.begin(), ranges.end());
       effect = UOp::make(Op::End, dtypes::void_, src);
     }
-    // BUFFER -> PARAM, in first-use order (the output's first)
+    // BUFFER -> PARAM, in first-use order (the output's first); RANGE ids renumbered 0..n-1 in
+    // the order they had (reduce collapse may have dropped some)
     std::unordered_map<UOp, UOp> params;
+    std::map<i128, UOp> by_id;
+    for (const UOp& u : toposort(effect))
+      if (u.op() == Op::Range) by_id.emplace(u.arg().items()[0].as_int(), u);
+    for (const auto& [id, r] : by_id) {
+      std::vector<Arg> arg(r.arg().items().begin(), r.arg().items().end());
+      arg[0] = Arg::integer(static_cast<i128>(params.size()));
+      params.emplace(r, UOp::make(Op::Range, r.dtype(), r.src(), Arg::tuple(std::move(arg))));
+    }
     for (const UOp& u : toposort(effect)) {
       if (u.op() != Op::Buffer || params.contains(u)) continue;
       const int64_t size = static_cast<int64_t>(u.arg().field("size").as_int());
@@ -768,21 +780,19 @@ struct Realizer {
     if (spec_enabled())
       for (const UOp& r : tensor_roots)
         verify_with_calls(r, rules::spec_tensor(), rules::spec_kernel_body());
-    // function CALLs inlined (rules/call.rw); kernel CALLs stay, as units of the schedule
-    UOp all = UOp::sink(tensor_roots);
-    const std::vector<UOp> before_inlining = toposort(all, nullptr, /*enter_calls=*/false);
-    if (std::any_of(before_inlining.begin(), before_inlining.end(),
-                    [](const UOp& u) { return u.op() == Op::Returned; }))
-      all = graph_rewrite(all, &rules::calls(), {.enter_calls = false, .name = "inline calls"});
+    // function CALLs inlined (rules/call.rw) and the earliest rewrites (rules/rangeify.rw);
+    // kernel CALLs stay, as units of the schedule. What an executed effect computed is done:
+    // nothing under it is scheduled again.
+    auto ran = [this](const UOp& u) {
+      return (u.op() == Op::Store || is_kernel_call(u)) && executed(u);
+    };
+    KernelGraph g = get_kernel_graph(UOp::sink(tensor_roots), ran, kMaxFusedDepth);
+    const UOp all = g.sink;
     std::vector<UOp> roots(all.src().begin(), all.src().end());
-    // what an executed effect computed is done: nothing under it is scheduled again
     const std::vector<UOp> order = toposort(
-        all,
-        [this](const UOp& u) {
-          return !((u.op() == Op::Store || is_kernel_call(u)) && executed(u));
-        },
-        /*enter_calls=*/false);
+        all, [&](const UOp& u) { return !ran(u); }, /*enter_calls=*/false);
     rw::ScheduleContext facts = schedule_facts(order, roots);
+    facts.staged = realized_nodes(g);
     std::vector<Kernel> ks;
     std::unordered_map<UOp, size_t> kernel_of;
     std::unordered_map<UOp, UOp> done;  // kernel outputs, and each assignment chain's buffer view
@@ -828,7 +838,15 @@ struct Realizer {
   std::vector<UOp> realize(const std::vector<UOp>& tensor_roots,
                            std::vector<std::shared_ptr<Storage>>& keep) {
     viz::Group group("realize");
-    Plan p = plan(tensor_roots);
+    // a root that reshapes a computed value: the value is realized and the root is a view of its
+    // buffer (tinygrad realizes the bases), so roots over one value share its kernel
+    std::vector<UOp> bases;
+    for (const UOp& r : tensor_roots) {
+      UOp b = r;
+      while (b.op() == Op::Reshape) b = b.src(0);
+      bases.push_back(is_buffer_state(b) ? r : b);
+    }
+    Plan p = plan(bases);
     const UOp& all = p.all;
     const std::vector<UOp>& roots = p.roots;
     std::vector<Kernel>& ks = p.ks;
@@ -883,7 +901,14 @@ struct Realizer {
       if (auto it = done.find(ks[i].node); it != done.end()) outputs.push_back(it->second);
     record_stage("schedule", all, UOp::sink(outputs));
     std::vector<UOp> views;
-    for (const UOp& r : roots) views.push_back(computed.contains(r) ? computed.at(r) : settled(r));
+    for (size_t i = 0; i < roots.size(); ++i) {
+      const UOp& r = roots[i];
+      UOp v = computed.contains(r) ? computed.at(r) : settled(r);
+      if (bases[i] != tensor_roots[i])
+        v = is_buffer_view(v) ? buffer_view(v.src(0), tensor_roots[i].shape())
+                              : v.reshape(tensor_roots[i].shape());
+      views.push_back(v);
+    }
     return views;
   }
 

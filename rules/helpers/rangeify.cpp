@@ -70,6 +70,16 @@ const HelperRegistrar kRangeEntry(typed_helper(
         for (int k : *a->second) axes.push_back(Value::integer(k));
       return Value::tuple({Value::tuple(in), Value::tuple(out), Value::tuple(axes)});
     }));
+// a STAGE's arg (tinygrad's BufferizeOpts and tag): (removable, tag), the tag numbering the node it
+// buffers, which the pipeline's caller reads back from the STAGEs the cost model kept
+const HelperRegistrar kStageOpts(typed_helper(
+    "stage_opts", +[](RewriteContext& ctx, const UOp& x) {
+      IndexingContext& ic = indexing(ctx);
+      const auto [tag, fresh] = ic.stage_tags.try_emplace(x, ic.staged.size());
+      if (fresh) ic.staged.push_back(x);
+      return Value::tuple(
+          {Value::boolean(!ic.non_removable.contains(x)), Value::integer(tag->second)});
+    }));
 // tinygrad's Invalid: the index of a gated read where its valid fails (no .rw literal spells it)
 const HelperRegistrar kInvalid(typed_helper(
     "invalid", +[]() { return UOp::constant(dtypes::index, Arg::invalid()); }));

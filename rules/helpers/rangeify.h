@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "rules/helpers/schedule.h"
@@ -24,6 +25,12 @@ struct IndexingContext : ScheduleContext {
   int next_range = 0;  // RANGE ids, unique in the graph until kernels are split
   // each node's input ranges (what its sources are indexed by) and output ranges
   std::unordered_map<UOp, std::pair<std::vector<UOp>, std::vector<UOp>>> range_map;
+  // what the realize map realized for good (a custom kernel's sources): their STAGEs are never
+  // removed (tinygrad's non_removable)
+  std::unordered_set<UOp> non_removable;
+  // the nodes apply rangeify STAGEd, by tag (a STAGE's arg names its node: tinygrad's tag)
+  std::vector<UOp> staged;
+  std::unordered_map<UOp, int64_t> stage_tags;
 };
 
 }  // namespace tinyrw::rw

@@ -52,6 +52,7 @@ const HelperRegistrar kPending(fact("pending", &ScheduleContext::pending));
 const HelperRegistrar kIsCallArgument(fact("is_call_argument", &ScheduleContext::call_arguments));
 const HelperRegistrar kReadsPendingWrite(fact("reads_pending_write", &ScheduleContext::hazards));
 const HelperRegistrar kPinned(fact("pinned", &ScheduleContext::pinned));
+const HelperRegistrar kStaged(fact("rangeify_staged", &ScheduleContext::staged));
 
 const HelperRegistrar kFusedDepth(typed_helper(
     "fused_depth",

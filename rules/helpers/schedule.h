@@ -19,6 +19,8 @@ struct ScheduleContext {
   // their own target, when they write through a view of it)
   std::unordered_set<UOp> hazards;
   std::unordered_set<UOp> pinned;  // views an assignment writes through
+  // the nodes the rangeify pipeline gives a buffer (schedule/rangeify.cpp's realized_nodes)
+  std::unordered_set<UOp> staged;
   // the fused depth of each node fused so far: the longest chain of elementwise and movement ops
   // ending in it inside its kernel (a realized node starts no chain)
   std::unordered_map<UOp, int> depth;

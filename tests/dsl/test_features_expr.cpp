@@ -675,6 +675,14 @@ TEST(RwExprFeatures, RangeEnumerateChainTermsAndIndex) {
   expect_rewrite("e_loops", sink({c(109), detach.reshape({24}).reshape({2, 12})}),
                  sink({buf, detach}));
   expect_rewrite("e_loops", sink({c(109), a}), sink({a, a}));  // neither: itself
+  // a gated toposort: under a MUL or a MAX nothing is visited (the root itself is entered)
+  expect_rewrite("e_loops", sink({c(110), a * b + d}), sink({a * b, d}));
+  expect_rewrite("e_loops", sink({c(110), (a * b).maximum(d) + b}), sink({(a * b).maximum(d), b}));
+  expect_rewrite("e_loops", sink({c(110), a * b}), sink({a, b, a * b}));
+  expect_rewrite("e_loops", sink({c(111), (a * b) + (d + a)}), sink({d, a}));
+  // a and b swapped once (not swapped back), but not under the MUL
+  expect_rewrite("e_loops", sink({c(112), (a * b) + (d + a), a, b}), sink({(a * b) + (d + b)}));
+  expect_rewrite("e_loops", sink({c(112), a + b, a, b}), sink({b + a}));
   // errors: the builtins' own, the same in both executors
   const ResolvedSet* set = program()->find("e_loop_errors");
   ASSERT_NE(set, nullptr);

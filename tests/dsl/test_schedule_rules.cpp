@@ -50,13 +50,17 @@ class ScheduleRules : public ::testing::Test {
 }  // namespace
 
 // Outside a realize (no facts) only the ops that mean a buffer are realized.
-TEST_F(ScheduleRules, WithoutFactsOnlyContiguousAndReduceAreRealized) {
+// A REDUCE is realized only where the rangeify pipeline says (its `staged` fact), not by itself.
+TEST_F(ScheduleRules, WithoutFactsOnlyContiguousIsRealized) {
   const UOp c = UOp::make(Op::Contiguous, dtypes::float32, {sum});
   const UOp r = sum.reduce(Op::Add, {0});
   EXPECT_EQ(decide(c, nullptr), std::make_pair(std::string("kernel_boundary.contiguous"), c));
-  EXPECT_EQ(decide(r, nullptr), std::make_pair(std::string("kernel_boundary.reduce"), r));
-  for (const UOp& u : {sum, view, buf, store, chain})
+  for (const UOp& u : {sum, view, buf, store, chain, r})
     EXPECT_EQ(rule(u, nullptr), "") << op_name(u.op());
+  ScheduleContext facts;
+  facts.staged = {r, view};
+  EXPECT_EQ(decide(r, &facts), std::make_pair(std::string("kernel_boundary.rangeify"), r));
+  EXPECT_EQ(rule(view, &facts), "");  // a whole view of a buffer is read as it is
 }
 
 TEST_F(ScheduleRules, RootsAreRealizedUnlessAlreadyInABuffer) {

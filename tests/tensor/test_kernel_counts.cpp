@@ -1,0 +1,316 @@
+// Kernel counts equal to tinygrad's (SPLIT_REDUCEOP=0, a9069c17): the programs of issue 13's table
+// and of /work/notes/issue13-tg/counts.py, inputs realized first (tinygrad:
+// Tensor.ones(...).contiguous().realize()), counted with last_kernel_count() when the output is
+// realized, and each result checked against loops over the same inputs. Both devices.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <vector>
+
+#include "ir/graph.h"
+#include "on_device.h"
+#include "tensor/tensor.h"
+
+using namespace tinyrw;
+
+namespace {
+
+class KernelCounts : public OnDevice {};
+
+// A realized input whose element i is (i % 7) + 1 scaled by `scale` (distinct values, so a wrong
+// index shows in the result).
+Tensor input(Dims shape, double scale = 1.0) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    v[static_cast<size_t>(i)] = static_cast<float>((i % 7 + 1) * scale);
+  return Tensor::from_vector(v, shape).realize();
+}
+
+// Realizes `out` and returns (kernels run, its values).
+std::pair<int, std::vector<float>> run(Tensor out) {
+  out.realize();
+  const int kernels = last_kernel_count();
+  return {kernels, out.data<float>()};
+}
+
+void expect_near(const std::vector<float>& got, const std::vector<double>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], 1e-4 * (1 + std::fabs(want[i]))) << "element " << i;
+}
+
+// Row-major reference loops over a's host values.
+std::vector<double> host(Tensor t) {
+  std::vector<double> out;
+  for (float f : t.data<float>()) out.push_back(f);
+  return out;
+}
+
+}  // namespace
+
+// tinygrad r_4_4: the sum is computed in the kernel that adds b (no kernel of its own).
+TEST_P(KernelCounts, SumKeepdimPlusColumn) {
+  const Tensor a = input({4, 4}), b = input({4, 1}, 0.5);
+  auto [kernels, got] = run(a.sum({1}, true) + b);
+  EXPECT_EQ(kernels, 1);
+  const std::vector<double> ha = host(a), hb = host(b);
+  std::vector<double> want;
+  for (int i = 0; i < 4; ++i) {
+    double s = 0;
+    for (int j = 0; j < 4; ++j) s += ha[i * 4 + j];
+    for (int j = 0; j < 1; ++j) want.push_back(s + hb[i]);
+  }
+  expect_near(got, want);
+}
+
+// tinygrad r_4_32_32: two parallel reductions in one kernel, each with its own REDUCE range.
+TEST_P(KernelCounts, TwoSumsOfTwoInputs) {
+  const Tensor x = input({4, 32}), y = input({4, 32}, 2);
+  auto [kernels, got] = run(y.sum({-1}) + x.sum({-1}));
+  EXPECT_EQ(kernels, 1);
+  const std::vector<double> hx = host(x);
+  std::vector<double> want;
+  for (int i = 0; i < 4; ++i) {
+    double s = 0;
+    for (int j = 0; j < 32; ++j) s += hx[i * 32 + j];
+    want.push_back(3 * s);
+  }
+  expect_near(got, want);
+}
+
+TEST_P(KernelCounts, SumPlusMax) {
+  const Tensor x = input({4, 32}), y = input({4, 32}, 2);
+  auto [kernels, got] = run(x.sum({-1}) + y.max({-1}));
+  EXPECT_EQ(kernels, 1);
+  const std::vector<double> hx = host(x), hy = host(y);
+  std::vector<double> want;
+  for (int i = 0; i < 4; ++i) {
+    double s = 0, m = -INFINITY;
+    for (int j = 0; j < 32; ++j) s += hx[i * 32 + j], m = std::max(m, hy[i * 32 + j]);
+    want.push_back(s + m);
+  }
+  expect_near(got, want);
+  // one input read by both reductions (tinygrad: 1 kernel too)
+  EXPECT_EQ(run(x.sum({-1}) + x.max({-1})).first, 1);
+}
+
+// Two matmuls added: tinygrad r_4_8_64_64.
+TEST_P(KernelCounts, TwoMatmulsAdded) {
+  const Tensor a = input({4, 64}), b = input({64, 8}, 0.25), c = input({4, 64}, 2),
+               d = input({64, 8}, 0.5);
+  auto [kernels, got] = run(a.matmul(b) + c.matmul(d));
+  EXPECT_EQ(kernels, 1);
+  const std::vector<double> ha = host(a), hb = host(b), hc = host(c), hd = host(d);
+  std::vector<double> want;
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 8; ++j) {
+      double s = 0;
+      for (int k = 0; k < 64; ++k)
+        s += ha[i * 64 + k] * hb[k * 8 + j] + hc[i * 64 + k] * hd[k * 8 + j];
+      want.push_back(s);
+    }
+  expect_near(got, want);
+}
+
+TEST_P(KernelCounts, MatmulRelu) {
+  const Tensor x = input({4, 64}), w = input({64, 8}, -0.25);
+  auto [kernels, got] = run((x.matmul(w) + 20).relu());
+  EXPECT_EQ(kernels, 1);
+  const std::vector<double> hx = host(x), hw = host(w);
+  std::vector<double> want;
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 8; ++j) {
+      double s = 20;
+      for (int k = 0; k < 64; ++k) s += hx[i * 64 + k] * hw[k * 8 + j];
+      want.push_back(std::max(s, 0.0));
+    }
+  expect_near(got, want);
+}
+
+// A reduce followed by a broadcast back over its input realizes: 2 kernels each.
+TEST_P(KernelCounts, ReduceThenBroadcastRealizes) {
+  const Tensor a = input({4, 4});
+  auto [k1, got] = run(a - a.sum({1}, true));
+  EXPECT_EQ(k1, 2);
+  const std::vector<double> ha = host(a);
+  std::vector<double> want;
+  for (int i = 0; i < 4; ++i) {
+    double s = 0;
+    for (int j = 0; j < 4; ++j) s += ha[i * 4 + j];
+    for (int j = 0; j < 4; ++j) want.push_back(ha[i * 4 + j] - s);
+  }
+  expect_near(got, want);
+  // tinygrad's a - a.sum(1) broadcasts the (4,) sum along the rows
+  EXPECT_EQ(run(a - a.sum({1})).first, 2);
+  EXPECT_EQ(run(a - a.mean({0}, true)).first, 2);
+  const Tensor x = input({4, 32});
+  auto [k2, sd] = run(x.std({-1}));
+  EXPECT_EQ(k2, 2);
+  const std::vector<double> hx = host(x);
+  for (int i = 0; i < 4; ++i) {
+    double m = 0, v = 0;
+    for (int j = 0; j < 32; ++j) m += hx[i * 32 + j] / 32;
+    for (int j = 0; j < 32; ++j) v += (hx[i * 32 + j] - m) * (hx[i * 32 + j] - m) / 31;
+    EXPECT_NEAR(sd[static_cast<size_t>(i)], std::sqrt(v), 1e-4);
+  }
+}
+
+// tinygrad r_16_16: a sum with no axis left to realize is recomputed for every element.
+TEST_P(KernelCounts, ScalarSumIsRecomputed) {
+  const Tensor x = input({16});
+  auto [kernels, got] = run(x - x.sum());
+  EXPECT_EQ(kernels, 1);
+  const std::vector<double> hx = host(x);
+  double s = 0;
+  for (double v : hx) s += v;
+  std::vector<double> want;
+  for (double v : hx) want.push_back(v - s);
+  expect_near(got, want);
+}
+
+TEST_P(KernelCounts, SoftmaxAndLayernorm) {
+  const Tensor x = input({4, 32}, 0.1);
+  auto [k1, got] = run(x.softmax(-1));
+  EXPECT_EQ(k1, 3);
+  const std::vector<double> hx = host(x);
+  std::vector<double> want;
+  for (int i = 0; i < 4; ++i) {
+    double m = -INFINITY, s = 0;
+    for (int j = 0; j < 32; ++j) m = std::max(m, hx[i * 32 + j]);
+    for (int j = 0; j < 32; ++j) s += std::exp(hx[i * 32 + j] - m);
+    for (int j = 0; j < 32; ++j) want.push_back(std::exp(hx[i * 32 + j] - m) / s);
+  }
+  expect_near(got, want);
+  // layernorm as tinygrad composes it, over the last axis and over axes (1, 2, 3)
+  const Tensor t = input({20, 5, 10, 10}, 0.1);
+  for (const std::vector<int>& axes : {std::vector<int>{-1}, std::vector<int>{1, 2, 3}}) {
+    const Tensor y = t - t.mean(axes, true);
+    auto [k, ln] = run(y * ((y * y).mean(axes, true) + 1e-5).rsqrt());
+    EXPECT_EQ(k, 3);
+    // every normalized group has mean 0
+    const int64_t group = axes.size() == 1 ? 10 : 500;
+    for (int64_t g = 0; g < 10000 / group; g += 7) {
+      double m = 0;
+      for (int64_t j = 0; j < group; ++j) m += ln[static_cast<size_t>(g * group + j)];
+      EXPECT_NEAR(m / static_cast<double>(group), 0, 1e-4);
+    }
+  }
+}
+
+// A value read at two indexes is recomputed by its readers when it reads at most 3 buffers
+// (tinygrad's remove_bufferize cost model), else it gets a kernel of its own.
+TEST_P(KernelCounts, SharedValueRecomputedOrRealized) {
+  const Tensor a = input({16}, 0.1), b = input({16}, 0.2), c = input({16}, 0.3),
+               d = input({16}, 0.4);
+  const Tensor e = (a + b + c).exp();
+  auto [k3, got] = run(e.shrink({{1, 16}}) + e.shrink({{0, 15}}));
+  EXPECT_EQ(k3, 1);
+  const std::vector<double> he = host(e);
+  std::vector<double> want;
+  for (int i = 0; i < 15; ++i)
+    want.push_back(he[static_cast<size_t>(i + 1)] + he[static_cast<size_t>(i)]);
+  expect_near(got, want);
+  const Tensor e4 = (a + b + c + d).exp();
+  auto [k4, got4] = run(e4.shrink({{1, 16}}) + e4.shrink({{0, 15}}));
+  EXPECT_EQ(k4, 2);
+  const std::vector<double> he4 = host(e4);
+  for (int i = 0; i < 15; ++i)
+    EXPECT_NEAR(got4[static_cast<size_t>(i)],
+                he4[static_cast<size_t>(i + 1)] + he4[static_cast<size_t>(i)], 1e-4);
+}
+
+// A REDUCE read at two different indexes is realized: 2 kernels each.
+TEST_P(KernelCounts, ReduceReadTwice) {
+  const Tensor a = input({16, 16});
+  const Tensor s = a.sum({1});
+  auto [k1, got] = run(s.shrink({{1, 16}}) + s.shrink({{0, 15}}));
+  EXPECT_EQ(k1, 2);
+  const std::vector<double> hs = host(s);
+  for (int i = 0; i < 15; ++i)
+    EXPECT_NEAR(got[static_cast<size_t>(i)],
+                hs[static_cast<size_t>(i + 1)] + hs[static_cast<size_t>(i)], 1e-3);
+  const Tensor m = a.matmul(a);
+  auto [k2, got2] = run(m.transpose() + m);
+  EXPECT_EQ(k2, 2);
+  const std::vector<double> hm = host(m);
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 16; ++j)
+      EXPECT_NEAR(got2[static_cast<size_t>(i * 16 + j)],
+                  hm[static_cast<size_t>(j * 16 + i)] + hm[static_cast<size_t>(i * 16 + j)], 1e-2);
+}
+
+// A sum over a broadcast of one element: the REDUCE collapses to a multiply (tinygrad: one kernel,
+// `E`, no REDUCE left).
+TEST_P(KernelCounts, SumOfABroadcastCollapses) {
+  const Tensor x = Tensor::from_vector(std::vector<float>{2}, {1}).realize();
+  auto [kernels, got] = run(x.reshape({1, 1}).expand({256, 256}).sum());
+  EXPECT_EQ(kernels, 1);
+  expect_near(got, {131072});
+  ASSERT_EQ(last_kernel_asts().size(), 1u);
+  for (const UOp& u : toposort(last_kernel_asts()[0])) EXPECT_NE(u.op(), Op::Reduce);
+}
+
+TEST_P(KernelCounts, ReshapedSumAndReuse) {
+  auto [k1, got] = run(Tensor::arange(6).cast(dtypes::float32).reshape({3, 2}).sum({1}));
+  EXPECT_EQ(k1, 1);
+  expect_near(got, {1, 5, 9});
+  // one sum realized as two reshapes of it: one kernel (the second output is a view)
+  Tensor x = input({16, 16}).sum({1});
+  Tensor v1 = x.reshape({4, 4}), v2 = x.reshape({16, 1, 1});
+  Tensor::realize_all({&v1, &v2});
+  EXPECT_EQ(last_kernel_count(), 1);
+  EXPECT_EQ(v1.data<float>(), v2.data<float>());
+}
+
+// More of tinygrad's counts (counts.py): each program's values equal the same program computed
+// with every intermediate realized first (another cut of the same graph).
+TEST_P(KernelCounts, MoreProgramsAsTinygrad) {
+  const Tensor a = input({8, 8}), v = input({16}), w = input({8, 16});
+  struct Case {
+    const char* name;
+    std::function<Tensor(bool)> build;  // bool: realize every intermediate (the reference)
+    int kernels;
+  };
+  auto r = [](Tensor t, bool cut) { return cut ? t.contiguous() : t; };
+  const std::vector<Case> cases = {
+      {"(a+1).contiguous()*2", [&](bool) { return (v + 1).contiguous() * 2; }, 2},
+      {"(a.sum(1,keepdim)*a).sum(1)", [&](bool c) { return (r(a.sum({1}, true), c) * a).sum({1}); },
+       2},
+      {"a.sum(0)+a.sum(1)", [&](bool c) { return r(a.sum({0}), c) + r(a.sum({1}), c); }, 1},
+      {"a.T.contiguous()", [&](bool) { return w.transpose().contiguous(); }, 1},
+      {"a.pad(1,1)+1",
+       [&](bool c) {
+         return r(v.pad({{1, 1}}), c) + 1;
+       },
+       1},
+      {"a.cat(b)",
+       [&](bool c) {
+         return Tensor::cat({r(v * 2, c), r(v + 1, c)});
+       },
+       1},
+      {"((x@w1).relu())@w2", [&](bool c) { return r(a.matmul(a).relu(), c).matmul(w); }, 2},
+      {"x.reshape(4,4).sum()+x.reshape(16,1,1).sum()",
+       [&](bool c) {
+         const Tensor x = r(input({16, 16}).sum({1}), c);
+         return x.reshape({4, 4}).sum() + x.reshape({16, 1, 1}).sum();
+       },
+       2},
+  };
+  // two reductions of one input as two outputs: no multi-output kernels, 2
+  Tensor s1 = a.sum({1}), s2 = a.max({1});
+  Tensor::realize_all({&s1, &s2});
+  EXPECT_EQ(last_kernel_count(), 2);
+  for (const Case& k : cases) {
+    auto [kernels, got] = run(k.build(false));
+    EXPECT_EQ(kernels, k.kernels) << k.name;
+    const std::vector<float> want = k.build(true).data<float>();
+    ASSERT_EQ(got.size(), want.size()) << k.name;
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_NEAR(got[i], want[i], 1e-3 * (1 + std::fabs(want[i]))) << k.name << " element " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, KernelCounts, ::testing::Values("INTERP", "CPU"));
