@@ -497,20 +497,27 @@ class Emitter {
     scopes_.pop_back();
     for (auto it = loops.rbegin(); it != loops.rend(); ++it) close_loop(*it);
   }
-  // STORE(INDEX(buffer, i), REDUCE(...)) over the row range `row` of n elements (its loop not
-  // open): the row reduced by reduce_rows, then each element stored at its i.
-  void store_rows(const UOp& st, const UOp& row, int64_t n) {
-    const UOp& red = st.src(1);
-    const std::string t = ll_type(red.dtype()), acc = tmp();
-    allocas_ += fmt::format("  {} = alloca [{} x {}]\n", acc, n, t);
-    reduce_rows(red, row, n, acc);
+  // STORE(INDEX(buffer, i), value) over the row range `row` of n elements (its loop not open),
+  // `reds` the REDUCEs of the value outside any other: each row reduced by reduce_rows, then for
+  // each element the value computed from the reduced ones and stored at its i (a matmul's bias
+  // and activation run after its row is reduced).
+  void store_rows(const UOp& st, const UOp& row, int64_t n, const std::vector<UOp>& reds) {
+    std::vector<std::string> accs;
+    for (const UOp& red : reds) {
+      accs.push_back(tmp());
+      allocas_ += fmt::format("  {} = alloca [{} x {}]\n", accs.back(), n, ll_type(red.dtype()));
+      reduce_rows(red, row, n, accs.back());
+    }
     const Loop j = open_loop(n);
     scopes_.emplace_back();
     scopes_.back().emplace(row.node(), j.idx);
-    const std::string p = tmp(), v = tmp();
-    line(fmt::format("{} = getelementptr {}, ptr {}, i64 {}", p, t, acc, j.idx));
-    line(fmt::format("{} = load {}, ptr {}", v, t, p));
-    store(st.src(0), v);
+    for (size_t k = 0; k < reds.size(); ++k) {
+      const std::string t = ll_type(reds[k].dtype()), p = tmp(), v = tmp();
+      line(fmt::format("{} = getelementptr {}, ptr {}, i64 {}", p, t, accs[k], j.idx));
+      line(fmt::format("{} = load {}, ptr {}", v, t, p));
+      scopes_.back().emplace(reds[k].node(), v);
+    }
+    store(st.src(0), emit(st.src(1)));
     scopes_.pop_back();
     close_loop(j);
   }
@@ -590,31 +597,49 @@ std::optional<Op> kernel_error_op(int32_t code) {
 constexpr int64_t kRowLimit = 4096;
 
 namespace {
-// The row length of END(STORE(INDEX(buffer, i), REDUCE(v, ranges...)), ..., row) when the row
-// fast path (Emitter::store_rows) computes it as the element-by-element order would: the
-// innermost range `row` has a constant bound in (1, kRowLimit], the reduction's ranges constant
-// bounds, and the reduction does not read the buffer stored to (every element of the row is
+// The REDUCEs of a stored value that are not inside another REDUCE.
+std::vector<UOp> outer_reduces(const UOp& value) {
+  std::vector<UOp> out;
+  for (const UOp& u : toposort(value, [](const UOp& n) { return n.op() != Op::Reduce; }))
+    if (u.op() == Op::Reduce) out.push_back(u);
+  return out;
+}
+
+// The row length of END(STORE(INDEX(buffer, i), value), ..., row), value holding REDUCEs, when
+// the row fast path (Emitter::store_rows) computes it as the element-by-element order would: the
+// innermost range `row` has a constant bound in (1, kRowLimit], each outer reduction's ranges
+// constant bounds, and no reduction reads the buffer stored to (every element of the row is
 // reduced before any is stored).
-std::optional<int64_t> row_length(const UOp& end) {
+std::optional<int64_t> row_length(const UOp& end, std::vector<UOp>& reds) {
   const UOp& st = end.src(0);
   if (end.nsrc() < 2 || st.op() != Op::Store || st.src(0).op() != Op::Index ||
-      st.src(1).op() != Op::Reduce || st.src(1).dtype() != st.src(0).dtype())
+      st.src(1).dtype() != st.src(0).dtype())
     return std::nullopt;
   const UOp& row = end.src(end.nsrc() - 1);
   if (row.op() != Op::Range || row.src(0).op() != Op::Const) return std::nullopt;
   const i128 n = row.src(0).arg().as_int();
   if (n <= 1 || n > kRowLimit) return std::nullopt;
-  const UOp& red = st.src(1);
-  for (size_t k = 1; k < red.nsrc(); ++k)
-    if (red.src(k) == row || red.src(k).op() != Op::Range || red.src(k).src(0).op() != Op::Const)
-      return std::nullopt;
+  reds = outer_reduces(st.src(1));
+  if (reds.empty()) return std::nullopt;
   const Arg& target = st.src(0).src(0).arg().field("slot");  // a storage, whatever its dtype
-  for (const UOp& u : toposort(red))
-    if (u.op() == Op::Index && u.src(0).op() == Op::Buffer &&
-        u.src(0).arg().field("slot") == target)
-      return std::nullopt;
+  for (const UOp& red : reds) {
+    for (size_t k = 1; k < red.nsrc(); ++k)
+      if (red.src(k) == row || red.src(k).op() != Op::Range || red.src(k).src(0).op() != Op::Const)
+        return std::nullopt;
+    for (const UOp& u : toposort(red))
+      if (u.op() == Op::Index && u.src(0).op() == Op::Buffer &&
+          u.src(0).arg().field("slot") == target)
+        return std::nullopt;
+  }
   return static_cast<int64_t>(n);
 }
+
+// An open END on the effect walk: it, its row length (0: no row fast path), its row's REDUCEs.
+struct OpenEnd {
+  UOp end;
+  int64_t row = 0;
+  std::vector<UOp> reds{};
+};
 }  // namespace
 
 RenderedKernel render_llvm_effects(const UOp& sink,
@@ -624,14 +649,14 @@ RenderedKernel render_llvm_effects(const UOp& sink,
   number_buffers(sink, out, e);
   // effects in order, each STORE computed afresh (a load after a store sees the stored value)
   std::vector<std::vector<Emitter::Loop>> open;
-  std::vector<std::pair<UOp, int64_t>> rows;  // per open END: it and its row length (0: none)
+  std::vector<OpenEnd> rows;
   walk_effects(
       sink, {.store =
                  [&](const UOp& st) {
                    e.scopes_.emplace_back();
-                   if (!rows.empty() && rows.back().second > 0 && rows.back().first.src(0) == st) {
-                     const UOp& end = rows.back().first;
-                     e.store_rows(st, end.src(end.nsrc() - 1), rows.back().second);
+                   if (!rows.empty() && rows.back().row > 0 && rows.back().end.src(0) == st) {
+                     const UOp& end = rows.back().end;
+                     e.store_rows(st, end.src(end.nsrc() - 1), rows.back().row, rows.back().reds);
                    } else {
                      e.store(st.src(0), e.emit(st.src(1)));
                    }
@@ -641,8 +666,10 @@ RenderedKernel render_llvm_effects(const UOp& sink,
                  [&](const UOp& end) {
                    open.emplace_back();
                    e.scopes_.emplace_back();
-                   const int64_t n = row_length(end).value_or(0);
-                   rows.emplace_back(end, n);
+                   OpenEnd o{.end = end};
+                   o.row = row_length(end, o.reds).value_or(0);
+                   const int64_t n = o.row;
+                   rows.push_back(std::move(o));
                    for (size_t k = 1; k < end.nsrc() - (n > 0 ? 1 : 0); ++k) {
                      const UOp& r = end.src(k);
                      // the bound is computed before the loop's head, which compares
