@@ -313,4 +313,63 @@ TEST_P(KernelCounts, MoreProgramsAsTinygrad) {
   }
 }
 
+// tinygrad's counts for more programs (/work/notes/issue13-tg/counts2.py, counts2.txt), values
+// checked against another cut of the same graph.
+TEST_P(KernelCounts, ReductionProgramsAsTinygrad) {
+  const Tensor x = input({4, 8}), v = input({16}), u = input({16}, 0.5), m = input({8, 8}),
+               m2 = input({8, 8}, 0.25), m3 = input({8, 8}, 2), t = input({8, 16});
+  auto r = [](Tensor a, bool cut) { return cut ? a.contiguous() : a; };
+  struct Case {
+    const char* name;
+    std::function<Tensor(bool)> build;
+    int kernels;
+  };
+  const std::vector<Case> cases = {
+      {"x.sum(0).sum(0)", [&](bool c) { return r(t.sum({0}), c).sum({0}); }, 1},
+      {"(a+b).sum()+(a*b).sum()", [&](bool c) { return r((v + u).sum(), c) + r((v * u).sum(), c); },
+       1},
+      {"(x-x.max(1,keepdim)).exp()", [&](bool) { return (x - x.max({1}, true)).exp(); }, 2},
+      {"x.log_softmax(-1)", [&](bool) { return x.log_softmax(-1); }, 3},
+      {"x.var(-1)", [&](bool) { return x.var({-1}); }, 2},
+      {"x.pad(((1,1),(0,0))).sum(0)",
+       [&](bool c) {
+         return r(x.pad({{1, 1}, {0, 0}}), c).sum({0});
+       },
+       1},
+      {"(a@b).T@c", [&](bool) { return m.matmul(m2).transpose().matmul(m3); }, 2},
+      {"a.sum(1)[:, None] * a", [&](bool) { return x.sum({1}).unsqueeze(1) * x; }, 2},
+      {"x.mean() + x.max()", [&](bool c) { return r(v.mean(), c) + r(v.max(), c); }, 1},
+      {"(x*2).sum(1) + (x*3).sum(1)",
+       [&](bool c) { return r((x * 2).sum({1}), c) + r((x * 3).sum({1}), c); }, 1},
+      {"x.sum(1).max()", [&](bool c) { return r(x.sum({1}), c).max(); }, 1},
+      {"((x+1).sum(1,keepdim)+x).sum(1)",
+       [&](bool) { return ((x + 1).sum({1}, true) + x).sum({1}); }, 2},
+      {"e=(a*b).exp(); e.sum()+e.max()",
+       [&](bool c) {
+         const Tensor e = r((v * u).exp(), c);
+         return e.sum() + e.max();
+       },
+       1},
+      {"x.flip(0)+x", [&](bool) { return v.flip({0}) + v; }, 1},
+      {"x.reshape(4,4).T.sum(1)",
+       [&](bool) {
+         return v.reshape({4, 4}).transpose().sum({1});
+       },
+       1},
+  };
+  for (const Case& k : cases) {
+    auto [kernels, got] = run(k.build(false));
+    EXPECT_EQ(kernels, k.kernels) << k.name;
+    const std::vector<float> want = k.build(true).data<float>();
+    ASSERT_EQ(got.size(), want.size()) << k.name;
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_NEAR(got[i], want[i], 1e-3 * (1 + std::fabs(want[i]))) << k.name << " element " << i;
+  }
+  // a reduce read by two outputs at its own shape is realized once: 3 kernels
+  const Tensor s = x.sum({1}, true);
+  Tensor o1 = s + 1, o2 = s * 2;
+  Tensor::realize_all({&o1, &o2});
+  EXPECT_EQ(last_kernel_count(), 3);
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, KernelCounts, ::testing::Values("INTERP", "CPU"));
