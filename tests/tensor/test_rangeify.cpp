@@ -511,6 +511,58 @@ TEST(ApplyRangeify, ReduceAndRootStage) {
   EXPECT_EQ(w.src(2), UOp::constant(dtypes::float32, Arg::real(0.0)));
 }
 
+// ---- cleanups (remove_bufferize, tinygrad's cost model)
+
+// The ops of the nodes whose STAGE the cleanups keep, in both executors of rules/rangeify.rw's
+// `remove_bufferize`; and realized_nodes() agrees with them.
+std::map<Op, int> kept_after_cleanups(const Tensor& t, const rw::RuleSetMatcher* rules) {
+  KernelGraph g = get_kernel_graph(sink1(t.uop()));
+  run_rangeify(g.sink, g.ctx);
+  const UOp cleaned = cleanups(apply_rangeify(g.sink, g.ctx), rules);
+  std::map<Op, int> kept;
+  for (const UOp& u : toposort(cleaned))
+    if (u.op() == Op::Stage)
+      ++kept[g.ctx.staged.at(static_cast<size_t>(u.arg().items()[1].as_int())).op()];
+  KernelGraph g2 = get_kernel_graph(sink1(t.uop()));
+  std::map<Op, int> nodes;
+  for (const UOp& u : realized_nodes(g2)) ++nodes[u.op()];
+  EXPECT_EQ(nodes, kept);
+  return kept;
+}
+
+TEST(Cleanups, CostModelAsTinygrad) {
+  rw::Diagnostics d;
+  std::shared_ptr<const rw::ResolvedProgram> program =
+      rw::load_rules(TINYRW_SOURCE_DIR "/rules/rangeify.rw", d);
+  ASSERT_NE(program, nullptr) << d.render();
+  const rw::InterpretedMatcher remove(program, *program->find("remove_bufferize"));
+  for (const rw::RuleSetMatcher* rules : {static_cast<const rw::RuleSetMatcher*>(nullptr),
+                                          static_cast<const rw::RuleSetMatcher*>(&remove)}) {
+    // softmax: the EXP2 and the input view, read at two indexes, are recomputed (1 buffer, no
+    // REDUCE); the two REDUCEs' values (broadcast, each with a REDUCE over a buffer) and the root
+    // stay: 3 kernels
+    const Tensor x = Tensor::ones({4, 32}).contiguous().realize();
+    std::map<Op, int> sm = kept_after_cleanups(x.softmax(-1), rules);
+    int total = 0;
+    for (const auto& [op, n] : sm) total += n;
+    EXPECT_EQ(total, 3);
+    EXPECT_FALSE(sm.contains(Op::Exp2));
+    // e = exp(a+b+c) read at two offsets: recomputed from 3 buffers, kept from 4
+    std::vector<Tensor> in;
+    for (int k = 0; k < 4; ++k) in.push_back(Tensor::ones({16}).contiguous().realize());
+    const Tensor e3 = (in[0] + in[1] + in[2]).exp(), e4 = (in[0] + in[1] + in[2] + in[3]).exp();
+    EXPECT_EQ(kept_after_cleanups(e3.shrink({{1, 16}}) + e3.shrink({{0, 15}}), rules),
+              (std::map<Op, int>{{Op::Add, 1}}));
+    EXPECT_EQ(kept_after_cleanups(e4.shrink({{1, 16}}) + e4.shrink({{0, 15}}), rules),
+              (std::map<Op, int>{{Op::Add, 1}, {Op::Exp2, 1}}));
+    // a staged constant folds: no STAGE of a CONST is kept
+    const Tensor c = Tensor::full({4, 1}, 2.0);
+    const Tensor a = Tensor::ones({4, 4}).contiguous().realize();
+    const std::map<Op, int> k = kept_after_cleanups(a.sum({1}, true) * c + c.expand({4, 4}), rules);
+    EXPECT_FALSE(k.contains(Op::Const) || k.contains(Op::Expand) || k.contains(Op::Reshape));
+  }
+}
+
 // Each stage is a named step in VIZ, its matches attributed to rules/rangeify.rw's rules.
 TEST(RangeifyStages, VizShowsEachStage) {
   const Tensor a = Tensor::ones({4, 4}).contiguous().realize();
