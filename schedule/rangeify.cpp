@@ -4,11 +4,15 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <source_location>
 
+#include "codegen/kernel_name.h"
 #include "dsl/ruleset.h"
+#include "ir/builders.h"
 #include "ir/call.h"
 #include "ir/graph.h"
+#include "ir/kernel_info.h"
 #include "ir/viz.h"
 #include "rules_gen/call.h"
 #include "rules_gen/indexing.h"
@@ -131,6 +135,67 @@ std::unordered_set<UOp> realized_nodes(KernelGraph& g) {
     if (u.op() == Op::Stage)
       kept.insert(g.ctx.staged.at(static_cast<size_t>(u.arg().items()[1].as_int())));
   return kept;
+}
+
+UOp kernel_sink(const UOp& effect, std::vector<UOp>& args) {
+  std::unordered_map<UOp, UOp> subst;
+  std::map<i128, UOp> by_id;
+  const std::vector<UOp> nodes = toposort(effect, [](const UOp& u) { return u.op() != Op::After; });
+  for (const UOp& u : nodes)
+    if (u.op() == Op::Range) by_id.emplace(u.arg().items()[0].as_int(), u);
+  for (const auto& [id, r] : by_id) {
+    std::vector<Arg> arg(r.arg().items().begin(), r.arg().items().end());
+    arg[0] = Arg::integer(static_cast<i128>(subst.size()));
+    subst.emplace(r, UOp::make(Op::Range, r.dtype(), r.src(), Arg::tuple(std::move(arg))));
+  }
+  for (const UOp& u : nodes) {
+    if ((u.op() != Op::Buffer && u.op() != Op::After) || subst.contains(u)) continue;
+    const UOp buf = storage_root(u);
+    const int64_t size = static_cast<int64_t>(buf.arg().field("size").as_int());
+    subst.emplace(u, UOp::make(Op::Param, buf.dtype(), {shape_to_uop({SInt(size)})},
+                               Arg::record("ParamArg", {{"slot", Arg::integer(args.size())}})));
+    args.push_back(u);
+  }
+  const UOp body =
+      substitute_gated(effect, subst, [](const UOp& u) { return u.op() != Op::After; });
+  return UOp::make(Op::Sink, dtypes::void_, {body}, KernelInfo{.name = kernel_name(body)}.to_arg());
+}
+
+UOp add_buffers(const UOp& sink, rw::IndexingContext& ctx) {
+  const UOp added = graph_rewrite(sink, &rules::add_buffers(),
+                                  {.ctx = static_cast<rw::ScheduleContext*>(&ctx),
+                                   .bottom_up = true,
+                                   .enter_calls = false,
+                                   .name = "add buffers"});
+  return graph_rewrite(added, &rules::sym(), {.enter_calls = false, .name = "buffer indexes"});
+}
+
+UOp split_kernels(const UOp& sink) {
+  std::unordered_map<UOp, UOp> out;  // each node with its kernels split off
+  for (const UOp& u : toposort(sink, nullptr, /*enter_calls=*/false)) {
+    std::vector<UOp> src;
+    for (const UOp& s : u.src()) src.push_back(out.at(s));
+    UOp v = u.nsrc() > 0 ? u.with_src(src) : u;
+    if (v.op() == Op::After && v.nsrc() == 2 &&
+        (v.src(1).op() == Op::End || v.src(1).op() == Op::Store)) {
+      std::vector<UOp> args;
+      const UOp ast = kernel_sink(v.src(1), args);
+      std::vector<UOp> call_src{ast};
+      call_src.insert(call_src.end(), args.begin(), args.end());
+      const UOp call =
+          UOp::make(Op::Call, dtypes::void_, call_src,
+                    CallInfo{.name = KernelInfo::of(ast).name, .kernel = true}.to_arg());
+      v = UOp::make(Op::After, v.dtype(), {v.src(0), call});
+    }
+    out.emplace(u, v);
+  }
+  return out.at(sink);
+}
+
+UOp kernel_graph(KernelGraph& g) {
+  run_rangeify(g.sink, g.ctx);
+  const UOp cleaned = cleanups(apply_rangeify(g.sink, g.ctx));
+  return split_kernels(add_buffers(cleaned, g.ctx));
 }
 
 UOp earliest_rewrites(const UOp& sink, const rw::RuleSetMatcher* rules) {

@@ -1,13 +1,13 @@
 // The one piece of rules/rangeify.rw that is state, not a rewrite: fresh RANGE numbers, which are
-// unique within a kernel and counted by the pass's RangeifyContext; the graph walk the rangeify
-// pipeline's rules read (schedule/rangeify.cpp); and range propagation's state for
-// rules/indexing.rw (its realize map, new range numbers).
+// unique within a kernel and counted by the pass's RangeifyContext; and the rangeify pipeline's
+// state (schedule/rangeify.cpp) for rules/indexing.rw and rules/rangeify.rw: its realize map, new
+// range numbers, STAGE tags and buffers.
 #include "rules/helpers/rangeify.h"
 
 #include <fmt/format.h>
 
 #include "dsl/typed_helper.h"
-#include "ir/graph.h"
+#include "ir/builders.h"
 
 namespace tinyrw::rw {
 namespace {
@@ -28,14 +28,6 @@ std::vector<Value> new_ranges(RewriteContext& ctx, const std::vector<Value>& siz
 }
 
 const HelperRegistrar kNewRanges(typed_helper("new_ranges", &new_ranges));
-
-// Kept C++: a walk of the whole graph (any size; toposort() gives none past the tuple limit).
-const HelperRegistrar kInGraph(typed_helper(
-    "in_graph", +[](const UOp& x, const UOp& g) {
-      for (const UOp& u : toposort(g, nullptr, /*enter_calls=*/false))
-        if (u == x) return true;
-      return false;
-    }));
 
 // Range propagation's state (schedule/rangeify.cpp's run_rangeify), read by rules/indexing.rw.
 IndexingContext& indexing(const RewriteContext& ctx) {
@@ -79,6 +71,15 @@ const HelperRegistrar kStageOpts(typed_helper(
       if (fresh) ic.staged.push_back(x);
       return Value::tuple(
           {Value::boolean(!ic.non_removable.contains(x)), Value::integer(tag->second)});
+    }));
+// add buffers: the BUFFER of `size` elements a STAGE becomes, one per STAGE
+const HelperRegistrar kStageBuffer(typed_helper(
+    "stage_buffer", +[](RewriteContext& ctx, const UOp& b, i128 size) {
+      IndexingContext& ic = indexing(ctx);
+      auto [it, fresh] = ic.stage_buffers.try_emplace(b);
+      const auto slot = -static_cast<int64_t>(ic.stage_buffers.size());
+      if (fresh) it->second = buffer_uop(b.dtype(), slot, static_cast<int64_t>(size), ic.device);
+      return it->second;
     }));
 // tinygrad's Invalid: the index of a gated read where its valid fails (no .rw literal spells it)
 const HelperRegistrar kInvalid(typed_helper(

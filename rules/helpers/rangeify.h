@@ -3,6 +3,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -31,6 +32,10 @@ struct IndexingContext : ScheduleContext {
   // the nodes apply rangeify STAGEd, by tag (a STAGE's arg names its node: tinygrad's tag)
   std::vector<UOp> staged;
   std::unordered_map<UOp, int64_t> stage_tags;
+  // add buffers: each STAGE's BUFFER (slots -1, -2, ...: no storage until realize gives it one),
+  // on this device
+  std::unordered_map<UOp, UOp> stage_buffers;
+  std::string device = "CPU";
 };
 
 }  // namespace tinyrw::rw

@@ -11,12 +11,15 @@
 
 #include "dsl/interp.h"
 #include "dsl/resolve.h"
+#include "dsl/verify.h"
 #include "ir/builders.h"
 #include "ir/graph.h"
+#include "ir/kernel_info.h"
 #include "ir/ops.h"
 #include "ir/render.h"
 #include "ir/viz.h"
 #include "rules_gen/indexing.h"
+#include "rules_gen/spec.h"
 #include "schedule/rangeify.h"
 #include "tensor/function.h"
 #include "tensor/tensor.h"
@@ -561,6 +564,57 @@ TEST(Cleanups, CostModelAsTinygrad) {
     const std::map<Op, int> k = kept_after_cleanups(a.sum({1}, true) * c + c.expand({4, 4}), rules);
     EXPECT_FALSE(k.contains(Op::Const) || k.contains(Op::Expand) || k.contains(Op::Reshape));
   }
+}
+
+// ---- add buffers and split kernels
+
+// The kernel graph of each program has as many kernel CALLs as realize() runs, each a kernel AST
+// that passes spec_kernel_ast, named as realize()'s kernels are; nothing is run to build it.
+TEST(KernelGraph, CallsAsRealizeRuns) {
+  set_default_device("INTERP");
+  const Tensor a = Tensor::ones({4, 4}).contiguous().realize();
+  const Tensor b = Tensor::ones({4, 1}).contiguous().realize();
+  const Tensor x = Tensor::ones({4, 32}).contiguous().realize();
+  const Tensor w = Tensor::ones({32, 8}).contiguous().realize();
+  // (the ASTs are equal UOps too, except where realize()'s per-kernel lowering differs: a RANGE
+  // of size 1 where the pipeline indexes 0, as tinygrad does; REDUCE ranges numbered in another
+  // order)
+  const std::vector<std::pair<Tensor, bool>> programs = {
+      {a.sum({1}, true) + b, false},
+      {a - a.sum({1}), true},
+      {x.softmax(-1), true},
+      {x.matmul(w).relu(), true},
+      {x - x.sum(), true},
+      {(x.pad({{1, 1}, {0, 0}}) + 1).sum({0}), true},
+      {x.sum({-1}) + x.max({-1}), false}};
+  for (const auto& [t, same_ast] : programs) {
+    KernelGraph g = get_kernel_graph(sink1(t.uop()));
+    const UOp graph = kernel_graph(g);
+    verify(graph, rules::spec_kernel_graph(), /*enter_calls=*/false);
+    std::vector<std::string> names, asts;
+    for (const UOp& u : toposort(graph, nullptr, /*enter_calls=*/false))
+      if (u.op() == Op::Call) {
+        const UOp& ast = u.src(0);
+        verify(ast, rules::spec_kernel_ast());
+        names.push_back(KernelInfo::of(ast).name);
+        asts.push_back(ast.repr(1000));
+        // slot k's argument is a buffer or a buffer ordered after a kernel
+        for (size_t k = 1; k < u.nsrc(); ++k)
+          EXPECT_TRUE(u.src(k).op() == Op::Buffer || u.src(k).op() == Op::After ||
+                      is_buffer_view(u.src(k)))
+              << op_name(u.src(k).op());
+      }
+    Tensor(t).realize();
+    std::vector<std::string> ran = last_kernel_names(), ran_asts;
+    for (const UOp& ast : last_kernel_asts()) ran_asts.push_back(ast.repr(1000));
+    std::sort(names.begin(), names.end());
+    std::sort(ran.begin(), ran.end());
+    EXPECT_EQ(names, ran);
+    std::sort(asts.begin(), asts.end());
+    std::sort(ran_asts.begin(), ran_asts.end());
+    if (same_ast) EXPECT_EQ(asts, ran_asts) << names.size() << " kernels";
+  }
+  set_default_device("");
 }
 
 // Each stage is a named step in VIZ, its matches attributed to rules/rangeify.rw's rules.
