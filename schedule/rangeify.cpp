@@ -98,11 +98,11 @@ void run_rangeify(const UOp& sink, rw::IndexingContext& ctx, const rw::RuleSetMa
     };
     std::vector<UOp> in = items(1);
     // a view's sources are indexed by its movement of those ranges
-    // (simplified where a chain of views ends, and at a PAD, whose gates must stay outermost:
-    // inside a chain it would be simplified at every step)
+    // (simplified at a PAD and below its gated ranges only, whose gates must stay outermost:
+    // consumers that compare index math simplify it then, and add buffers what kernels read)
     if (groups::movement().contains(x.op()))
-      in = apply_movement_op(x, in,
-                             x.op() == Op::Pad || !groups::movement().contains(x.src(0).op()));
+      in = apply_movement_op(
+          x, in, x.op() == Op::Pad || std::any_of(in.begin(), in.end(), is_gated_index));
     ctx.range_map[x] = {in, items(0)};
     ending[x] = items(2);
     broadcast_ending[x] = items(3);
