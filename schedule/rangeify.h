@@ -1,7 +1,8 @@
 // The rangeify pipeline (tinygrad's get_kernel_graph): a tensor graph to a graph of kernels, stage
-// by stage, each a named rewrite that VIZ shows. Built so far: "earliest rewrites", "realize map",
-// range propagation (run_rangeify) and a first "apply rangeify"; cleanups, buffers and kernel
-// splitting come next (issue 13, S10-S11). realize() does not use it yet.
+// by stage, each a named rewrite that VIZ shows: "earliest rewrites", "realize map", range
+// propagation (run_rangeify), "apply rangeify", "cleanups", "add buffers", split kernels.
+// realize() cuts its kernels where the cleanups left a STAGE (realized_nodes) and still lowers each
+// kernel itself (tensor/realize.cpp); running kernel_graph()'s CALLs instead is issue 13's next step.
 #pragma once
 
 #include <functional>
