@@ -17,7 +17,6 @@
 
 #include <fmt/format.h>
 
-#include "codegen/kernel_name.h"
 #include "codegen/linearize.h"
 #include "dsl/verify.h"
 #include "ir/alu.h"
@@ -179,27 +178,12 @@ struct Realizer {
       src.insert(src.end(), ranges.begin(), ranges.end());
       effect = UOp::make(Op::End, dtypes::void_, src);
     }
-    // BUFFER -> PARAM, in first-use order (the output's first); RANGE ids renumbered 0..n-1 in
-    // the order they had (reduce collapse may have dropped some)
-    std::unordered_map<UOp, UOp> params;
-    std::map<i128, UOp> by_id;
-    for (const UOp& u : toposort(effect))
-      if (u.op() == Op::Range) by_id.emplace(u.arg().items()[0].as_int(), u);
-    for (const auto& [id, r] : by_id) {
-      std::vector<Arg> arg(r.arg().items().begin(), r.arg().items().end());
-      arg[0] = Arg::integer(static_cast<i128>(params.size()));
-      params.emplace(r, UOp::make(Op::Range, r.dtype(), r.src(), Arg::tuple(std::move(arg))));
-    }
-    for (const UOp& u : toposort(effect)) {
-      if (u.op() != Op::Buffer || params.contains(u)) continue;
-      const int64_t size = static_cast<int64_t>(u.arg().field("size").as_int());
-      params.emplace(u, UOp::make(Op::Param, u.dtype(), {shape_to_uop({SInt(size)})},
-                                  Arg::record("ParamArg", {{"slot", Arg::integer(slots.size())}})));
-      slots.push_back(static_cast<int64_t>(u.arg().field("slot").as_int()));
-    }
-    const UOp body = substitute(effect, params, /*walk=*/true);
-    return UOp::make(Op::Sink, dtypes::void_, {body},
-                     KernelInfo{.name = kernel_name(body)}.to_arg());
+    // BUFFER -> PARAM in first-use order (the output's first), ranges renumbered
+    std::vector<UOp> buffers;
+    const UOp sink = kernel_sink(effect, buffers);
+    for (const UOp& b : buffers)
+      slots.push_back(static_cast<int64_t>(b.arg().field("slot").as_int()));
+    return sink;
   }
 
   // `value` with each read INDEX(BUFFER, i) whose i may leave the buffer read at the gated index

@@ -49,6 +49,26 @@ std::vector<double> host(Tensor t) {
   return out;
 }
 
+// A program, built either fused or with every intermediate realized first (its reference: another
+// cut of the same graph), and tinygrad's kernel count for it.
+struct Case {
+  const char* name;
+  std::function<Tensor(bool)> build;  // bool: realize every intermediate
+  int kernels;
+};
+
+// Each case runs tinygrad's number of kernels and gives its reference's values.
+void expect_counts(const std::vector<Case>& cases) {
+  for (const Case& k : cases) {
+    auto [kernels, got] = run(k.build(false));
+    EXPECT_EQ(kernels, k.kernels) << k.name;
+    const std::vector<float> want = k.build(true).data<float>();
+    ASSERT_EQ(got.size(), want.size()) << k.name;
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_NEAR(got[i], want[i], 1e-3 * (1 + std::fabs(want[i]))) << k.name << " element " << i;
+  }
+}
+
 }  // namespace
 
 // tinygrad r_4_4: the sum is computed in the kernel that adds b (no kernel of its own).
@@ -269,11 +289,6 @@ TEST_P(KernelCounts, ReshapedSumAndReuse) {
 // with every intermediate realized first (another cut of the same graph).
 TEST_P(KernelCounts, MoreProgramsAsTinygrad) {
   const Tensor a = input({8, 8}), v = input({16}), w = input({8, 16});
-  struct Case {
-    const char* name;
-    std::function<Tensor(bool)> build;  // bool: realize every intermediate (the reference)
-    int kernels;
-  };
   auto r = [](Tensor t, bool cut) { return cut ? t.contiguous() : t; };
   const std::vector<Case> cases = {
       {"(a+1).contiguous()*2", [&](bool) { return (v + 1).contiguous() * 2; }, 2},
@@ -303,14 +318,7 @@ TEST_P(KernelCounts, MoreProgramsAsTinygrad) {
   Tensor s1 = a.sum({1}), s2 = a.max({1});
   Tensor::realize_all({&s1, &s2});
   EXPECT_EQ(last_kernel_count(), 2);
-  for (const Case& k : cases) {
-    auto [kernels, got] = run(k.build(false));
-    EXPECT_EQ(kernels, k.kernels) << k.name;
-    const std::vector<float> want = k.build(true).data<float>();
-    ASSERT_EQ(got.size(), want.size()) << k.name;
-    for (size_t i = 0; i < want.size(); ++i)
-      EXPECT_NEAR(got[i], want[i], 1e-3 * (1 + std::fabs(want[i]))) << k.name << " element " << i;
-  }
+  expect_counts(cases);
 }
 
 // tinygrad's counts for more programs (/work/notes/issue13-tg/counts2.py, counts2.txt), values
@@ -319,11 +327,6 @@ TEST_P(KernelCounts, ReductionProgramsAsTinygrad) {
   const Tensor x = input({4, 8}), v = input({16}), u = input({16}, 0.5), m = input({8, 8}),
                m2 = input({8, 8}, 0.25), m3 = input({8, 8}, 2), t = input({8, 16});
   auto r = [](Tensor a, bool cut) { return cut ? a.contiguous() : a; };
-  struct Case {
-    const char* name;
-    std::function<Tensor(bool)> build;
-    int kernels;
-  };
   const std::vector<Case> cases = {
       {"x.sum(0).sum(0)", [&](bool c) { return r(t.sum({0}), c).sum({0}); }, 1},
       {"(a+b).sum()+(a*b).sum()", [&](bool c) { return r((v + u).sum(), c) + r((v * u).sum(), c); },
@@ -357,14 +360,7 @@ TEST_P(KernelCounts, ReductionProgramsAsTinygrad) {
        },
        1},
   };
-  for (const Case& k : cases) {
-    auto [kernels, got] = run(k.build(false));
-    EXPECT_EQ(kernels, k.kernels) << k.name;
-    const std::vector<float> want = k.build(true).data<float>();
-    ASSERT_EQ(got.size(), want.size()) << k.name;
-    for (size_t i = 0; i < want.size(); ++i)
-      EXPECT_NEAR(got[i], want[i], 1e-3 * (1 + std::fabs(want[i]))) << k.name << " element " << i;
-  }
+  expect_counts(cases);
   // a reduce read by two outputs at its own shape is realized once: 3 kernels
   const Tensor s = x.sum({1}, true);
   Tensor o1 = s + 1, o2 = s * 2;

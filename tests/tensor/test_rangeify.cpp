@@ -58,6 +58,15 @@ TEST(Schedule, AssignmentAndBuffer) {
   EXPECT_EQ(x.data<float>(), std::vector<float>(4, 2.0f));  // scheduling ran nothing
 }
 
+// A shipped rules file loaded for the interpreter (its diagnostics thrown if it does not load).
+std::shared_ptr<const rw::ResolvedProgram> shipped(const std::string& file) {
+  rw::Diagnostics d;
+  std::shared_ptr<const rw::ResolvedProgram> program =
+      rw::load_rules(std::string(TINYRW_SOURCE_DIR "/rules/") + file, d);
+  if (!program) throw std::runtime_error(d.render());
+  return program;
+}
+
 UOp sink1(const UOp& u) { return UOp::sink(std::vector<UOp>{u}); }
 
 // The realize map of the tensors' graph, before range propagation.
@@ -181,10 +190,7 @@ TEST(EarliestRewrites, StoreRules) {
 // Both executors of rules/rangeify.rw's `earliest` and `realize_map` give the same graphs and
 // realize maps (the compiled one is what the stages run by default).
 TEST(RangeifyStages, InterpretedRulesAgreeWithCompiled) {
-  rw::Diagnostics d;
-  std::shared_ptr<const rw::ResolvedProgram> program =
-      rw::load_rules(TINYRW_SOURCE_DIR "/rules/rangeify.rw", d);
-  ASSERT_NE(program, nullptr) << d.render();
+  const std::shared_ptr<const rw::ResolvedProgram> program = shipped("rangeify.rw");
   const rw::InterpretedMatcher earliest(program, *program->find("earliest"));
   const rw::InterpretedMatcher realize(program, *program->find("realize_map"));
   const Tensor a = Tensor::ones({4, 4}).contiguous().realize();
@@ -324,10 +330,7 @@ TEST(RangePropagation, PadAndCatGateTheirSources) {
             "[((L0+-1) if ((L0>=1)&(L0<3)) else Invalid)] [(L1 if (L1<4) else Invalid)]");
   EXPECT_EQ(realized_after_rangeify(pm), std::vector<std::string>{"Add(4,6,)[01]"});
   // the interpreted rules/indexing.rw moves the index and lifts gates as the compiled one
-  rw::Diagnostics d;
-  std::shared_ptr<const rw::ResolvedProgram> program =
-      rw::load_rules(TINYRW_SOURCE_DIR "/rules/indexing.rw", d);
-  ASSERT_NE(program, nullptr) << d.render();
+  const std::shared_ptr<const rw::ResolvedProgram> program = shipped("indexing.rw");
   const rw::InterpretedMatcher pad(program, *program->find("pad_ranges"));
   const UOp q = p.uop().src(0).index({UOp::range(UOp::cint(10), 0)});
   RewriteContext rctx;
@@ -404,10 +407,7 @@ TEST(RangePropagation, KernelsAsTinygradsCounts) {
 // Both executors of rules/indexing.rw's `range_step` give the same ranges and realized axes; a
 // REDUCE's sources are indexed by a new REDUCE range first, then its output ranges.
 TEST(RangePropagation, InterpretedRulesAgreeWithCompiled) {
-  rw::Diagnostics d;
-  std::shared_ptr<const rw::ResolvedProgram> program =
-      rw::load_rules(TINYRW_SOURCE_DIR "/rules/indexing.rw", d);
-  ASSERT_NE(program, nullptr) << d.render();
+  const std::shared_ptr<const rw::ResolvedProgram> program = shipped("indexing.rw");
   const rw::InterpretedMatcher step(program, *program->find("range_step"));
   const Tensor a = Tensor::ones({4, 4}).contiguous().realize();
   const Tensor x = Tensor::ones({4, 32}).contiguous().realize();
@@ -462,10 +462,7 @@ UOp applied_graph(const Tensor& t, const rw::RuleSetMatcher* rules = nullptr) {
 // is; the root realized as STAGE(value, r0, 0) (its size-1 axis is index 0); no view left. A PAD
 // reads its source where its gate holds, else 0.
 TEST(ApplyRangeify, ReduceAndRootStage) {
-  rw::Diagnostics d;
-  std::shared_ptr<const rw::ResolvedProgram> program =
-      rw::load_rules(TINYRW_SOURCE_DIR "/rules/indexing.rw", d);
-  ASSERT_NE(program, nullptr) << d.render();
+  const std::shared_ptr<const rw::ResolvedProgram> program = shipped("indexing.rw");
   const rw::InterpretedMatcher apply(program, *program->find("apply_rangeify"));
   const Tensor a = Tensor::ones({4, 4}).contiguous().realize();
   const Tensor b = Tensor::ones({4, 1}).contiguous().realize();
@@ -534,10 +531,7 @@ std::map<Op, int> kept_after_cleanups(const Tensor& t, const rw::RuleSetMatcher*
 }
 
 TEST(Cleanups, CostModelAsTinygrad) {
-  rw::Diagnostics d;
-  std::shared_ptr<const rw::ResolvedProgram> program =
-      rw::load_rules(TINYRW_SOURCE_DIR "/rules/rangeify.rw", d);
-  ASSERT_NE(program, nullptr) << d.render();
+  const std::shared_ptr<const rw::ResolvedProgram> program = shipped("rangeify.rw");
   const rw::InterpretedMatcher remove(program, *program->find("remove_bufferize"));
   for (const rw::RuleSetMatcher* rules : {static_cast<const rw::RuleSetMatcher*>(nullptr),
                                           static_cast<const rw::RuleSetMatcher*>(&remove)}) {
