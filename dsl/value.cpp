@@ -726,9 +726,12 @@ Value analysis(const Value& recv, Analysis a, std::span<const Value> args) {
     expect_args(name, args, 0, 1);
     // toposort(ops): a node of one of these ops is listed, not entered
     const std::vector<Op> stop = args.empty() ? std::vector<Op>{} : op_list(args[0]);
-    std::vector<UOp> nodes = stop.empty() ? toposort(u) : toposort(u, [&](const UOp& n) {
+    // (a CALL's body is not entered: it holds PARAMs, not the graph's nodes)
+    auto enter = [&](const UOp& n) {
       return n == u || std::find(stop.begin(), stop.end(), n.op()) == stop.end();
-    });
+    };
+    std::vector<UOp> nodes = toposort(u, stop.empty() ? std::function<bool(const UOp&)>() : enter,
+                                      /*enter_calls=*/false);
     if (nodes.size() > kMaxTupleSize) return Value();
     std::vector<Value> out;
     out.reserve(nodes.size());

@@ -132,8 +132,14 @@ std::unordered_set<UOp> realized_nodes(KernelGraph& g) {
   const UOp cleaned = cleanups(apply_rangeify(g.sink, g.ctx));
   std::unordered_set<UOp> kept;
   for (const UOp& u : toposort(cleaned, nullptr, /*enter_calls=*/false))
-    if (u.op() == Op::Stage)
-      kept.insert(g.ctx.staged.at(static_cast<size_t>(u.arg().items()[1].as_int())));
+    if (u.op() == Op::Stage) {
+      const Arg& arg = u.arg();
+      const i128 tag = arg.is_tuple() && arg.items().size() == 2 ? arg.items()[1].as_int() : -1;
+      if (tag < 0 || tag >= static_cast<i128>(g.ctx.staged.size()))
+        throw std::logic_error("realized_nodes: a STAGE without a tag of apply rangeify: " +
+                               arg.repr());
+      kept.insert(g.ctx.staged[static_cast<size_t>(tag)]);
+    }
   return kept;
 }
 
@@ -142,19 +148,30 @@ UOp kernel_sink(const UOp& effect, std::vector<UOp>& args) {
   std::map<i128, UOp> by_id;
   const std::vector<UOp> nodes = toposort(effect, [](const UOp& u) { return u.op() != Op::After; });
   for (const UOp& u : nodes)
-    if (u.op() == Op::Range) by_id.emplace(u.arg().items()[0].as_int(), u);
+    if (u.op() == Op::Range && !by_id.emplace(u.arg().items()[0].as_int(), u).second)
+      throw std::logic_error("kernel_sink: two RANGEs of one kernel share the id " +
+                             u.arg().items()[0].repr());
   for (const auto& [id, r] : by_id) {
     std::vector<Arg> arg(r.arg().items().begin(), r.arg().items().end());
     arg[0] = Arg::integer(static_cast<i128>(subst.size()));
     subst.emplace(r, UOp::make(Op::Range, r.dtype(), r.src(), Arg::tuple(std::move(arg))));
   }
+  // one slot per storage: a BUFFER and an AFTER over it are one PARAM, passed as the AFTER (the
+  // kernel runs after what it orders)
+  std::unordered_map<UOp, size_t> slot_of;  // storage root -> slot
   for (const UOp& u : nodes) {
-    if ((u.op() != Op::Buffer && u.op() != Op::After) || subst.contains(u)) continue;
+    if (u.op() != Op::Buffer && u.op() != Op::After) continue;
     const UOp buf = storage_root(u);
-    const int64_t size = static_cast<int64_t>(buf.arg().field("size").as_int());
-    subst.emplace(u, UOp::make(Op::Param, buf.dtype(), {shape_to_uop({SInt(size)})},
-                               Arg::record("ParamArg", {{"slot", Arg::integer(args.size())}})));
-    args.push_back(u);
+    auto [it, fresh] = slot_of.try_emplace(buf, args.size());
+    if (fresh) {
+      const int64_t size = static_cast<int64_t>(buf.arg().field("size").as_int());
+      subst.emplace(buf, UOp::make(Op::Param, buf.dtype(), {shape_to_uop({SInt(size)})},
+                                   Arg::record("ParamArg", {{"slot", Arg::integer(args.size())}})));
+      args.push_back(u);
+    } else if (u.op() == Op::After) {
+      args[it->second] = u;
+    }
+    subst.emplace(u, subst.at(buf));
   }
   const UOp body =
       substitute_gated(effect, subst, [](const UOp& u) { return u.op() != Op::After; });
@@ -167,7 +184,10 @@ UOp add_buffers(const UOp& sink, rw::IndexingContext& ctx) {
                                    .bottom_up = true,
                                    .enter_calls = false,
                                    .name = "add buffers"});
-  return graph_rewrite(added, &rules::sym(), {.enter_calls = false, .name = "buffer indexes"});
+  // a gated read (a pad's) keeps its gate outermost before the symbolic rules
+  const UOp lifted = graph_rewrite(added, &rules::lift_gates(),
+                                   {.bottom_up = true, .enter_calls = false, .name = "lift gates"});
+  return graph_rewrite(lifted, &rules::sym(), {.enter_calls = false, .name = "buffer indexes"});
 }
 
 UOp split_kernels(const UOp& sink) {
@@ -176,16 +196,23 @@ UOp split_kernels(const UOp& sink) {
     std::vector<UOp> src;
     for (const UOp& s : u.src()) src.push_back(out.at(s));
     UOp v = u.nsrc() > 0 ? u.with_src(src) : u;
-    if (v.op() == Op::After && v.nsrc() == 2 &&
-        (v.src(1).op() == Op::End || v.src(1).op() == Op::Store)) {
-      std::vector<UOp> args;
-      const UOp ast = kernel_sink(v.src(1), args);
-      std::vector<UOp> call_src{ast};
-      call_src.insert(call_src.end(), args.begin(), args.end());
-      const UOp call =
-          UOp::make(Op::Call, dtypes::void_, call_src,
-                    CallInfo{.name = KernelInfo::of(ast).name, .kernel = true}.to_arg());
-      v = UOp::make(Op::After, v.dtype(), {v.src(0), call});
+    if (v.op() == Op::After) {  // each effect it orders (END or STORE) a kernel CALL
+      std::vector<UOp> deps{v.src(0)};
+      for (size_t k = 1; k < v.nsrc(); ++k) {
+        const UOp& e = v.src(k);
+        if (e.op() != Op::End && e.op() != Op::Store) {
+          deps.push_back(e);
+          continue;
+        }
+        std::vector<UOp> args;
+        const UOp ast = kernel_sink(e, args);
+        std::vector<UOp> call_src{ast};
+        call_src.insert(call_src.end(), args.begin(), args.end());
+        deps.push_back(
+            UOp::make(Op::Call, dtypes::void_, call_src,
+                      CallInfo{.name = KernelInfo::of(ast).name, .kernel = true}.to_arg()));
+      }
+      v = UOp::make(Op::After, v.dtype(), deps);
     }
     out.emplace(u, v);
   }

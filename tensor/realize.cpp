@@ -128,9 +128,10 @@ struct Realizer {
     viz::Group kernel_group("kernel " + std::to_string(g_kernel_count + 1));
     const UOp value = lower_node(node, ctx, ranges);
     if (spec_enabled()) verify(value, rules::spec_kernel());
-    const UOp dest_index = dest ? store_index(dest, ranges, *out, ctx) : UOp();
+    const UOp out_buffer = buffer_uop(*out);
+    const UOp dest_index = dest ? store_index(dest, ranges, out_buffer, ctx) : UOp();
     std::vector<int64_t> slots;  // the storage each PARAM slot stands for
-    const UOp sink = kernel_ast(value, ranges, *out, dest_index, slots);
+    const UOp sink = kernel_ast(value, ranges, out_buffer, dest_index, slots);
     record_stage("kernel ast", value, sink);
     if (spec_enabled()) verify(sink, rules::spec_kernel_ast());
     ++g_kernel_count;
@@ -163,14 +164,14 @@ struct Realizer {
   // order; `slots[k]` receives PARAM k's storage) and every read whose index may leave its
   // buffer gated by the conditions of the WHEREs it sits in (a pad's). Equal kernels over other
   // buffers of the same sizes are equal UOps (the compile cache's key).
-  UOp kernel_ast(const UOp& value, const std::vector<UOp>& ranges, const Storage& out,
-                 const UOp& dest_index, std::vector<int64_t>& slots) {
-    if (value.dtype() != out.dtype)
+  // (`out`: the BUFFER stored to.)
+  static UOp kernel_ast(const UOp& value, const std::vector<UOp>& ranges, const UOp& out,
+                        const UOp& dest_index, std::vector<int64_t>& slots) {
+    if (value.dtype() != out.dtype())
       throw std::logic_error("realize: a kernel's value and output dtypes differ");
     UOp flat = ranges.empty() ? UOp::cint(0) : ranges[0];  // row-major: r0*d1 + r1 ...
     for (size_t k = 1; k < ranges.size(); ++k) flat = flat * ranges[k].src(0) + ranges[k];
-    const UOp target =
-        UOp::make(Op::Index, out.dtype, {buffer_uop(out), dest_index ? dest_index : flat});
+    const UOp target = UOp::make(Op::Index, out.dtype(), {out, dest_index ? dest_index : flat});
     const UOp store = UOp::make(Op::Store, dtypes::void_, {target, gate_reads(value)});
     UOp effect = store;
     if (!ranges.empty()) {
@@ -182,7 +183,7 @@ struct Realizer {
     std::vector<UOp> buffers;
     const UOp sink = kernel_sink(effect, buffers);
     for (const UOp& b : buffers)
-      slots.push_back(static_cast<int64_t>(b.arg().field("slot").as_int()));
+      slots.push_back(static_cast<int64_t>(storage_root(b).arg().field("slot").as_int()));
     return sink;
   }
 
@@ -354,13 +355,13 @@ struct Realizer {
 
   // Where element (ranges) of a store through the view `dest` of `out` goes: the view indexed
   // like the value and lowered by the same rules, which must address one element of `out`.
-  UOp store_index(const UOp& dest, const std::vector<UOp>& ranges, const Storage& out,
-                  rw::RangeifyContext& ctx) {
+  static UOp store_index(const UOp& dest, const std::vector<UOp>& ranges, const UOp& out,
+                         rw::RangeifyContext& ctx) {
     // a scalar: index 0 of a 1-element view
     const UOp at = ranges.empty() ? dest.reshape({1}).index({UOp::cint(0)}) : dest.index(ranges);
     const UOp idx = lower_index(at, ctx, "rangeify store");
     if (idx.op() != Op::Index || idx.nsrc() != 2 || idx.src(0).op() != Op::Buffer ||
-        idx.src(0).arg().field("slot").as_int() != out.id)
+        idx.src(0).arg().field("slot") != out.arg().field("slot"))
       throw TensorError(fmt::format(
           "cannot assign through this view: its elements do not map one to one onto the "
           "target buffer (it lowers to {})",
@@ -909,19 +910,26 @@ struct Realizer {
         items.push_back({node, node});
         continue;
       }
-      // an assignment: the value it stores, lowered over the value's own shape
-      const UOp value = substitute(node.op() == Op::Store ? node.src(1) : node, p.done, true);
+      // an assignment: its value stored through the target view's index map
+      const bool store = node.op() == Op::Store;
+      const UOp value = substitute(store ? node.src(1) : node, p.done, true);
       const Dims shape = to_dims(value.shape());
-      rw::RangeifyContext ctx;
-      std::vector<UOp> ranges;
-      items.push_back({node, lower_node(value, ctx, ranges)});
       int64_t n = 1;
       for (int64_t d : shape) n *= d;
-      if (node.op() == Op::Store) continue;  // readers see the target's buffer (p.done)
-      const int64_t slot = allocate_storage(node.dtype(), 0)->id;  // a fresh number only
-      p.done.insert_or_assign(
-          node, buffer_view(tinyrw::buffer_uop(node.dtype(), slot, n, default_device()),
-                            to_shape(shape)));
+      const UOp dest = store ? substitute(node.src(0), p.done, true) : UOp();
+      // a computed node's output: a fresh storage number, no memory
+      const UOp out = store
+                          ? view_root(dest).src(0)
+                          : tinyrw::buffer_uop(node.dtype(), allocate_storage(node.dtype(), 0)->id,
+                                               n, default_device());
+      rw::RangeifyContext ctx;
+      std::vector<UOp> ranges;
+      std::vector<int64_t> slots;
+      const UOp lowered = lower_node(value, ctx, ranges);
+      const UOp dest_index = store ? store_index(dest, ranges, out, ctx) : UOp();
+      items.push_back({node, kernel_ast(lowered, ranges, out, dest_index, slots)});
+      // readers see the target's buffer (p.done), or the computed node's
+      if (!store) p.done.insert_or_assign(node, buffer_view(out, to_shape(shape)));
     }
     return items;
   }

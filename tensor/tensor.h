@@ -51,8 +51,8 @@ class StorageList {
 inline constexpr int kMaxFusedDepth = 256;
 
 // One kernel of a schedule (Tensor::schedule): the node it computes (a realized tensor node, an
-// assignment's STORE or a custom kernel's CALL) and the kernel as lowered (today the value over
-// its output ranges, an assignment's stored value, or the CALL itself).
+// assignment's STORE or a custom kernel's CALL) and its kernel AST (SINK[KernelInfo] over PARAMs,
+// as realize() compiles it; a custom kernel's CALL itself).
 struct ScheduleItem {
   UOp node;
   UOp ast;

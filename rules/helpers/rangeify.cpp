@@ -4,6 +4,8 @@
 // range numbers, STAGE tags and buffers.
 #include "rules/helpers/rangeify.h"
 
+#include <limits>
+
 #include <fmt/format.h>
 
 #include "dsl/typed_helper.h"
@@ -78,6 +80,8 @@ const HelperRegistrar kStageBuffer(typed_helper(
       IndexingContext& ic = indexing(ctx);
       auto [it, fresh] = ic.stage_buffers.try_emplace(b);
       const auto slot = -static_cast<int64_t>(ic.stage_buffers.size());
+      if (size > std::numeric_limits<int64_t>::max())
+        throw EvalError("a STAGE's buffer is too large");
       if (fresh) it->second = buffer_uop(b.dtype(), slot, static_cast<int64_t>(size), ic.device);
       return it->second;
     }));

@@ -282,7 +282,47 @@ TEST_P(KernelCounts, ReshapedSumAndReuse) {
   Tensor v1 = x.reshape({4, 4}), v2 = x.reshape({16, 1, 1});
   Tensor::realize_all({&v1, &v2});
   EXPECT_EQ(last_kernel_count(), 1);
-  EXPECT_EQ(v1.data<float>(), v2.data<float>());
+  const std::vector<float> sums = v1.data<float>();
+  EXPECT_EQ(v2.data<float>(), sums);
+  const std::vector<double> h = host(input({16, 16}));
+  for (int i = 0; i < 16; ++i) {
+    double s = 0;
+    for (int j = 0; j < 16; ++j) s += h[static_cast<size_t>(i * 16 + j)];
+    EXPECT_NEAR(sums[static_cast<size_t>(i)], s, 1e-4) << i;
+  }
+}
+
+// A collapsed half sum scales by each size in turn: 256 x 256 copies of 1/1024 sum to 64, where
+// the product of the sizes (65536) alone would overflow a half.
+TEST_P(KernelCounts, CollapsedHalfSumDoesNotOverflow) {
+  const Tensor x =
+      Tensor::from_vector(std::vector<float>{1.0f / 1024}, {1}).cast(dtypes::float16).realize();
+  Tensor s = x.reshape({1, 1}).expand({256, 256}).sum().cast(dtypes::float32);
+  s.realize();
+  EXPECT_EQ(last_kernel_count(), 1);
+  EXPECT_EQ(s.data<float>(), std::vector<float>{64.0f});
+}
+
+// An assignment whose value reads its target and holds a REDUCE over a buffer: the value is
+// computed first (the realize map realizes it, and the cost model keeps it), then stored; 2
+// kernels, as tinygrad. The value's kernel fuses two matmul REDUCEs with their epilogue (the CPU
+// row fast path reduces each row, then computes element by element).
+TEST_P(KernelCounts, AssignedValueWithAReduceReadingTheTarget) {
+  Tensor x = input({4, 8}, 0.5);
+  const Tensor a = input({4, 16}), b = input({16, 8}, 0.25);
+  const std::vector<double> hx = host(x), ha = host(a), hb = host(b);
+  x.assign(x + a.matmul(b) + a.matmul(b).relu());
+  x.realize();
+  EXPECT_EQ(last_kernel_count(), 2);
+  const std::vector<float> got = x.data<float>();
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 8; ++j) {
+      double m = 0;
+      for (int k = 0; k < 16; ++k)
+        m += ha[static_cast<size_t>(i * 16 + k)] * hb[static_cast<size_t>(k * 8 + j)];
+      EXPECT_NEAR(got[static_cast<size_t>(i * 8 + j)], hx[static_cast<size_t>(i * 8 + j)] + 2 * m,
+                  1e-3);
+    }
 }
 
 // More of tinygrad's counts (counts.py): each program's values equal the same program computed

@@ -28,8 +28,9 @@
 namespace tinyrw {
 namespace {
 
-// Today's boundary rules realize every REDUCE: `a - a.sum(1)` is a reduce kernel, then the
-// subtraction reading its buffer. Nothing runs, so the realize counters stay as they were.
+// `a - a.sum(1, keepdim)`: the sum is broadcast, so it is a reduce kernel of its own (as in
+// tinygrad), then the subtraction reading its buffer. Nothing runs, so the realize counters stay
+// as they were.
 TEST(Schedule, OneEntryPerKernelNothingRun) {
   const Tensor a = Tensor::ones({4, 4}).contiguous().realize();
   const Tensor out = a - a.sum({1}, true);
@@ -38,13 +39,16 @@ TEST(Schedule, OneEntryPerKernelNothingRun) {
   ASSERT_EQ(s.size(), 2u);
   EXPECT_EQ(s[0].node.op(), Op::Reduce);
   EXPECT_EQ(s[1].node, out.uop());
-  // each entry lowered: index math over buffers, no movement op left; the subtraction reads two
-  // buffers (a, and the reduce kernel's output)
-  for (const ScheduleItem& it : s)
+  // each entry a kernel AST (index math over PARAMs, no movement op left, as spec_kernel_ast
+  // wants); the subtraction writes one buffer and reads two (a, and the reduce kernel's output)
+  for (const ScheduleItem& it : s) {
+    verify(it.ast, rules::spec_kernel_ast());
     for (const UOp& u : toposort(it.ast)) EXPECT_FALSE(groups::movement().contains(u.op()));
-  int buffers = 0;
-  for (const UOp& u : toposort(s[1].ast)) buffers += u.op() == Op::Buffer;
-  EXPECT_EQ(buffers, 2);
+  }
+  EXPECT_EQ(KernelInfo::of(s[0].ast).name, "r_4_4");
+  int params = 0;
+  for (const UOp& u : toposort(s[1].ast)) params += u.op() == Op::Param;
+  EXPECT_EQ(params, 3);
   EXPECT_EQ(last_kernel_count(), before);
 }
 
@@ -56,6 +60,11 @@ TEST(Schedule, AssignmentAndBuffer) {
   const std::vector<ScheduleItem> s = Tensor::schedule({&x});
   ASSERT_EQ(s.size(), 1u);
   EXPECT_EQ(s[0].node.op(), Op::Store);
+  // the kernel stores into x's buffer (PARAM 0) what it reads from it (the same PARAM)
+  verify(s[0].ast, rules::spec_kernel_ast());
+  int params = 0;
+  for (const UOp& u : toposort(s[0].ast)) params += u.op() == Op::Param;
+  EXPECT_EQ(params, 1);
   EXPECT_EQ(x.data<float>(), std::vector<float>(4, 2.0f));  // scheduling ran nothing
 }
 
