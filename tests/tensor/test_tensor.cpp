@@ -211,9 +211,17 @@ TEST(TensorFusion, KernelCounts) {
   EXPECT_EQ(last_kernel_count(), 1);
   (void)a.reshape({2, 4}).matmul(b.reshape({4, 2})).to_doubles();
   EXPECT_EQ(last_kernel_count(), 1);
+  // a mean with no axis left is recomputed per element (tinygrad's r_8_8): 1 kernel
+  const std::vector<double> centered = (a - a.mean()).to_doubles();
+  EXPECT_EQ(last_kernel_count(), 1);
+  for (size_t i = 0; i < centered.size(); ++i)
+    EXPECT_DOUBLE_EQ(centered[i], static_cast<double>(i) - 3.5);
+  // a row mean broadcast back over its rows is a kernel of its own: 2
   const Tensor m = a.reshape({2, 4});
-  (void)(m - m.mean({1}, true)).to_doubles();  // the mean is broadcast: realized by rangeify
-  EXPECT_LE(last_kernel_count(), 2);
+  const std::vector<double> rows = (m - m.mean({1}, true)).to_doubles();
+  EXPECT_EQ(last_kernel_count(), 2);
+  for (size_t i = 0; i < rows.size(); ++i)
+    EXPECT_DOUBLE_EQ(rows[i], static_cast<double>(i % 4) - 1.5);
   set_default_device("");
 }
 
