@@ -47,11 +47,18 @@ std::vector<UOp> apply_movement_op(const UOp& x, const std::vector<UOp>& rngs, b
   return simplify ? simplify_ranges(src) : src;
 }
 
+namespace {
+// Index math simplified: a gated range (a PAD's) keeps its gate outermost (rules/indexing.rw's
+// lift_gates), then rules/symbolic.rw's `sym`.
+UOp lift_and_simplify(const UOp& graph, const char* name) {
+  const UOp lifted = graph_rewrite(graph, &rules::lift_gates(),
+                                   {.bottom_up = true, .enter_calls = false, .name = "lift gates"});
+  return graph_rewrite(lifted, &rules::sym(), {.enter_calls = false, .name = name});
+}
+}  // namespace
+
 std::vector<UOp> simplify_ranges(const std::vector<UOp>& rngs) {
-  // a gated range (a PAD's) under index math keeps its gate outermost (rules/indexing.rw)
-  const UOp lifted = graph_rewrite(UOp::sink(rngs), &rules::lift_gates(),
-                                   {.bottom_up = true, .name = "lift gates"});
-  const UOp simple = graph_rewrite(lifted, &rules::sym(), {.name = "movement op"});
+  const UOp simple = lift_and_simplify(UOp::sink(rngs), "movement op");
   return {simple.src().begin(), simple.src().end()};
 }
 
@@ -127,11 +134,17 @@ UOp cleanups(const UOp& sink, const rw::RuleSetMatcher* rules) {
                        {.enter_calls = false, .name = "cleanups"});
 }
 
-std::unordered_set<UOp> realized_nodes(KernelGraph& g) {
+namespace {
+// Range propagation, apply rangeify and the cleanups over g: the STAGEs left are the kernels.
+UOp cleaned_graph(KernelGraph& g) {
   run_rangeify(g.sink, g.ctx);
-  const UOp cleaned = cleanups(apply_rangeify(g.sink, g.ctx));
+  return cleanups(apply_rangeify(g.sink, g.ctx));
+}
+}  // namespace
+
+std::unordered_set<UOp> realized_nodes(KernelGraph& g) {
   std::unordered_set<UOp> kept;
-  for (const UOp& u : toposort(cleaned, nullptr, /*enter_calls=*/false))
+  for (const UOp& u : toposort(cleaned_graph(g), nullptr, /*enter_calls=*/false))
     if (u.op() == Op::Stage) {
       const Arg& arg = u.arg();
       const i128 tag = arg.is_tuple() && arg.items().size() == 2 ? arg.items()[1].as_int() : -1;
@@ -184,10 +197,7 @@ UOp add_buffers(const UOp& sink, rw::IndexingContext& ctx) {
                                    .bottom_up = true,
                                    .enter_calls = false,
                                    .name = "add buffers"});
-  // a gated read (a pad's) keeps its gate outermost before the symbolic rules
-  const UOp lifted = graph_rewrite(added, &rules::lift_gates(),
-                                   {.bottom_up = true, .enter_calls = false, .name = "lift gates"});
-  return graph_rewrite(lifted, &rules::sym(), {.enter_calls = false, .name = "buffer indexes"});
+  return lift_and_simplify(added, "buffer indexes");
 }
 
 UOp split_kernels(const UOp& sink) {
@@ -219,11 +229,7 @@ UOp split_kernels(const UOp& sink) {
   return out.at(sink);
 }
 
-UOp kernel_graph(KernelGraph& g) {
-  run_rangeify(g.sink, g.ctx);
-  const UOp cleaned = cleanups(apply_rangeify(g.sink, g.ctx));
-  return split_kernels(add_buffers(cleaned, g.ctx));
-}
+UOp kernel_graph(KernelGraph& g) { return split_kernels(add_buffers(cleaned_graph(g), g.ctx)); }
 
 UOp earliest_rewrites(const UOp& sink, const rw::RuleSetMatcher* rules) {
   return graph_rewrite(sink, rules ? rules : &rules::earliest(),

@@ -2,7 +2,8 @@
 // by stage, each a named rewrite that VIZ shows: "earliest rewrites", "realize map", range
 // propagation (run_rangeify), "apply rangeify", "cleanups", "add buffers", split kernels.
 // realize() cuts its kernels where the cleanups left a STAGE (realized_nodes) and still lowers each
-// kernel itself (tensor/realize.cpp); running kernel_graph()'s CALLs instead is issue 13's next step.
+// kernel itself (tensor/realize.cpp); running kernel_graph()'s CALLs instead is issue 13's next
+// step.
 #pragma once
 
 #include <functional>

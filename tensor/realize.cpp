@@ -753,6 +753,7 @@ struct Realizer {
   // roots, one Kernel per realized node in the order they run, and each assignment chain's view.
   struct Plan {
     UOp all;
+    std::vector<UOp> bases;  // what each tensor asked for realizes (root_bases)
     std::vector<UOp> roots;
     std::vector<Kernel> ks;
     std::vector<size_t> order;
@@ -761,17 +762,30 @@ struct Realizer {
 
   // The boundary decisions of rules/schedule.rw over `tensor_roots` and the order the kernels run
   // in (throws "cycle" and the other scheduling errors before anything runs).
+  // A root that reshapes a computed value realizes the value, and the root is a view of its
+  // buffer (tinygrad realizes the bases), so roots over one value share its kernel.
+  static std::vector<UOp> root_bases(const std::vector<UOp>& tensor_roots) {
+    std::vector<UOp> bases;
+    for (const UOp& r : tensor_roots) {
+      UOp b = r;
+      while (b.op() == Op::Reshape) b = b.src(0);
+      bases.push_back(is_buffer_state(b) ? r : b);
+    }
+    return bases;
+  }
+
   Plan plan(const std::vector<UOp>& tensor_roots) {
     if (spec_enabled())
       for (const UOp& r : tensor_roots)
         verify_with_calls(r, rules::spec_tensor(), rules::spec_kernel_body());
+    std::vector<UOp> bases = root_bases(tensor_roots);
     // function CALLs inlined (rules/call.rw) and the earliest rewrites (rules/rangeify.rw);
     // kernel CALLs stay, as units of the schedule. What an executed effect computed is done:
     // nothing under it is scheduled again.
     auto ran = [this](const UOp& u) {
       return (u.op() == Op::Store || is_kernel_call(u)) && executed(u);
     };
-    KernelGraph g = get_kernel_graph(UOp::sink(tensor_roots), ran, kMaxFusedDepth);
+    KernelGraph g = get_kernel_graph(UOp::sink(bases), ran, kMaxFusedDepth);
     const UOp all = g.sink;
     std::vector<UOp> roots(all.src().begin(), all.src().end());
     const std::vector<UOp> order = toposort(
@@ -815,7 +829,8 @@ struct Realizer {
     record_boundaries(all, decisions);
     for (Kernel& k : ks) analyze(k, kernel_of);
     std::vector<size_t> schedule = order_kernels(ks);  // throws before anything runs
-    return Plan{all, std::move(roots), std::move(ks), std::move(schedule), std::move(done)};
+    return Plan{all,           std::move(bases),    std::move(roots),
+                std::move(ks), std::move(schedule), std::move(done)};
   }
 
   // Realizes `roots` together (and every kernel boundary and pending assignment below them) and
@@ -823,15 +838,7 @@ struct Realizer {
   std::vector<UOp> realize(const std::vector<UOp>& tensor_roots,
                            std::vector<std::shared_ptr<Storage>>& keep) {
     viz::Group group("realize");
-    // a root that reshapes a computed value: the value is realized and the root is a view of its
-    // buffer (tinygrad realizes the bases), so roots over one value share its kernel
-    std::vector<UOp> bases;
-    for (const UOp& r : tensor_roots) {
-      UOp b = r;
-      while (b.op() == Op::Reshape) b = b.src(0);
-      bases.push_back(is_buffer_state(b) ? r : b);
-    }
-    Plan p = plan(bases);
+    Plan p = plan(tensor_roots);
     const UOp& all = p.all;
     const std::vector<UOp>& roots = p.roots;
     std::vector<Kernel>& ks = p.ks;
@@ -889,7 +896,7 @@ struct Realizer {
     for (size_t i = 0; i < roots.size(); ++i) {
       const UOp& r = roots[i];
       UOp v = computed.contains(r) ? computed.at(r) : settled(r);
-      if (bases[i] != tensor_roots[i])
+      if (p.bases[i] != tensor_roots[i])
         v = is_buffer_view(v) ? buffer_view(v.src(0), tensor_roots[i].shape())
                               : v.reshape(tensor_roots[i].shape());
       views.push_back(v);
