@@ -265,9 +265,9 @@ void BM_GradientOfChain(benchmark::State& state) {
 }
 BENCHMARK(BM_GradientOfChain)->Arg(10000)->Arg(100000)->Unit(benchmark::kMillisecond);
 
-// Scheduling alone (Tensor::schedule: kernel boundaries and the lowering of every kernel, nothing
-// run): the graph is built and scheduled every iteration, the parameters realized once before.
-// An MLP of 20 Linear+relu layers (64 x 256 activations) ...
+// Scheduling alone (Tensor::schedule: the rangeify pipeline to the kernel graph and the order of
+// its kernels, nothing run): the graph is built and scheduled every iteration, the parameters
+// realized once before. An MLP of 20 Linear+relu layers (64 x 256 activations) ...
 void BM_Schedule_Mlp20(benchmark::State& state) {
   set_default_device("CPU");
   const Tensor x = Tensor::rand({64, 256}, 1).realize();

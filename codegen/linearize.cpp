@@ -8,18 +8,14 @@
 #include "ir/graph.h"
 #include "ir/kernel_info.h"
 #include "ir/rewrite.h"
+#include "rules/helpers/kernel.h"
+#include "rules_gen/reduce.h"
 
 #include <fmt/format.h>
 
 namespace tinyrw {
 
 namespace {
-
-UOp identity_of(Op op, DType d) {
-  if (op == Op::Add) return UOp::constant(d, Arg::integer(0));
-  if (op == Op::Mul) return UOp::constant(d, Arg::integer(1));
-  return d.is_float() ? UOp::cfloat(-INFINITY, d) : UOp::constant(d, Arg::integer(d.int_min()));
-}
 
 class Linearizer {
  public:
@@ -42,15 +38,20 @@ class Linearizer {
       }
       if (node->op() == Op::Range)
         throw std::logic_error("linearize: a range used outside its loop");
-      if (!expanded && node->op() != Op::Reduce) {  // a reduction emits its source in its loops
+      if (node->op() == Op::Reduce)
+        throw std::logic_error("linearize: a REDUCE left (rules/reduce.rw reduce_to_acc)");
+      // an AFTER is its buffer once the effects it orders have run: those are no values
+      const size_t values = node->op() == Op::After ? 1 : node->nsrc();
+      if (!expanded) {
         expanded = true;
-        for (size_t k = node->nsrc(); k-- > 0;)
+        for (size_t k = values; k-- > 0;)
           if (!find(node->src(k))) stack.emplace_back(&node->src(k), false);
         continue;
       }
       stack.pop_back();
-      if (node->op() == Op::Reduce) {
-        reduce(*node);
+      if (node->op() == Op::After) {
+        effects(std::vector<UOp>(node->src().begin() + 1, node->src().end()));
+        scopes_.back().emplace(node->node(), *find(node->src(0)));
         continue;
       }
       std::vector<UOp> src;
@@ -83,33 +84,37 @@ class Linearizer {
     program.push_back(UOp::make(Op::End, dtypes::void_, {range}));
   }
 
- private:
-  UOp reduce(const UOp& r) {
-    const Op op = reduce_op(r);
-    const DType d = r.dtype();
-    // the accumulator: a one-element register buffer, unique per reduction
-    const UOp acc = UOp::make(Op::Buffer, d, {},
-                              Arg::record("ParamArg", {{"slot", Arg::integer(-(++accumulators_))},
-                                                       {"size", Arg::integer(1)},
-                                                       {"addrspace", Arg::string("REG")}}));
-    const UOp at = UOp::make(Op::Index, d, {acc, UOp::cint(0)});
-    const UOp init = emit(identity_of(op, d));
-    program.push_back(UOp::make(Op::Store, dtypes::void_, {at, init}));
-    std::vector<UOp> ranges(r.src().begin() + 1, r.src().end());
-    for (const UOp& rg : ranges) open(rg);
-    const UOp v = emit(r.src(0));
-    program.push_back(at);  // the current accumulator value
-    const UOp next = at.alu(op, {v});
-    program.push_back(next);
-    program.push_back(UOp::make(Op::Store, dtypes::void_, {at, next}));
-    for (auto it = ranges.rbegin(); it != ranges.rend(); ++it) close(*it);
-    program.push_back(at);  // the final value, read after the loops
-    scopes_.back().emplace(r.node(), at);
-    return at;
+ public:
+  // The effects (STOREs, ENDs of loops around them, GROUPs) in order, each store's values computed
+  // afresh (a load after an earlier store sees the store).
+  void effects(const std::vector<UOp>& es) {
+    walk_effects(
+        UOp::sink(es),
+        {.store =
+             [&](const UOp& st) {
+               const UOp& dst = st.src(0);
+               if (dst.op() != Op::Index)
+                 throw GraphError("custom kernel: a STORE must write an element of a parameter");
+               push_scope();
+               // (an AFTER target: the buffer once what it orders has run)
+               const UOp buf = dst.src(0).op() == Op::Buffer ? dst.src(0) : emit(dst.src(0));
+               const UOp at = emit(dst.src(1));
+               const UOp v = emit(st.src(1));
+               program.push_back(UOp::make(Op::Store, dtypes::void_, {dst.with_src({buf, at}), v}));
+               pop_scope();
+             },
+         .open =
+             [&](const UOp& end) {
+               for (size_t k = 1; k < end.nsrc(); ++k) open(end.src(k));
+             },
+         .close =
+             [&](const UOp& end) {
+               for (size_t k = end.nsrc(); k-- > 1;) close(end.src(k));
+             }});
   }
 
+ private:
   std::vector<std::unordered_map<const UOpNode*, UOp>> scopes_{1};
-  int64_t accumulators_ = 0;
 };
 
 }  // namespace
@@ -310,29 +315,11 @@ void walk_effects(const UOp& sink, const EffectVisitor& visit) {
 }
 
 UOp linearize_kernel(const UOp& bound) {
+  rw::KernelContext ctx;
+  const UOp late = graph_rewrite(bound, &rules::reduce_to_acc(),
+                                 {.ctx = &ctx, .name = "reduce to accumulators"});
   Linearizer l;
-  walk_effects(
-      bound,
-      {.store =
-           [&](const UOp& st) {
-             const UOp& dst = st.src(0);
-             if (dst.op() != Op::Index)
-               throw GraphError("custom kernel: a STORE must write an element of a parameter");
-             l.push_scope();  // computed afresh: a load after an earlier store sees the store
-             const UOp at = l.emit(dst.src(1));
-             const UOp v = l.emit(st.src(1));
-             l.program.push_back(
-                 UOp::make(Op::Store, dtypes::void_, {dst.with_src({dst.src(0), at}), v}));
-             l.pop_scope();
-           },
-       .open =
-           [&](const UOp& end) {
-             for (size_t k = 1; k < end.nsrc(); ++k) l.open(end.src(k));
-           },
-       .close =
-           [&](const UOp& end) {
-             for (size_t k = end.nsrc(); k-- > 1;) l.close(end.src(k));
-           }});
+  l.effects(std::vector<UOp>(late.src().begin(), late.src().end()));
   return UOp::make(Op::Linear, dtypes::void_, l.program);
 }
 

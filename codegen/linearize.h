@@ -5,8 +5,10 @@
 //   CONST, ALU ops, CAST, BITCAST     compute a value from earlier instructions
 //   INDEX(buffer, i)                  loads element i of a buffer
 //   STORE(INDEX(buffer, i), v)        stores v
-// A reduction becomes an accumulator (a one-element REG buffer) set to the identity, updated
-// inside the loops of its ranges, and loaded after them. An instruction may appear more than once:
+// A reduction becomes an accumulator first (rules/reduce.rw's reduce_to_acc: a one-element
+// REG buffer set to the identity, updated inside the loops of its ranges, and loaded after them;
+// an AFTER orders its effects before the value that reads the buffer). An instruction may appear
+// more than once:
 // every execution recomputes it, and later instructions see its latest value.
 #pragma once
 

@@ -54,7 +54,13 @@ bool may_raise(const UOp& root) {
 
 std::vector<UOp> open_ranges(const UOp& root) {
   std::unordered_map<UOp, std::vector<UOp>> open;  // per node, in order of first use
-  for (const UOp& u : toposort(root)) {
+  // an AFTER is a buffer ordered after effects, which close their ranges: it has none open (not
+  // entered: what it orders may be whole earlier kernels)
+  for (const UOp& u : toposort(root, [](const UOp& u) { return u.op() != Op::After; })) {
+    if (u.op() == Op::After) {
+      open.emplace(u, std::vector<UOp>{});
+      continue;
+    }
     std::vector<UOp> s;
     auto add = [&s](const UOp& r) {
       if (std::find(s.begin(), s.end(), r) == s.end()) s.push_back(r);

@@ -20,7 +20,8 @@ std::vector<UOp> toposort(const UOp& root, const std::function<bool(const UOp&)>
 bool may_raise(const UOp& root);
 
 // The RANGEs root depends on that no END or REDUCE at or under root closes (tinygrad's UOp.ranges:
-// a kernel's STORE may use only ranges an END around it closes), in order of first use. Iterative.
+// a kernel's STORE may use only ranges an END around it closes), in order of first use. Iterative;
+// an AFTER (a buffer ordered after effects) has none.
 std::vector<UOp> open_ranges(const UOp& root);
 
 }  // namespace tinyrw

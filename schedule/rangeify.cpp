@@ -78,6 +78,10 @@ void run_rangeify(const UOp& sink, rw::IndexingContext& ctx, const rw::RuleSetMa
     return it->second;
   };
   RewriteContext rctx{.user = static_cast<rw::ScheduleContext*>(&ctx)};
+  // in VIZ one step per node whose axes it realizes, from the node to the rule's answer
+  const std::source_location loc = std::source_location::current();
+  const int call =
+      viz::enabled() ? viz::begin_rewrite("range propagation", loc, sink, 0, "stage") : -1;
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const UOp& x = *it;
     // the question: SINK(x, SINK(each indexed consumer's input ranges), SINK(ended above it),
@@ -96,7 +100,8 @@ void run_rangeify(const UOp& sink, rw::IndexingContext& ctx, const rw::RuleSetMa
         bcast.insert(bcast.end(), e->second.begin(), e->second.end());
     }
     const UOp q = UOp::sink(std::vector<UOp>{x, UOp::sink(cs), UOp::sink(ends), UOp::sink(bcast)});
-    const std::optional<rw::Value> r = matcher.apply(q, rctx, nullptr);
+    const RuleInfo* fired = nullptr;
+    const std::optional<rw::Value> r = matcher.apply(q, rctx, &fired);
     if (!r) continue;
     // the answer: SINK(SINK(out), SINK(in), SINK(ending), SINK(broadcast ending)[, SINK(axes)])
     const UOp a = r->as_uop();
@@ -117,8 +122,10 @@ void run_rangeify(const UOp& sink, rw::IndexingContext& ctx, const rw::RuleSetMa
       std::vector<int> axes;
       for (const UOp& k : a.src(4).src()) axes.push_back(static_cast<int>(k.arg().as_int()));
       ctx.realize_map[x] = axes;
+      if (call >= 0) viz::record_match(call, x, a, fired, std::chrono::nanoseconds(0));
     }
   }
+  if (call >= 0) viz::end_rewrite(call, sink);
 }
 
 UOp apply_rangeify(const UOp& sink, rw::IndexingContext& ctx, const rw::RuleSetMatcher* rules) {
@@ -142,20 +149,6 @@ UOp cleaned_graph(KernelGraph& g) {
 }
 }  // namespace
 
-std::unordered_set<UOp> realized_nodes(KernelGraph& g) {
-  std::unordered_set<UOp> kept;
-  for (const UOp& u : toposort(cleaned_graph(g), nullptr, /*enter_calls=*/false))
-    if (u.op() == Op::Stage) {
-      const Arg& arg = u.arg();
-      const i128 tag = arg.is_tuple() && arg.items().size() == 2 ? arg.items()[1].as_int() : -1;
-      if (tag < 0 || tag >= static_cast<i128>(g.ctx.staged.size()))
-        throw std::logic_error("realized_nodes: a STAGE without a tag of apply rangeify: " +
-                               arg.repr());
-      kept.insert(g.ctx.staged[static_cast<size_t>(tag)]);
-    }
-  return kept;
-}
-
 UOp kernel_sink(const UOp& effect, std::vector<UOp>& args) {
   std::unordered_map<UOp, UOp> subst;
   std::map<i128, UOp> by_id;
@@ -169,22 +162,15 @@ UOp kernel_sink(const UOp& effect, std::vector<UOp>& args) {
     arg[0] = Arg::integer(static_cast<i128>(subst.size()));
     subst.emplace(r, UOp::make(Op::Range, r.dtype(), r.src(), Arg::tuple(std::move(arg))));
   }
-  // one slot per storage: a BUFFER and an AFTER over it are one PARAM, passed as the AFTER (the
-  // kernel runs after what it orders)
-  std::unordered_map<UOp, size_t> slot_of;  // storage root -> slot
+  // one slot per buffer state: a BUFFER, or an AFTER over one (the kernel runs after what it
+  // orders); two states of one buffer are two slots, so that the schedule sees both reads
   for (const UOp& u : nodes) {
     if (u.op() != Op::Buffer && u.op() != Op::After) continue;
     const UOp buf = storage_root(u);
-    auto [it, fresh] = slot_of.try_emplace(buf, args.size());
-    if (fresh) {
-      const int64_t size = static_cast<int64_t>(buf.arg().field("size").as_int());
-      subst.emplace(buf, UOp::make(Op::Param, buf.dtype(), {shape_to_uop({SInt(size)})},
-                                   Arg::record("ParamArg", {{"slot", Arg::integer(args.size())}})));
-      args.push_back(u);
-    } else if (u.op() == Op::After) {
-      args[it->second] = u;
-    }
-    subst.emplace(u, subst.at(buf));
+    const int64_t size = static_cast<int64_t>(buf.arg().field("size").as_int());
+    subst.emplace(u, UOp::make(Op::Param, buf.dtype(), {shape_to_uop({SInt(size)})},
+                               Arg::record("ParamArg", {{"slot", Arg::integer(args.size())}})));
+    args.push_back(u);
   }
   const UOp body =
       substitute_gated(effect, subst, [](const UOp& u) { return u.op() != Op::After; });
@@ -197,14 +183,19 @@ UOp add_buffers(const UOp& sink, rw::IndexingContext& ctx) {
                                    .bottom_up = true,
                                    .enter_calls = false,
                                    .name = "add buffers"});
-  return lift_and_simplify(added, "buffer indexes");
+  // then a reduction over a range its value does not use collapses (rules/rangeify.rw)
+  return graph_rewrite(lift_and_simplify(added, "buffer indexes"), &rules::reduce_collapse(),
+                       {.enter_calls = false, .name = "reduce collapse"});
 }
 
 UOp split_kernels(const UOp& sink) {
   std::unordered_map<UOp, UOp> out;  // each node with its kernels split off
   for (const UOp& u : toposort(sink, nullptr, /*enter_calls=*/false)) {
     std::vector<UOp> src;
-    for (const UOp& s : u.src()) src.push_back(out.at(s));
+    for (const UOp& s : u.src()) {
+      auto it = out.find(s);
+      src.push_back(it != out.end() ? it->second : s);  // (a custom kernel's body: not visited)
+    }
     UOp v = u.nsrc() > 0 ? u.with_src(src) : u;
     if (v.op() == Op::After) {  // each effect it orders (END or STORE) a kernel CALL
       std::vector<UOp> deps{v.src(0)};
@@ -218,9 +209,13 @@ UOp split_kernels(const UOp& sink) {
         const UOp ast = kernel_sink(e, args);
         std::vector<UOp> call_src{ast};
         call_src.insert(call_src.end(), args.begin(), args.end());
-        deps.push_back(
-            UOp::make(Op::Call, dtypes::void_, call_src,
-                      CallInfo{.name = KernelInfo::of(ast).name, .kernel = true}.to_arg()));
+        // an assignment's kernel carries the assignment's number (the executed log's)
+        UOp st = e;
+        while (st.op() == Op::End) st = st.src(0);
+        const int64_t id = st.arg().is_int() ? static_cast<int64_t>(st.arg().as_int()) : 0;
+        deps.push_back(UOp::make(
+            Op::Call, dtypes::void_, call_src,
+            CallInfo{.name = KernelInfo::of(ast).name, .kernel = true, .id = id}.to_arg()));
       }
       v = UOp::make(Op::After, v.dtype(), deps);
     }
@@ -237,15 +232,12 @@ UOp earliest_rewrites(const UOp& sink, const rw::RuleSetMatcher* rules) {
 }
 
 void generate_realize_map(const UOp& sink, rw::IndexingContext& ctx,
-                          const std::function<bool(const UOp&)>& executed,
                           const rw::RuleSetMatcher* rules) {
   const rw::RuleSetMatcher& matcher = rules ? *rules : rules::realize_map();
-  auto ran = [&](const UOp& u) { return executed && is_effect(u) && executed(u); };
-  const std::vector<UOp> order = toposort(
-      sink, [&](const UOp& u) { return !ran(u); }, /*enter_calls=*/false);
+  const std::vector<UOp> order = toposort(sink, nullptr, /*enter_calls=*/false);
   ctx.roots.insert(sink.src().begin(), sink.src().end());
   for (const UOp& u : order)
-    if (is_effect(u) && !ran(u)) ctx.pending.insert(u);
+    if (is_effect(u)) ctx.pending.insert(u);
   // a rule's answer is the SINK of the nodes it realizes; in VIZ one step per answering node
   RewriteContext rctx{.user = static_cast<rw::ScheduleContext*>(&ctx)};
   const std::source_location loc = std::source_location::current();
@@ -258,27 +250,45 @@ void generate_realize_map(const UOp& sink, rw::IndexingContext& ctx,
       ctx.fuse(u);  // the fused depth the depth-limit rule reads
       continue;
     }
+    bool realizes_u = false;
     for (const UOp& x : r->as_uop().src()) {
       ctx.realize_map.try_emplace(x, std::nullopt);
       if (!r->as_uop().arg().is_none()) ctx.non_removable.insert(x);  // realized_for_good
+      realizes_u |= x == u;
+      // a view's source cut below it (the depth limit at a broadcast): a chain starts at its
+      // buffer, so the views between it and u continue from there, and u is fused (other users
+      // of those views keep their longer depths: cut earlier than needed, never later)
+      if (x != u && ctx.depth.erase(x) && groups::movement().contains(u.op())) {
+        std::vector<UOp> path;
+        for (UOp v = u.src(0); v != x && v.nsrc() > 0; v = v.src(0)) path.push_back(v);
+        for (auto it = path.rbegin(); it != path.rend(); ++it) ctx.fuse(*it);
+      }
     }
+    if (!realizes_u) ctx.fuse(u);
     if (call >= 0) viz::record_match(call, u, r->as_uop(), fired, std::chrono::nanoseconds(0));
   }
   if (call >= 0) viz::end_rewrite(call, sink);
 }
 
-KernelGraph get_kernel_graph(const UOp& sink, const std::function<bool(const UOp&)>& executed,
-                             int max_fused_depth) {
-  KernelGraph g;
-  g.sink = sink;
-  g.ctx.max_fused_depth = max_fused_depth;
-  // function CALLs inlined (their RETURNED outputs); kernel CALLs stay
+UOp inline_calls(const UOp& sink) {
   const std::vector<UOp> nodes = toposort(sink, nullptr, /*enter_calls=*/false);
-  if (std::any_of(nodes.begin(), nodes.end(), [](const UOp& u) { return u.op() == Op::Returned; }))
-    g.sink = graph_rewrite(g.sink, &rules::calls(), {.enter_calls = false, .name = "inline calls"});
-  g.sink = earliest_rewrites(g.sink);
-  generate_realize_map(g.sink, g.ctx, executed);
+  if (std::none_of(nodes.begin(), nodes.end(), [](const UOp& u) { return u.op() == Op::Returned; }))
+    return sink;
+  return graph_rewrite(sink, &rules::calls(), {.enter_calls = false, .name = "inline calls"});
+}
+
+KernelGraph with_realize_map(const UOp& sink, const rw::ScheduleContext& facts) {
+  KernelGraph g;
+  static_cast<rw::ScheduleContext&>(g.ctx) = facts;
+  g.sink = sink;
+  generate_realize_map(g.sink, g.ctx);
   return g;
+}
+
+KernelGraph get_kernel_graph(const UOp& sink, int max_fused_depth) {
+  rw::ScheduleContext facts;
+  facts.max_fused_depth = max_fused_depth;
+  return with_realize_map(earliest_rewrites(inline_calls(sink)), facts);
 }
 
 }  // namespace tinyrw

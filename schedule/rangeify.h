@@ -1,14 +1,11 @@
 // The rangeify pipeline (tinygrad's get_kernel_graph): a tensor graph to a graph of kernels, stage
 // by stage, each a named rewrite that VIZ shows: "earliest rewrites", "realize map", range
 // propagation (run_rangeify), "apply rangeify", "cleanups", "add buffers", split kernels.
-// realize() cuts its kernels where the cleanups left a STAGE (realized_nodes) and still lowers each
-// kernel itself (tensor/realize.cpp); running kernel_graph()'s CALLs instead is issue 13's next
-// step.
+// realize() (tensor/realize.cpp) runs the kernel graph's CALLs, ordered by their dependencies and
+// the assignments' write-after-read edges.
 #pragma once
 
-#include <functional>
 #include <limits>
-#include <unordered_set>
 #include <vector>
 
 #include "dsl/ruleset.h"
@@ -28,10 +25,9 @@ struct KernelGraph {
 UOp earliest_rewrites(const UOp& sink, const rw::RuleSetMatcher* rules = nullptr);
 
 // Fills ctx.realize_map by rules/rangeify.rw's `realize_map`, asked about every node of `sink`
-// (the roots are sink's sources). `executed`: the effects (STORE, kernel CALL) that already ran;
-// nothing under them is visited. `rules`: as for earliest_rewrites, of `realize_map`.
+// (the roots are sink's sources; every effect in it is pending: one that ran is no longer in a
+// graph to schedule). `rules`: as for earliest_rewrites, of `realize_map`.
 void generate_realize_map(const UOp& sink, rw::IndexingContext& ctx,
-                          const std::function<bool(const UOp&)>& executed = nullptr,
                           const rw::RuleSetMatcher* rules = nullptr);
 
 // The ranges of x's source that x's output ranges `rngs` read, for a movement op x: INDEX(x, rngs)
@@ -67,10 +63,6 @@ UOp apply_rangeify(const UOp& sink, rw::IndexingContext& ctx,
 // it is read, by its source at the reader's index. `rules`: another executor of the set.
 UOp cleanups(const UOp& sink, const rw::RuleSetMatcher* rules = nullptr);
 
-// The nodes of kernel graph g's tensor graph that get a buffer: range propagation, apply rangeify
-// and the cleanups run over it, and every STAGE left (read back by its tag) names one.
-std::unordered_set<UOp> realized_nodes(KernelGraph& g);
-
 // A kernel's AST from its effect (an END over a STORE, or a STORE): RANGE ids renumbered 0..n-1 in
 // the order they had, every BUFFER or AFTER it reads or writes a PARAM slot in first-use order
 // (`args` receives what each slot stands for; the STORE's target first), under
@@ -78,7 +70,8 @@ std::unordered_set<UOp> realized_nodes(KernelGraph& g);
 UOp kernel_sink(const UOp& effect, std::vector<UOp>& args);
 
 // Add buffers (tinygrad's pm_add_buffers), rules/rangeify.rw's `add_buffers` then `sym`: each
-// STAGE left becomes its BUFFER after the kernel that stores it, read at a flat index.
+// STAGE left becomes its BUFFER after the kernel that stores it, read at a flat index; then
+// `reduce_collapse`.
 UOp add_buffers(const UOp& sink, rw::IndexingContext& ctx);
 
 // Split kernels (tinygrad's split_kernels): each AFTER(buffer, END(STORE ...)) orders the buffer
@@ -90,11 +83,17 @@ UOp split_kernels(const UOp& sink);
 // buffers, split kernels. The kernel graph: SINK(AFTER(BUFFER, CALL(kernel SINK, args...)), ...).
 UOp kernel_graph(KernelGraph& g);
 
+// Function CALLs inlined (rules/call.rw: each RETURNED output its body's value); kernel CALLs stay.
+UOp inline_calls(const UOp& sink);
+
+// The realize map over a graph the earliest rewrites ran on (get_kernel_graph's last stage), with
+// the facts of the schedule the rules read (assignment hazards, pinned views, the fused depth
+// limit; roots and pending effects are read off the graph).
+KernelGraph with_realize_map(const UOp& sink, const rw::ScheduleContext& facts = {});
+
 // The stages in order over SINK(roots...): function CALLs inlined, earliest rewrites, realize map.
-// `max_fused_depth`: tinyrw's fused depth limit (docs/limits.md), which the realize map applies
-// as rules/schedule.rw's kernel boundaries do (unlimited by default).
+// `max_fused_depth`: tinyrw's fused depth limit (docs/limits.md; unlimited by default).
 KernelGraph get_kernel_graph(const UOp& sink,
-                             const std::function<bool(const UOp&)>& executed = nullptr,
                              int max_fused_depth = std::numeric_limits<int>::max());
 
 }  // namespace tinyrw

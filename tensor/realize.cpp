@@ -1,9 +1,10 @@
-// realize(): inlines function CALLs (rules/call.rw), cuts the tensor graphs into kernels
-// (rules/schedule.rw decides where), assignments (a STORE into a buffer or a view of one) and
-// kernel CALLs (custom kernels, whose accesses ir/call.h derives), orders them so that every read
-// sees exactly the assignments it was made after (per buffer region), lowers each kernel with the
-// rangeify and symbolic rules into a kernel AST (tinygrad's kernel form), and runs it on INTERP or
-// CPU, compiled once per distinct AST.
+// realize(): the tensor graphs to schedule (function CALLs inlined by rules/call.rw), every read
+// checked against the assignments that ran, then the rangeify pipeline (schedule/rangeify.h: the
+// realize map, range propagation, cleanups, add buffers, split kernels) gives the kernel graph:
+// CALLs of kernel ASTs (tinygrad's kernel form) for computations and assignments, and custom
+// kernel CALLs. They run in an order that makes every read see exactly the assignments it was made
+// after (per buffer region; "cycle" when none can), on INTERP or CPU, compiled once per distinct
+// AST.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -25,13 +26,9 @@
 #include "ir/graph.h"
 #include "ir/kernel_info.h"
 #include "ir/viz.h"
-#include "rules/helpers/rangeify.h"
 #include "rules/helpers/schedule.h"
-#include "rules_gen/call.h"
 #include "rules_gen/rangeify.h"
-#include "rules_gen/schedule.h"
 #include "rules_gen/spec.h"
-#include "rules_gen/symbolic.h"
 #include "runtime/cpu.h"
 #include "runtime/interp.h"
 #include "runtime/kernel_error.h"
@@ -50,24 +47,6 @@ std::vector<std::string> g_kernel_names;  // the names of the last realize's gen
 std::vector<UOp> g_kernel_asts;           // and their kernel ASTs
 std::vector<int64_t> g_kernel_outputs;    // the elements each kernel of the last realize wrote
 std::string g_device;                     // "" = the default
-
-// An INDEX of a tensor graph lowered to index math over buffers: rules/rangeify.rw pre-order (an
-// INDEX passes a view before the symbolic rules fold the view's source), `sym` post-order; then
-// reduce collapse.
-UOp lower_index(const UOp& index, rw::RangeifyContext& ctx, const char* name) {
-  const UOp lowered =
-      graph_rewrite(index, &rules::sym(), {.ctx = &ctx, .bpm = &rules::rangeify(), .name = name});
-  return graph_rewrite(lowered, &rules::reduce_collapse(), {.name = "reduce collapse"});
-}
-
-// A kernel's value: `node` indexed by one WEAK range per dimension (ids from 0; a scalar is index
-// 0 of a 1-element view) and lowered. `ranges` receives the output loops.
-UOp lower_node(const UOp& node, rw::RangeifyContext& ctx, std::vector<UOp>& ranges) {
-  for (int64_t d : to_dims(node.shape()))
-    ranges.push_back(UOp::range(UOp::cint(d), ctx.next_axis++));
-  const UOp root = ranges.empty() ? node.reshape({1}).index({UOp::cint(0)}) : node.index(ranges);
-  return lower_index(root, ctx, "rangeify");
-}
 
 }  // namespace
 
@@ -113,26 +92,9 @@ struct Realizer {
     return out;
   }
 
-  // A buffer view with the node's shape, backed by new storage filled by one kernel.
-  // (`out` given: the kernel writes into that storage instead, as an assignment does; `dest` a
-  // view of it: element i of the node goes where element i of that view is.)
-  UOp run_kernel(const UOp& node, std::shared_ptr<Storage>& out, const UOp& dest = UOp()) {
-    const Dims shape = to_dims(node.shape());
-    int64_t n = 1;
-    for (int64_t d : shape) n *= d;
-    if (!out) out = allocate_storage(node.dtype(), n);
-    buffers[out->id] = out;
-
-    rw::RangeifyContext ctx;
-    std::vector<UOp> ranges;  // the output loops
-    viz::Group kernel_group("kernel " + std::to_string(g_kernel_count + 1));
-    const UOp value = lower_node(node, ctx, ranges);
-    if (spec_enabled()) verify(value, rules::spec_kernel());
-    const UOp out_buffer = buffer_uop(*out);
-    const UOp dest_index = dest ? store_index(dest, ranges, out_buffer, ctx) : UOp();
-    std::vector<int64_t> slots;  // the storage each PARAM slot stands for
-    const UOp sink = kernel_ast(value, ranges, out_buffer, dest_index, slots);
-    record_stage("kernel ast", value, sink);
+  // Runs kernel AST `sink` (compiled once per device) over the storages its PARAM slots stand for
+  // (slots[k]: PARAM k's), writing `n` elements: counted, named and traced as the last realize's.
+  void launch(const UOp& sink, const std::vector<int64_t>& slots, int64_t n) {
     if (spec_enabled()) verify(sink, rules::spec_kernel_ast());
     ++g_kernel_count;
     g_kernel_outputs.push_back(n);
@@ -147,7 +109,6 @@ struct Realizer {
                    device == "CPU" ? k.ir.c_str() : render_program(k.program).c_str());
     record_stage("linearize", sink, k.program);
     if (n > 0) run_compiled(k, slots);
-    out->uninitialized = false;
     if (debug_level() >= 2) {
       const double us =
           std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
@@ -155,79 +116,6 @@ struct Realizer {
                    k.name.c_str(), device.c_str(), static_cast<long long>(n), us,
                    fresh ? "" : " (compiled before)");
     }
-    return buffer_view(buffer_uop(*out), to_shape(shape));
-  }
-
-  // The kernel AST of a lowered value over the output `ranges` (rules/spec.rw's spec_kernel_ast):
-  //   SINK[KernelInfo](END(STORE(INDEX(PARAM 0, dest or row-major flat), value), ranges...))
-  // with every BUFFER read an INDEX of a PARAM (slot 0 the output, then the inputs in first-use
-  // order; `slots[k]` receives PARAM k's storage) and every read whose index may leave its
-  // buffer gated by the conditions of the WHEREs it sits in (a pad's). Equal kernels over other
-  // buffers of the same sizes are equal UOps (the compile cache's key).
-  // (`out`: the BUFFER stored to.)
-  static UOp kernel_ast(const UOp& value, const std::vector<UOp>& ranges, const UOp& out,
-                        const UOp& dest_index, std::vector<int64_t>& slots) {
-    if (value.dtype() != out.dtype())
-      throw std::logic_error("realize: a kernel's value and output dtypes differ");
-    UOp flat = ranges.empty() ? UOp::cint(0) : ranges[0];  // row-major: r0*d1 + r1 ...
-    for (size_t k = 1; k < ranges.size(); ++k) flat = flat * ranges[k].src(0) + ranges[k];
-    const UOp target = UOp::make(Op::Index, out.dtype(), {out, dest_index ? dest_index : flat});
-    const UOp store = UOp::make(Op::Store, dtypes::void_, {target, gate_reads(value)});
-    UOp effect = store;
-    if (!ranges.empty()) {
-      std::vector<UOp> src{store};
-      src.insert(src.end(), ranges.begin(), ranges.end());
-      effect = UOp::make(Op::End, dtypes::void_, src);
-    }
-    // BUFFER -> PARAM in first-use order (the output's first), ranges renumbered
-    std::vector<UOp> buffers;
-    const UOp sink = kernel_sink(effect, buffers);
-    for (const UOp& b : buffers)
-      slots.push_back(static_cast<int64_t>(storage_root(b).arg().field("slot").as_int()));
-    return sink;
-  }
-
-  // `value` with each read INDEX(BUFFER, i) whose i may leave the buffer read at the gated index
-  // where(c, i, Invalid), c the conjunction of the conditions of the WHEREs whose true branch
-  // holds it (there, and only there, the read's value is used): a pad's `where(valid, x, 0)`
-  // gates the reads of x. The binder then checks the index only where the gate holds.
-  static UOp gate_reads(const UOp& value) {
-    auto leaves = [](const UOp& read) {
-      const i128 size = read.src(0).arg().field("size").as_int();
-      const UOp& i = read.src(1);
-      return i.vmin() < Num::of(0) || i.vmax() > Num::of(size - 1);
-    };
-    const std::vector<UOp> order = toposort(value);
-    // the nodes with a read below them that may leave its buffer: only WHEREs over those gate
-    std::unordered_set<UOp> leaving;
-    for (const UOp& u : order)
-      if ((u.op() == Op::Index && u.src(0).op() == Op::Buffer && leaves(u)) ||
-          std::any_of(u.src().begin(), u.src().end(),
-                      [&](const UOp& s) { return leaving.contains(s); }))
-        leaving.insert(u);
-    if (leaving.empty()) return value;
-    const UOp invalid = UOp::constant(dtypes::index, Arg::invalid());
-    std::unordered_map<UOp, UOp> out;  // each node with the reads below it gated
-    for (const UOp& u : order) {
-      std::vector<UOp> src;
-      for (const UOp& s : u.src()) src.push_back(out.at(s));
-      if (u.op() == Op::Where && u.dtype() != dtypes::index && leaving.contains(u.src(1))) {
-        // the reads of the true branch that may leave their buffer, gated by the condition (a
-        // read an inner WHERE gated already: by both conditions)
-        std::unordered_map<UOp, UOp> gated;
-        for (const UOp& r : toposort(src[1])) {
-          if (r.op() != Op::Index || r.src(0).op() != Op::Buffer) continue;
-          const UOp& i = r.src(1);
-          if (is_gated_index(i))
-            gated.emplace(r, r.with_src({r.src(0), (src[0] & i.src(0)).where(i.src(1), invalid)}));
-          else if (leaves(r))
-            gated.emplace(r, r.with_src({r.src(0), src[0].where(i, invalid)}));
-        }
-        if (!gated.empty()) src[1] = substitute(src[1], gated, /*walk=*/true);
-      }
-      out.emplace(u, u.nsrc() ? u.with_src(src) : u);
-    }
-    return out.at(value);
   }
 
   // A compiled kernel: its PARAMs bound to placeholder buffers (slot k for PARAM k), linearized,
@@ -307,18 +195,11 @@ struct Realizer {
     if (default_device() == "CPU") render_llvm_effects(bound, sizes);
   }
 
-  // A kernel CALL (custom_kernel): its body over the arguments' buffers, in place; on CPU
-  // compiled by LLVM, on INTERP run as its LINEAR program.
-  void run_kernel_call(const UOp& call, const std::vector<int64_t>& writes,
-                       const std::unordered_map<UOp, UOp>& done) {
+  // A kernel CALL (custom_kernel): its body over the storages `slots` of its arguments, in place;
+  // on CPU compiled by LLVM, on INTERP run as its LINEAR program.
+  void run_kernel_call(const UOp& call, const std::vector<int64_t>& slots) {
     std::vector<UOp> bufs;
-    for (size_t a = 1; a < call.nsrc(); ++a) {
-      const UOp view = base_view(substitute(call.src(a), done, /*walk=*/true));
-      if (!is_buffer_view(view))
-        throw std::logic_error("realize: a kernel CALL argument was not computed into a buffer");
-      bufs.push_back(view.src(0));
-    }
-    viz::Group kernel_group("kernel " + std::to_string(g_kernel_count + 1));
+    for (int64_t slot : slots) bufs.push_back(buffer_uop(*storage(slot)));
     // a PROGRAM body runs from the SINK it was compiled from
     const UOp& body = call.src(0).op() == Op::Program ? call.src(0).src(0) : call.src(0);
     const UOp bound = bind_kernel(body, bufs);
@@ -347,26 +228,6 @@ struct Realizer {
                      render_program(program).c_str());
       interp_run(program, buffers);
     }
-    for (int64_t slot : writes) {
-      storage(slot)->executed_assignments.push_back(assignment_id(call));
-      storage(slot)->uninitialized = false;
-    }
-  }
-
-  // Where element (ranges) of a store through the view `dest` of `out` goes: the view indexed
-  // like the value and lowered by the same rules, which must address one element of `out`.
-  static UOp store_index(const UOp& dest, const std::vector<UOp>& ranges, const UOp& out,
-                         rw::RangeifyContext& ctx) {
-    // a scalar: index 0 of a 1-element view
-    const UOp at = ranges.empty() ? dest.reshape({1}).index({UOp::cint(0)}) : dest.index(ranges);
-    const UOp idx = lower_index(at, ctx, "rangeify store");
-    if (idx.op() != Op::Index || idx.nsrc() != 2 || idx.src(0).op() != Op::Buffer ||
-        idx.src(0).arg().field("slot") != out.arg().field("slot"))
-      throw TensorError(fmt::format(
-          "cannot assign through this view: its elements do not map one to one onto the "
-          "target buffer (it lowers to {})",
-          op_name(idx.op())));
-    return idx.src(1);
   }
 
   // A CPU kernel's return value: 0, or the division by zero it met (it ran to its end with a
@@ -413,56 +274,91 @@ struct Realizer {
   }
 
   // The elements [lo, hi] of a buffer an access may touch (flat indices; the whole buffer unless
-  // a view narrows it): a read and a write of disjoint regions do not conflict.
+  // its indexes bound it): a read and a write of disjoint regions do not conflict.
   struct Region {
     int64_t lo = 0, hi = std::numeric_limits<int64_t>::max();
     bool overlaps(const Region& o) const { return lo <= o.hi && o.lo <= hi; }
+    // (an empty region, lo > hi, grows to o)
+    void cover(const Region& o) {
+      *this = lo > hi ? o : Region{std::min(lo, o.lo), std::max(hi, o.hi)};
+    }
   };
   struct Read {
     int64_t slot;
-    std::vector<UOp> seen;  // the stores it must see
+    std::vector<UOp> seen;  // the kernel CALLs whose writes it must see
     Region region;
   };
-  // One unit of the schedule: a kernel boundary, a root to compute, an assignment's STORE, or a
-  // kernel CALL.
-  struct Kernel {
-    UOp node;
-    std::vector<int64_t> writes;        // storages a STORE or CALL writes
-    std::vector<Region> write_regions;  // the part of each it writes
-    std::vector<size_t> after;          // kernels that must run first
-    std::vector<Read> reads;
-    bool reads_own_destination = false;
+  // One unit of the schedule: a kernel CALL of the kernel graph (a computation, an assignment's
+  // store, or a custom kernel), its arguments' storages (a new buffer's negative slot until it
+  // runs), what it writes and reads, and the units that must run first.
+  struct Unit {
+    UOp call{};
+    std::vector<int64_t> args{};          // the storage of each argument (PARAM k: args[k])
+    std::vector<int64_t> writes{};        // argument indexes it writes
+    std::vector<Region> write_regions{};  // the part of each it writes
+    std::vector<size_t> after{};          // units that must run first
+    std::vector<Read> reads{};
+    bool custom = false;  // a custom kernel (its own AST), not one the pipeline made
   };
 
-  // The region of its buffer a view (movement ops and assignment chains over a buffer view)
-  // addresses: the bounds of its lowered index.
-  Region region_of(const UOp& view) { return lowered_region(view).value_or(Region{}); }
-  // The same, or nothing when the view's index does not lower to one element of its buffer.
-  std::optional<Region> lowered_region(const UOp& view) {
-    // the view over the plain buffer: the chains only order, they do not move elements
-    std::vector<UOp> chain;
-    UOp u = view;
-    for (; !is_buffer_view(u) && (u.op() == Op::After || groups::movement().contains(u.op()));
-         u = u.src(0))
-      if (u.op() != Op::After) chain.push_back(u);
-    if (!is_buffer_view(u) || chain.empty()) return Region{};
-    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
-      std::vector<UOp> src((*it).src().begin(), (*it).src().end());
-      src[0] = u;
-      u = it->with_src(src);
+  // The slot a kernel graph argument stands for (a BUFFER's, under views and AFTERs).
+  static int64_t arg_slot(const UOp& arg) {
+    const UOp b = storage_root(arg);
+    if (b.op() != Op::Buffer)
+      throw std::logic_error(
+          fmt::format("realize: a kernel argument that is no buffer: {}", op_name(b.op())));
+    return static_cast<int64_t>(b.arg().field("slot").as_int());
+  }
+  // The elements an index may address: its bounds, the whole buffer for a gated one.
+  static Region index_region(const UOp& index) {
+    if (index.nsrc() != 2 || is_gated_index(index.src(1))) return Region{};
+    const UOp& i = index.src(1);
+    constexpr i128 kMax = std::numeric_limits<int64_t>::max();
+    return Region{static_cast<int64_t>(std::clamp<i128>(i.vmin().i, 0, kMax)),
+                  static_cast<int64_t>(std::clamp<i128>(i.vmax().i, 0, kMax))};
+  }
+
+  // The unit of kernel CALL `call`: its arguments' slots, its writes (a generated kernel's
+  // STOREs; a custom kernel's by call_access, checked to compile before anything runs), and a
+  // read of every argument at its assignment state (ordered after the kernels that state follows).
+  Unit make_unit(const UOp& call, const std::unordered_map<UOp, size_t>& unit_of,
+                 const std::unordered_set<UOp>& custom_bodies) {
+    Unit k{.call = call};
+    const UOp& body = call.src(0).op() == Op::Program ? call.src(0).src(0) : call.src(0);
+    k.custom = custom_bodies.contains(call.src(0));
+    for (size_t a = 1; a < call.nsrc(); ++a) k.args.push_back(arg_slot(call.src(a)));
+    std::vector<Region> touched(k.args.size(), Region{0, -1});
+    if (k.custom) {
+      check_kernel_call(call);
+      for (size_t w : call_access(call).writes) {
+        k.writes.push_back(static_cast<int64_t>(w));
+        k.write_regions.push_back(Region{});
+      }
+      touched.assign(k.args.size(), Region{});
+    } else {
+      for (const UOp& u : toposort(body)) {
+        if (u.op() == Op::Index && u.src(0).op() == Op::Param) {
+          const auto p = static_cast<size_t>(u.src(0).arg().field("slot").as_int());
+          touched.at(p).cover(index_region(u));
+        }
+        if (u.op() != Op::Store) continue;
+        const UOp& target = u.src(0);
+        if (is_gated_index(target.src(1)))
+          throw TensorError(
+              "cannot assign through this view: its elements do not map one to one onto the "
+              "target buffer");
+        const auto p = static_cast<int64_t>(target.src(0).arg().field("slot").as_int());
+        k.writes.push_back(p);
+        k.write_regions.push_back(index_region(target));
+      }
     }
-    rw::RangeifyContext ctx;
-    std::vector<UOp> idx;
-    for (const SInt& d : u.shape())
-      idx.push_back(UOp::range(UOp::cint(d.value()), ctx.next_axis++));
-    if (idx.empty()) return Region{};
-    const UOp lowered = lower_index(u.index(idx), ctx, "region");
-    if (lowered.op() != Op::Index || lowered.nsrc() != 2 || lowered.src(0).op() != Op::Buffer)
-      return std::nullopt;
-    const UOp& e = lowered.src(1);
-    return Region{
-        std::max<int64_t>(0, static_cast<int64_t>(e.vmin().i)),
-        static_cast<int64_t>(std::min<i128>(e.vmax().i, std::numeric_limits<int64_t>::max()))};
+    for (size_t a = 1; a < call.nsrc(); ++a) {
+      // (the kernel graph orders a buffer after kernel CALLs only)
+      const std::vector<UOp> deps = chain_stores(call.src(a));
+      for (const UOp& d : deps) k.after.push_back(unit_of.at(d));
+      k.reads.push_back({k.args[a - 1], deps, touched[a - 1]});
+    }
+    return k;
   }
 
   // The stores an assignment chain After(After(view, S1), S2) has applied: {S1, S2} (also
@@ -538,61 +434,6 @@ struct Realizer {
   }
   static bool is_kernel_call(const UOp& u) { return u.op() == Op::Call && CallInfo::of(u).kernel; }
 
-  // What kernel k reads (buffers, and at which assignment state) and which kernels it follows.
-  void analyze(Kernel& k, const std::unordered_map<UOp, size_t>& kernel_of) {
-    std::unordered_set<UOp> seen;
-    std::vector<UOp> stack;
-    auto push_sources = [&](const UOp& u) {
-      for (const UOp& s : u.src()) stack.push_back(s);
-    };
-    auto drain = [&] {
-      while (!stack.empty()) {
-        const UOp u = stack.back();
-        stack.pop_back();
-        if (!seen.insert(u).second) continue;
-        if (auto it = kernel_of.find(u); it != kernel_of.end()) {
-          k.after.push_back(it->second);
-          continue;
-        }
-        if (u.op() == Op::Store || u.op() == Op::Call) continue;  // executed in an earlier realize
-        if (u.op() == Op::After && is_buffer_view(view_root(u))) {
-          const std::vector<UOp> stores = chain_stores(u);
-          k.reads.push_back({storage_of(view_root(u)), stores, {}});
-          for (const UOp& st : stores) stack.push_back(st);
-          continue;
-        }
-        if (u.op() == Op::Buffer) k.reads.push_back({storage_of(u), {}, {}});
-        push_sources(u);
-      }
-    };
-    if (k.node.op() == Op::Store) {
-      // the value first: whether it reads the target decides if it needs a temporary; the
-      // target itself (its assignment chain) only orders the store
-      stack.push_back(k.node.src(1));
-      drain();
-      for (const Read& read : k.reads)
-        if (read.slot == k.writes.at(0)) k.reads_own_destination = true;
-      // the target's chain, as the part of the buffer written: the store follows the chain's
-      // stores and precedes other writes to that part
-      const size_t first = k.reads.size();
-      stack.push_back(k.node.src(0));
-      drain();
-      for (size_t r = first; r < k.reads.size(); ++r)
-        if (k.reads[r].slot == k.writes.at(0)) k.reads[r].region = k.write_regions.at(0);
-    } else if (k.node.op() == Op::Call) {
-      // the arguments (the body has only parameters): ordered like reads, whether the kernel
-      // reads or only writes them, so it follows their assignments and precedes later ones
-      for (size_t a = 1; a < k.node.nsrc(); ++a) stack.push_back(k.node.src(a));
-    } else if (k.node.op() == Op::After) {  // a root chain over a view: one read of the chain
-      k.reads.push_back({storage_of(view_root(k.node)), chain_stores(k.node), region_of(k.node)});
-      for (const UOp& st : chain_stores(k.node)) stack.push_back(st);
-    } else {
-      push_sources(k.node);
-    }
-    drain();
-    for (const Read& r : k.reads) check_not_overwritten(r.slot, r.seen);
-  }
-
   // A read whose assignments have all run needs the buffer as the last of them left it: refused
   // when a later assignment, not in its chain, has already overwritten that.
   void check_not_overwritten(int64_t slot, const std::vector<UOp>& seen) const {
@@ -620,7 +461,7 @@ struct Realizer {
   // The kernels in an order that keeps every read between the writes it must and must not see:
   // a read follows the stores of its assignment chain and precedes every other store to that
   // buffer. An order that cannot do both is refused before anything runs.
-  std::vector<size_t> order_kernels(std::vector<Kernel>& ks) {
+  std::vector<size_t> order_kernels(const std::vector<Unit>& ks) {
     std::vector<std::vector<size_t>> before(ks.size());  // before[a]: kernels that follow a
     std::vector<int> pending(ks.size(), 0);
     auto edge = [&](size_t a, size_t b) {
@@ -634,8 +475,9 @@ struct Realizer {
           if (s == k) continue;
           bool conflicts = false;  // s writes the part of the buffer this read needs
           for (size_t w = 0; w < ks[s].writes.size(); ++w)
-            conflicts |= ks[s].writes[w] == r.slot && ks[s].write_regions[w].overlaps(r.region);
-          if (conflicts && std::find(r.seen.begin(), r.seen.end(), ks[s].node) == r.seen.end())
+            conflicts |= ks[s].args[static_cast<size_t>(ks[s].writes[w])] == r.slot &&
+                         ks[s].write_regions[w].overlaps(r.region);
+          if (conflicts && std::find(r.seen.begin(), r.seen.end(), ks[s].call) == r.seen.end())
             edge(k, s);
         }
     }
@@ -653,7 +495,7 @@ struct Realizer {
       std::string stuck;
       for (size_t k = 0; k < ks.size(); ++k)
         if (pending[k] > 0)
-          stuck += fmt::format("{}{}", stuck.empty() ? "" : ", ", op_name(ks[k].node.op()));
+          stuck += fmt::format("{}{}", stuck.empty() ? "" : ", ", CallInfo::of(ks[k].call).name);
       throw TensorError(fmt::format(
           "cannot schedule these assignments: their reads and writes form a cycle (kernels "
           "{}); a read would see a buffer that another assignment must already have "
@@ -666,9 +508,8 @@ struct Realizer {
   // The STORE's value reads the target's buffer only through the target view itself, and only
   // by elementwise ops: each element is read in the same loop step that then writes it, so the
   // store writes in place with no temporary (tinygrad's in-place assign: `xs.assign(xs + 1)` is
-  // one kernel). A read through another view, a movement op or a kernel boundary over the target
-  // reads elements other than the one written. Decided once per store: the schedule's hazard
-  // facts and the store's run both ask.
+  // one kernel). A read through another view, a movement op or a CONTIGUOUS over the target
+  // reads elements other than the one written (a hazard: the value is computed first).
   bool reads_in_place(const UOp& store) {
     if (auto it = in_place_.find(store); it != in_place_.end()) return it->second;
     const UOp& target = store.src(0);
@@ -689,79 +530,6 @@ struct Realizer {
   }
   std::unordered_map<UOp, bool> in_place_;
 
-  // The facts rules/schedule.rw decides the kernel boundaries by (rules/helpers/schedule.h):
-  // analyses of the whole schedule, not rewrites. `order`: the nodes to schedule, sources first.
-  rw::ScheduleContext schedule_facts(const std::vector<UOp>& order, const std::vector<UOp>& roots) {
-    rw::ScheduleContext facts;
-    facts.roots.insert(roots.begin(), roots.end());
-    facts.max_fused_depth = kMaxFusedDepth;
-    std::vector<UOp> stores;
-    std::unordered_map<int64_t, int> writers;  // pending assignments per buffer
-    for (const UOp& u : order) {
-      if (u.op() == Op::Call && !is_kernel_call(u))
-        throw std::logic_error("realize: a function CALL was left after inlining");
-      if (u.op() == Op::Call) facts.call_arguments.insert(u.src().begin() + 1, u.src().end());
-      if ((u.op() != Op::Store && u.op() != Op::Call) || executed(u)) continue;
-      facts.pending.insert(u);
-      if (u.op() == Op::Store) {
-        stores.push_back(u);
-        ++writers[storage_of(view_root(u.src(0)))];
-      }
-    }
-    // an assignment's value that reads a buffer another assignment of this schedule writes (or
-    // its own target, written through a view, other than element by element): if realized
-    // first, its reads run before any of those writes, and slices of one buffer assigned from
-    // themselves order as all reads, then all writes. (A whole-buffer assignment reading only its
-    // own target computes into a temporary instead, or in place when it reads element by element.)
-    for (const UOp& st : stores) {
-      const int64_t own = storage_of(view_root(st.src(0)));
-      const bool partial = !is_buffer_view(base_view(st.src(0)));
-      for (int64_t slot : read_storages(st.src(1)))
-        if (writers[slot] - (slot == own ? 1 : 0) > 0 ||
-            (slot == own && partial && !reads_in_place(st)))
-          facts.hazards.insert(st.src(1));
-    }
-    // the views an assignment writes through stay views of its buffer
-    for (const UOp& st : stores)
-      for (UOp v = st.src(0); v.op() == Op::After || groups::movement().contains(v.op());
-           v = v.src(0))
-        if (!facts.pinned.insert(v).second) break;
-    return facts;
-  }
-
-  // A unit of the schedule for node u (its writes, and the checks that can fail before anything
-  // runs: a store through a view that does not address its buffer element by element, a custom
-  // kernel that would go out of bounds).
-  Kernel make_kernel(const UOp& u) {
-    Kernel k;
-    k.node = u;
-    if (u.op() == Op::Store || u.op() == Op::Call) k.writes = written_storages(u);
-    k.write_regions.assign(k.writes.size(), Region{});
-    if (u.op() == Op::Store) {
-      const std::optional<Region> r = lowered_region(u.src(0));
-      if (!r)
-        throw TensorError(
-            "cannot assign through this view: its elements do not map one to one onto the "
-            "target buffer");
-      k.write_regions[0] = *r;
-    }
-    if (u.op() == Op::Call) check_kernel_call(u);
-    return k;
-  }
-
-  // The kernels of one schedule, before anything runs: the graph (function CALLs inlined), its
-  // roots, one Kernel per realized node in the order they run, and each assignment chain's view.
-  struct Plan {
-    UOp all;
-    std::vector<UOp> bases;  // what each tensor asked for realizes (root_bases)
-    std::vector<UOp> roots;
-    std::vector<Kernel> ks;
-    std::vector<size_t> order;
-    std::unordered_map<UOp, UOp> done;
-  };
-
-  // The boundary decisions of rules/schedule.rw over `tensor_roots` and the order the kernels run
-  // in (throws "cycle" and the other scheduling errors before anything runs).
   // A root that reshapes a computed value realizes the value, and the root is a view of its
   // buffer (tinygrad realizes the bases), so roots over one value share its kernel.
   static std::vector<UOp> root_bases(const std::vector<UOp>& tensor_roots) {
@@ -774,177 +542,248 @@ struct Realizer {
     return bases;
   }
 
-  Plan plan(const std::vector<UOp>& tensor_roots) {
+  // The facts the realize map decides by (rules/helpers/schedule.h), over the graph after the
+  // earliest rewrites: analyses of the whole schedule, not rewrites. Every effect in it is
+  // pending (the executed ones were dropped). `custom_bodies` receives the custom kernels' bodies.
+  rw::ScheduleContext schedule_facts(const UOp& sink, std::unordered_set<UOp>& custom_bodies) {
+    rw::ScheduleContext facts;
+    facts.max_fused_depth = kMaxFusedDepth;
+    std::vector<UOp> stores;
+    std::vector<int64_t> store_slots;          // the buffer each writes
+    std::unordered_map<int64_t, int> writers;  // pending assignments per buffer
+    for (const UOp& u : toposort(sink, nullptr, /*enter_calls=*/false)) {
+      if (u.op() == Op::Call && !is_kernel_call(u))
+        throw std::logic_error("realize: a function CALL was left after inlining");
+      if (u.op() == Op::Call) custom_bodies.insert(u.src(0));
+      if (u.op() != Op::Store) continue;
+      stores.push_back(u);
+      store_slots.push_back(storage_of(view_root(u.src(0))));
+      ++writers[store_slots.back()];
+    }
+    // an assignment's value that reads a buffer another assignment of this schedule writes, or
+    // its own target other than element by element: computed into a buffer first, so all its
+    // reads happen before any of those writes (slices of one buffer assigned from themselves
+    // order as all reads, then all writes); `xs.assign(xs + 1)` writes in place
+    for (size_t k = 0; k < stores.size(); ++k) {
+      const UOp& st = stores[k];
+      const int64_t own = store_slots[k];
+      for (int64_t slot : read_storages(st.src(1)))
+        if (writers[slot] - (slot == own ? 1 : 0) > 0 || (slot == own && !reads_in_place(st)))
+          facts.hazards.insert(st.src(1));
+    }
+    // a tensor asked for that is a buffer at an earlier state than an assignment of this schedule
+    // leaves it (a read made before the assignment): copied before that runs
+    for (const UOp& root : sink.src()) {
+      const UOp base = view_root(root);
+      if (base.op() != Op::Buffer && !is_buffer_view(base)) continue;
+      const std::vector<UOp> seen = chain_stores(root);
+      const int64_t slot = storage_of(base);
+      for (size_t k = 0; k < stores.size(); ++k)
+        if (store_slots[k] == slot && std::find(seen.begin(), seen.end(), stores[k]) == seen.end())
+          facts.hazards.insert(root);
+    }
+    // the views an assignment writes through stay views of its buffer
+    for (const UOp& st : stores)
+      for (UOp v = st.src(0); v.op() == Op::After || groups::movement().contains(v.op());
+           v = v.src(0))
+        if (!facts.pinned.insert(v).second) break;
+    return facts;
+  }
+
+  // The graph a schedule starts from: what each tensor asked for realizes (root_bases), verified
+  // at SPEC=1, function CALLs inlined (rules/call.rw; kernel CALLs stay, as units of the
+  // schedule).
+  struct Roots {
+    std::vector<UOp> bases;
+    UOp sink;
+  };
+  static Roots schedule_roots(const std::vector<UOp>& tensor_roots) {
     if (spec_enabled())
       for (const UOp& r : tensor_roots)
         verify_with_calls(r, rules::spec_tensor(), rules::spec_kernel_body());
     std::vector<UOp> bases = root_bases(tensor_roots);
-    // function CALLs inlined (rules/call.rw) and the earliest rewrites (rules/rangeify.rw);
-    // kernel CALLs stay, as units of the schedule. What an executed effect computed is done:
-    // nothing under it is scheduled again.
+    const UOp sink = inline_calls(UOp::sink(bases));
+    return {std::move(bases), sink};
+  }
+
+  // Every read of a buffer in `sink` checked against the assignments that ran
+  // (check_not_overwritten: a read made before an assignment that has overwritten what it needs is
+  // refused), and the links of assignment chains that ran dropped: what is left to schedule.
+  UOp without_executed(const UOp& sink) {
     auto ran = [this](const UOp& u) {
       return (u.op() == Op::Store || is_kernel_call(u)) && executed(u);
     };
-    KernelGraph g = get_kernel_graph(UOp::sink(bases), ran, kMaxFusedDepth);
-    const UOp all = g.sink;
-    std::vector<UOp> roots(all.src().begin(), all.src().end());
-    const std::vector<UOp> order = toposort(
-        all, [&](const UOp& u) { return !ran(u); }, /*enter_calls=*/false);
-    rw::ScheduleContext facts = schedule_facts(order, roots);
-    facts.staged = realized_nodes(g);
-    std::vector<Kernel> ks;
-    std::unordered_map<UOp, size_t> kernel_of;
-    std::unordered_map<UOp, UOp> done;  // kernel outputs, and each assignment chain's buffer view
-    auto add_kernel = [&](const UOp& u) {
-      kernel_of.emplace(u, ks.size());
-      ks.push_back(make_kernel(u));
-    };
-    const rw::RuleSetMatcher& boundary = rules::kernel_boundary();
-    RewriteContext rctx{.user = &facts};
-    std::vector<std::pair<UOp, const RuleInfo*>> decisions;  // for VIZ: what each rule realized
-    for (const UOp& u : order) {
-      if (u == all) continue;
-      // an assignment chain reads its buffer; a chain over a view, that view of the buffer
-      if (u.op() == Op::After) done.emplace(u, substitute(base_view(u), done, /*walk=*/true));
-      // the node a rule realizes: u, or a source below it fused so far (depth_limit_broadcast)
-      const RuleInfo* fired = nullptr;
-      const std::optional<rw::Value> r = boundary.apply(u, rctx, &fired);
-      const UOp cut = r ? r->as_uop().src(0) : UOp();
-      if (cut && viz::enabled()) decisions.emplace_back(r->as_uop(), fired);
-      if (cut && cut != u) {
-        if (!facts.depth.erase(cut))
-          throw std::logic_error("realize: a kernel-boundary rule realized a source not fused");
-        add_kernel(cut);
-        // the views between it and u now start from its buffer (other users of them keep their
-        // older, longer depths: they may be cut earlier than needed, never later)
-        std::vector<UOp> path;
-        for (UOp v = u.src(0); v != cut && v.nsrc() > 0; v = v.src(0)) path.push_back(v);
-        for (auto it = path.rbegin(); it != path.rend(); ++it) facts.fuse(*it);
+    std::unordered_set<UOp> seen;
+    std::vector<UOp> stack(sink.src().begin(), sink.src().end());
+    while (!stack.empty()) {
+      const UOp u = stack.back();
+      stack.pop_back();
+      if (!seen.insert(u).second || ran(u)) continue;
+      if (u.op() == Op::After && is_buffer_view(view_root(u))) {  // a buffer at a state
+        const std::vector<UOp> stores = chain_stores(u);
+        check_not_overwritten(storage_of(view_root(u)), stores);
+        stack.insert(stack.end(), stores.begin(), stores.end());
+        continue;
       }
-      if (cut == u)
-        add_kernel(u);
-      else
-        facts.fuse(u);
+      if (u.op() == Op::Buffer) check_not_overwritten(storage_of(u), {});
+      // (a kernel CALL's body has parameters only: its arguments are what it reads)
+      stack.insert(stack.end(), u.src().begin() + (is_kernel_call(u) ? 1 : 0), u.src().end());
     }
-    record_boundaries(all, decisions);
-    for (Kernel& k : ks) analyze(k, kernel_of);
-    std::vector<size_t> schedule = order_kernels(ks);  // throws before anything runs
-    return Plan{all,           std::move(bases),    std::move(roots),
-                std::move(ks), std::move(schedule), std::move(done)};
+    std::unordered_map<UOp, UOp> out;  // each node with the executed links dropped
+    for (const UOp& u : toposort(
+             sink, [&](const UOp& u) { return !ran(u); }, false)) {
+      if (ran(u)) {
+        out.emplace(u, u);
+        continue;
+      }
+      std::vector<UOp> src;
+      for (const UOp& s : u.src()) {
+        auto it = out.find(s);
+        src.push_back(it != out.end() ? it->second : s);  // (a kernel CALL's body is not visited)
+      }
+      if (u.op() == Op::After) {
+        std::vector<UOp> kept{src[0]};
+        for (size_t k = 1; k < u.nsrc(); ++k)
+          if (!ran(u.src(k))) kept.push_back(src[k]);
+        src = kept;
+      }
+      out.emplace(u, src.size() == 1 && u.op() == Op::After ? src[0]
+                     : u.nsrc() > 0 ? UOp::make(u.op(), u.dtype(), src, u.arg())
+                                    : u);
+    }
+    return out.at(sink);
   }
 
-  // Realizes `roots` together (and every kernel boundary and pending assignment below them) and
-  // returns each root's buffer view.
-  std::vector<UOp> realize(const std::vector<UOp>& tensor_roots,
-                           std::vector<std::shared_ptr<Storage>>& keep) {
-    viz::Group group("realize");
-    Plan p = plan(tensor_roots);
-    const UOp& all = p.all;
-    const std::vector<UOp>& roots = p.roots;
-    std::vector<Kernel>& ks = p.ks;
-    const std::vector<size_t>& schedule = p.order;
-    std::unordered_map<UOp, UOp>& done = p.done;
-    std::unordered_map<UOp, UOp> computed;  // the buffer view each computed kernel filled
-    for (size_t i : schedule) {
-      const Kernel& k = ks[i];
-      if (k.node.op() == Op::Call) {
-        restoring_on_error(k.node, k.writes, [&] { run_kernel_call(k.node, k.writes, done); });
-        continue;
+  // The kernel graph of a schedule (schedule/rangeify.h) and its units in the order they run.
+  struct Schedule {
+    UOp graph{};  // SINK(root i's buffer after the kernel that fills it, or the buffer view it is)
+    std::vector<Unit> units{};
+    std::vector<size_t> order{};
+  };
+  Schedule make_schedule(const Roots& r) {
+    const UOp sink = earliest_rewrites(without_executed(r.sink));
+    std::unordered_set<UOp> custom_bodies;
+    rw::ScheduleContext facts = schedule_facts(sink, custom_bodies);
+    // (rules/rangeify.rw's copy_stale_roots: such a root is read through a copy)
+    RewriteContext rctx{.user = &facts};
+    const std::optional<rw::Value> copied = rules::copy_stale_roots().apply(sink, rctx, nullptr);
+    KernelGraph g = with_realize_map(copied ? copied->as_uop() : sink, facts);
+    g.ctx.device = default_device();
+    Schedule s{.graph = kernel_graph(g)};
+    if (spec_enabled()) verify(s.graph, rules::spec_kernel_graph(), /*enter_calls=*/false);
+    std::unordered_map<UOp, size_t> unit_of;
+    for (const UOp& u : toposort(s.graph, nullptr, /*enter_calls=*/false))
+      if (u.op() == Op::Call) {
+        unit_of.emplace(u, s.units.size());
+        s.units.push_back(make_unit(u, unit_of, custom_bodies));
       }
-      if (k.node.op() != Op::Store) {
-        // walk: original nodes only, since a read before and one after an assignment look
-        // alike once their chains are replaced by the buffer
-        const UOp ready = substitute(k.node, done, /*walk=*/true);
-        std::shared_ptr<Storage> out;
-        computed[k.node] = run_kernel(ready, out);
-        // (an assignment chain over a view mapped to that view above: its copy replaces it)
-        done.insert_or_assign(k.node, computed[k.node]);
-        keep.push_back(out);
-        continue;
+    s.order = order_kernels(s.units);  // throws before anything runs
+    return s;
+  }
+
+  // Runs the schedule's units in order, each new buffer given a storage when first used; returns
+  // each root's buffer view (`roots`: the sink's sources before the pipeline; `keep` receives the
+  // storages the results live in).
+  std::vector<UOp> run_schedule(Schedule& s, const std::vector<UOp>& roots,
+                                std::vector<std::shared_ptr<Storage>>& keep) {
+    std::unordered_map<int64_t, int64_t> fresh;  // new buffer's slot -> its storage
+    auto storage_slot = [&](const UOp& b) {
+      const auto slot = static_cast<int64_t>(b.arg().field("slot").as_int());
+      if (slot >= 0) return slot;
+      auto [it, first] = fresh.try_emplace(slot);
+      if (first) {
+        const std::shared_ptr<Storage> st =
+            allocate_storage(b.dtype(), static_cast<int64_t>(b.arg().field("size").as_int()));
+        buffers[st->id] = st;
+        it->second = st->id;
       }
-      // an assignment: the value computed straight into the target's storage, or through a
-      // temporary when the value reads the target other than element by element (another
-      // element may already be overwritten)
-      std::shared_ptr<Storage> target = storage(k.writes.at(0)), out;
-      const bool temporary = k.reads_own_destination && !reads_in_place(k.node);
-      const UOp dest = substitute(k.node.src(0), done, /*walk=*/true);
-      UOp value = substitute(k.node.src(1), done, /*walk=*/true);
-      if (!is_buffer_view(dest)) {  // a view of the target: written through its index map
-        if (temporary) {
-          std::shared_ptr<Storage> tmp;
-          value = run_kernel(value, tmp);
-          keep.push_back(tmp);
-        }
-        restoring_on_error(value, k.writes, [&] { run_kernel(value, target, dest); });
-      } else {
-        if (!temporary) out = target;
-        restoring_on_error(value, out == target ? k.writes : std::vector<int64_t>{},
-                           [&] { run_kernel(value, out); });
-        if (out != target) {
-          std::copy(out->bytes.begin(), out->bytes.end(), target->bytes.begin());
-          target->uninitialized = false;
-        }
+      return it->second;
+    };
+    for (size_t i : s.order) {
+      Unit& k = s.units[i];
+      viz::Group kernel_group("kernel " + std::to_string(g_kernel_count + 1));
+      std::vector<int64_t> slots;
+      for (size_t a = 1; a < k.call.nsrc(); ++a)
+        slots.push_back(storage_slot(storage_root(k.call.src(a))));
+      std::vector<int64_t> writes;  // the storages it writes that hold data before it runs
+      for (int64_t w : k.writes)
+        if (k.args.at(static_cast<size_t>(w)) >= 0) writes.push_back(slots[static_cast<size_t>(w)]);
+      restoring_on_error(k.call.src(0), writes, [&] {
+        if (k.custom)
+          run_kernel_call(k.call, slots);
+        else
+          launch(k.call.src(0), slots, loop_elements(k.call.src(0)));
+      });
+      const int64_t id = CallInfo::of(k.call).id;
+      for (int64_t w : k.writes) {
+        const std::shared_ptr<Storage>& st = storage(slots[static_cast<size_t>(w)]);
+        st->uninitialized = false;
+        if (id != 0 && k.args[static_cast<size_t>(w)] >= 0) st->executed_assignments.push_back(id);
       }
-      target->executed_assignments.push_back(assignment_id(k.node));
     }
-    // the schedule as one VIZ step: the tensor graph, and the kernels' outputs in order
-    std::vector<UOp> outputs;
-    for (size_t i : schedule)
-      if (auto it = done.find(ks[i].node); it != done.end()) outputs.push_back(it->second);
-    record_stage("schedule", all, UOp::sink(outputs));
+    record_stage("schedule", UOp::sink(roots), s.graph);
     std::vector<UOp> views;
     for (size_t i = 0; i < roots.size(); ++i) {
-      const UOp& r = roots[i];
-      UOp v = computed.contains(r) ? computed.at(r) : settled(r);
-      if (p.bases[i] != tensor_roots[i])
-        v = is_buffer_view(v) ? buffer_view(v.src(0), tensor_roots[i].shape())
-                              : v.reshape(tensor_roots[i].shape());
-      views.push_back(v);
+      const UOp& r = s.graph.src(i);
+      if (r.op() == Op::After && r.src(0).op() == Op::Buffer &&
+          r.src(0).arg().field("slot").as_int() < 0) {
+        const std::shared_ptr<Storage>& st = storage(storage_slot(r.src(0)));
+        keep.push_back(st);
+        views.push_back(buffer_view(buffer_uop(*st), roots[i].shape()));
+      } else {
+        views.push_back(settled(roots[i]));
+      }
     }
     return views;
   }
+  // The elements a generated kernel stores: the product of the loops its ENDs close.
+  static int64_t loop_elements(const UOp& ast) {
+    int64_t n = 1;
+    for (const UOp& u : toposort(ast))
+      if (u.op() == Op::End)
+        for (size_t k = 1; k < u.nsrc(); ++k)
+          n *= static_cast<int64_t>(u.src(k).src(0).arg().as_int());
+    return n;
+  }
 
-  // The kernels of `tensor_roots` in the order they would run, each lowered as its kernel would
-  // be (rules/rangeify.rw), nothing allocated or run: a computed kernel's output is a BUFFER
-  // numbered like a storage but holding no memory. A kernel CALL is its own AST.
+  // The tensors' views from their roots' (a root that reshapes a computed value realized the
+  // value: the tensor views its buffer).
+  static std::vector<UOp> tensor_views(const std::vector<UOp>& tensor_roots, const Roots& r,
+                                       std::vector<UOp> views) {
+    for (size_t i = 0; i < views.size(); ++i)
+      if (r.bases[i] != tensor_roots[i])
+        views[i] = is_buffer_view(views[i]) ? buffer_view(views[i].src(0), tensor_roots[i].shape())
+                                            : views[i].reshape(tensor_roots[i].shape());
+    return views;
+  }
+
+  // Realizes `roots` together (every kernel and pending assignment below them) and returns each
+  // root's buffer view.
+  std::vector<UOp> realize(const std::vector<UOp>& tensor_roots,
+                           std::vector<std::shared_ptr<Storage>>& keep) {
+    viz::Group group("realize");
+    const Roots start = schedule_roots(tensor_roots);
+    Schedule s = make_schedule(start);
+    const std::vector<UOp> roots(start.sink.src().begin(), start.sink.src().end());
+    return tensor_views(tensor_roots, start, run_schedule(s, roots, keep));
+  }
+
+  // The kernels of `tensor_roots` in the order they would run, nothing allocated or run: the
+  // kernel CALLs of the kernel graph (a new buffer has a negative slot and no storage).
   std::vector<ScheduleItem> schedule(const std::vector<UOp>& tensor_roots) {
     viz::Group group("schedule");
-    Plan p = plan(tensor_roots);
+    const Schedule s = make_schedule(schedule_roots(tensor_roots));
     std::vector<ScheduleItem> items;
-    for (size_t i : p.order) {
-      const UOp& node = p.ks[i].node;
-      if (node.op() == Op::Call) {
-        items.push_back({node, node});
-        continue;
-      }
-      // an assignment: its value stored through the target view's index map
-      const bool store = node.op() == Op::Store;
-      const UOp value = substitute(store ? node.src(1) : node, p.done, true);
-      const Dims shape = to_dims(value.shape());
-      int64_t n = 1;
-      for (int64_t d : shape) n *= d;
-      const UOp dest = store ? substitute(node.src(0), p.done, true) : UOp();
-      // a computed node's output: a fresh storage number, no memory
-      const UOp out = store
-                          ? view_root(dest).src(0)
-                          : tinyrw::buffer_uop(node.dtype(), allocate_storage(node.dtype(), 0)->id,
-                                               n, default_device());
-      rw::RangeifyContext ctx;
-      std::vector<UOp> ranges;
-      std::vector<int64_t> slots;
-      const UOp lowered = lower_node(value, ctx, ranges);
-      const UOp dest_index = store ? store_index(dest, ranges, out, ctx) : UOp();
-      items.push_back({node, kernel_ast(lowered, ranges, out, dest_index, slots)});
-      // readers see the target's buffer (p.done), or the computed node's
-      if (!store) p.done.insert_or_assign(node, buffer_view(out, to_shape(shape)));
-    }
+    for (size_t i : s.order) items.push_back({s.units[i].call, s.units[i].call.src(0)});
     return items;
   }
 
   // A root that is no kernel (a buffer, or an assignment chain over one) is read as it stands:
   // refused if an executed assignment outside its chain has overwritten it. Its result keeps the
   // buffer's state as a one-link chain, so later reads stay checked against later assignments.
-  UOp settled(const UOp& root) const {
+  // (A gradient marker over it passes the buffer unchanged.)
+  UOp settled(UOp root) const {
+    while (root.op() == Op::Detach || root.op() == Op::ContiguousBackward) root = root.src(0);
     const UOp view = base_view(root);
     const int64_t slot = storage_of(view);
     check_not_overwritten(slot, chain_stores(root));
@@ -958,21 +797,6 @@ struct Realizer {
         UOp::make(Op::Store, dtypes::void_, {view, UOp::constant(view.dtype(), Arg::integer(0))},
                   Arg::integer(id));
     return view.after({marker});
-  }
-
-  // The kernel boundaries in the VIZ trace: one step per realized node, from the node to the
-  // STAGE a rule of rules/schedule.rw answered, and as the result the graph with those STAGEs.
-  static void record_boundaries(const UOp& graph,
-                                const std::vector<std::pair<UOp, const RuleInfo*>>& decisions,
-                                std::source_location loc = std::source_location::current()) {
-    if (!viz::enabled()) return;
-    const int call = viz::begin_rewrite("kernel boundaries", loc, graph, 0, "stage");
-    std::unordered_map<UOp, UOp> staged;
-    for (const auto& [stage, rule] : decisions) {
-      viz::record_match(call, stage.src(0), stage, rule, std::chrono::nanoseconds(0));
-      staged.emplace(stage.src(0), stage);
-    }
-    viz::end_rewrite(call, substitute(graph, staged, /*walk=*/true));
   }
 
   // A stage that is not a graph_rewrite (scheduling, linearization) in the VIZ trace: one call

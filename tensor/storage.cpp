@@ -13,6 +13,7 @@
 
 #include "dsl/typed_helper.h"
 #include "ir/alu.h"
+#include "ir/call.h"
 
 namespace tinyrw {
 
@@ -126,6 +127,14 @@ namespace {
 // The counter is the front end's state, so the front end registers it (rules/schedule.rw).
 const rw::HelperRegistrar kNextEffectId(rw::typed_helper(
     "next_effect_id", +[] { return i128{next_effect_id()}; }));
+// A kernel CALL numbered as an effect: a new number for one that has none (0), else the CALL.
+const rw::HelperRegistrar kNumberedCall(rw::typed_helper(
+    "numbered_call", +[](const UOp& c) {
+      CallInfo info = CallInfo::of(c);
+      if (!info.kernel || info.id != 0) return c;
+      info.id = next_effect_id();
+      return UOp::make(Op::Call, c.dtype(), c.src(), info.to_arg());
+    }));
 }  // namespace
 
 }  // namespace tinyrw

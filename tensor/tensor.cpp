@@ -242,8 +242,8 @@ Tensor& Tensor::operator=(Tensor&& o) noexcept {
 
 Tensor Tensor::from_uop(UOp u, const std::vector<Tensor>& reads) {
   if (!u) throw TensorError("from_uop: the UOp given is empty");
-  // every STORE of a hand-built graph gets an effect number (rules/schedule.rw number_effects),
-  // as assign() gives its own (kernel bodies are left alone)
+  // every STORE and kernel CALL of a hand-built graph gets an effect number (rules/schedule.rw
+  // number_effects), as assign() and custom_kernel() give their own (kernel bodies are left alone)
   u = graph_rewrite(u, &rules::number_effects(),
                     {.walk = true, .enter_calls = false, .name = "from_uop"});
   // ALU nodes made with UOp::make skip the builders' typing: check them here, where the graph

@@ -44,15 +44,16 @@ class StorageList {
 };
 
 // The deepest chain of elementwise and movement ops fused into one kernel. A deeper chain is cut
-// (rules/schedule.rw, depth_limit): the op at this depth is realized into a buffer of its own, and
-// the rest reads it; a broadcast (EXPAND) at this depth is not, its source is. LLVM's time on
-// one kernel grows faster than linearly with its length (index math of 10,000 reshape/transpose
-// levels took 220 s in one kernel), so a long chain compiles as several short kernels instead.
+// (rules/rangeify.rw's realize map, depth_limit): the op at this depth is realized into a buffer of
+// its own, and the rest reads it; a broadcast (EXPAND) at this depth is not, its source is. LLVM's
+// time on one kernel grows faster than linearly with its length (index math of 10,000
+// reshape/transpose levels took 220 s in one kernel), so a long chain compiles as several short
+// kernels instead.
 inline constexpr int kMaxFusedDepth = 256;
 
-// One kernel of a schedule (Tensor::schedule): the node it computes (a realized tensor node, an
-// assignment's STORE or a custom kernel's CALL) and its kernel AST (SINK[KernelInfo] over PARAMs,
-// as realize() compiles it; a custom kernel's CALL itself).
+// One kernel of a schedule (Tensor::schedule): the kernel CALL of the kernel graph it runs
+// (schedule/rangeify.h: CALL(ast, buffers...), a new buffer with a negative slot) and its kernel
+// AST (SINK[KernelInfo] over PARAMs, as realize() compiles it; a custom kernel's own body).
 struct ScheduleItem {
   UOp node;
   UOp ast;
@@ -94,9 +95,12 @@ class Tensor {
   static Tensor rand(Dims shape, uint64_t seed = 0, DType dtype = dtypes::float32);
   static Tensor randn(Dims shape, uint64_t seed = 0, DType dtype = dtypes::float32);
 
-  // A tensor over a graph built by hand from UOps, reading the buffers of `reads`.
+  // A tensor over a graph built by hand from UOps, reading the buffers of `reads`. Each STORE and
+  // kernel CALL in it without an effect number gets a new one, as assign() and custom_kernel()
+  // give theirs: one unnumbered node wrapped by two from_uop calls is two effects.
   static Tensor from_uop(UOp u, const std::vector<Tensor>& reads = {});
-  // The same with the buffers given directly.
+  // The same with the buffers given directly, and the graph's effects numbered as they are (the
+  // front end's own graphs: function outputs, custom kernels, gradients).
   static Tensor over_storages(UOp u, std::vector<std::shared_ptr<Storage>> storages) {
     return Tensor(std::move(u), StorageList(std::move(storages)));
   }
@@ -217,8 +221,7 @@ class Tensor {
   // Realizes several tensors in one schedule (reads and assignments ordered together).
   static void realize_all(const std::vector<Tensor*>& tensors);
   // The kernels realize_all would run for these tensors, in order, lowered but not run (no
-  // memory is allocated or written: a computed kernel's placeholder buffer takes only a fresh
-  // storage number; the scheduling errors, "cycle" among them, are raised).
+  // memory is allocated or written; the scheduling errors, "cycle" among them, are raised).
   static std::vector<ScheduleItem> schedule(const std::vector<const Tensor*>& tensors);
   // Writes `value` into this tensor's buffer (lazily: STORE then AFTER). Reads made before the
   // assignment see the old contents, reads made after it the new ones; an order that cannot give

@@ -1,7 +1,5 @@
-// The one piece of rules/rangeify.rw that is state, not a rewrite: fresh RANGE numbers, which are
-// unique within a kernel and counted by the pass's RangeifyContext; and the rangeify pipeline's
-// state (schedule/rangeify.cpp) for rules/indexing.rw and rules/rangeify.rw: its realize map, new
-// range numbers, STAGE tags and buffers.
+// The rangeify pipeline's state (schedule/rangeify.cpp) for rules/indexing.rw and
+// rules/rangeify.rw: its realize map, new range numbers, STAGE tags and buffers.
 #include "rules/helpers/rangeify.h"
 
 #include <limits>
@@ -13,23 +11,6 @@
 
 namespace tinyrw::rw {
 namespace {
-
-// One new RANGE per size (an int, or a UOp for a symbolic size), numbered in order, of the axis
-// type named `type` ("REDUCE").
-std::vector<Value> new_ranges(RewriteContext& ctx, const std::vector<Value>& sizes,
-                              const std::string& type) {
-  if (!ctx.user) throw EvalError("new_ranges needs a RangeifyContext");
-  const std::optional<AxisType> t = axis_type_from_name(type);
-  if (!t) throw EvalError(fmt::format("new_ranges: unknown axis type '{}'", type));
-  auto& rc = ctx.as<RangeifyContext>();
-  std::vector<Value> out;
-  for (const Value& s : sizes)
-    out.push_back(Value::uop(
-        UOp::range(s.is_uop() ? s.as_uop() : UOp::cint(s.as_int()), rc.next_axis++, *t)));
-  return out;
-}
-
-const HelperRegistrar kNewRanges(typed_helper("new_ranges", &new_ranges));
 
 // Range propagation's state (schedule/rangeify.cpp's run_rangeify), read by rules/indexing.rw.
 IndexingContext& indexing(const RewriteContext& ctx) {

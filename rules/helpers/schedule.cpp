@@ -1,4 +1,4 @@
-// The facts rules/schedule.rw decides kernel boundaries by, read from the ScheduleContext that
+// The facts rules/rangeify.rw's realize map decides by, read from the ScheduleContext that
 // tensor/realize.cpp fills: analyses of the whole schedule (which tensors are asked for, which
 // assignments read what others write, how deep a fused chain is), not rewrites. Outside a
 // realize (no context) they describe an empty schedule: no roots, nothing pending, no depth limit.
@@ -49,10 +49,8 @@ Helper fact(const char* name, std::unordered_set<UOp> ScheduleContext::*member) 
 
 const HelperRegistrar kIsRoot(fact("is_root", &ScheduleContext::roots));
 const HelperRegistrar kPending(fact("pending", &ScheduleContext::pending));
-const HelperRegistrar kIsCallArgument(fact("is_call_argument", &ScheduleContext::call_arguments));
 const HelperRegistrar kReadsPendingWrite(fact("reads_pending_write", &ScheduleContext::hazards));
 const HelperRegistrar kPinned(fact("pinned", &ScheduleContext::pinned));
-const HelperRegistrar kStaged(fact("rangeify_staged", &ScheduleContext::staged));
 
 const HelperRegistrar kFusedDepth(typed_helper(
     "fused_depth",

@@ -1,6 +1,5 @@
-// The facts the kernel-boundary rules (rules/schedule.rw) read: analyses of one realize() that are
-// not rewrites, computed by tensor/realize.cpp and read by the helpers of
-// rules/helpers/schedule.cpp.
+// The facts the realize-map rules (rules/rangeify.rw) read: analyses of one realize() that are not
+// rewrites, computed by tensor/realize.cpp and read by the helpers of rules/helpers/schedule.cpp.
 #pragma once
 
 #include <limits>
@@ -12,15 +11,12 @@
 namespace tinyrw::rw {
 
 struct ScheduleContext {
-  std::unordered_set<UOp> roots;           // the tensors being realized
-  std::unordered_set<UOp> pending;         // assignments (STORE) and kernel CALLs not yet run
-  std::unordered_set<UOp> call_arguments;  // the arguments of the kernel CALLs
+  std::unordered_set<UOp> roots;    // the tensors being realized
+  std::unordered_set<UOp> pending;  // assignments (STORE) and kernel CALLs not yet run
   // the values of pending assignments that read a buffer another pending assignment writes (or
-  // their own target, when they write through a view of it)
+  // their own target other than element by element)
   std::unordered_set<UOp> hazards;
   std::unordered_set<UOp> pinned;  // views an assignment writes through
-  // the nodes the rangeify pipeline gives a buffer (schedule/rangeify.cpp's realized_nodes)
-  std::unordered_set<UOp> staged;
   // the fused depth of each node fused so far: the longest chain of elementwise and movement ops
   // ending in it inside its kernel (a realized node starts no chain)
   std::unordered_map<UOp, int> depth;

@@ -2,15 +2,21 @@
 // operators, comparison operators on UOps, `def` functions) in both executors: the rwc-generated
 // matchers of tests/dsl/features_expr.rw compiled into this binary, and the interpreter on the
 // same file. Run-time errors come from the one value library both executors call.
+#include <cmath>
+#include <set>
+
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "dsl/compiled.h"
 #include "dsl/interp.h"
+#include "ir/axis.h"
 #include "ir/builders.h"
 #include "ir/call.h"
+#include "ir/graph.h"
 #include "ir/kernel_info.h"
 #include "ir/rewrite.h"
+#include "rules/helpers/kernel.h"
 #include "rules/helpers/rangeify.h"
 
 using namespace tinyrw;
@@ -463,18 +469,8 @@ TEST(RwExprFeatures, ShippedRangeifyIndexMath) {
        x.index(idx({r0 + c(1), r1, r2 + c(2)}))},
       {x.flip({true, false, true}).index(idx({r0, r1, r2})),
        x.index(idx({c(1) - r0, r1, c(3) - r2}))},
-      {(x * x).index(idx({r0, r1, r2})), x.index(idx({r0, r1, r2})) * x.index(idx({r0, r1, r2}))},
       {UOp::make(Op::Reshape, dtypes::float32, {two, shape_to_uop({2, 2})}).index(idx({r0, r1})),
        two},
-      // a pad changing nothing is no mask; one over axes 0 and 2: the source shifted back, and
-      // (r0 >= 1) & (r0 < 3) & (r2 >= 2) & (r2 < 6) folded from the left, 0 outside
-      {UOp::make(Op::Pad, dtypes::float32, {x, shape_to_uop({0, 0, 0}), shape_to_uop({2, 3, 4})})
-           .index(idx({r0, r1, r2})),
-       x.index(idx({r0, r1, r2}))},
-      {x.pad({1, 0, 2}, {4, 3, 8}).index(idx({r0, r1, r2})),
-       (((r0.ge(c(1)) & r0.lt(c(3))) & r2.ge(c(2))) & r2.lt(c(6)))
-           .where(x.index(idx({r0 - c(1), r1, r2 - c(2)})),
-                  UOp::constant(dtypes::float32, Arg::integer(0)))},
   };
   RewriteContext ctx;
   for (const Case& k : cases) {
@@ -486,19 +482,78 @@ TEST(RwExprFeatures, ShippedRangeifyIndexMath) {
   }
 }
 
-// rules/rangeify.rw's checks and its one stateful rule, in both executors: a padded constant is
-// itself only if it is 0; an INDEX whose count differs from the view's rank is refused (the zips
-// of the index math would drop indices); a REDUCE gets new ranges numbered by the pass's context.
-TEST(RwExprFeatures, ShippedRangeifyChecksAndReduce) {
+// rules/reduce.rw's reduce_to_acc, in both executors: a REDUCE becomes a one-element
+// register buffer (a new slot each) set to the op's identity, updated by a store inside the
+// REDUCE's loops, and read after them; each read is an AFTER of the stores it must see.
+TEST(RwExprFeatures, ShippedReduceToAccumulator) {
+  const Shipped acc = shipped("reduce.rw", "reduce_to_acc");
+  ASSERT_TRUE(acc.compiled && acc.interpreted);
+  const UOp buf = buffer_uop(dtypes::float32, 0, 12, "CPU");
+  const UOp r = UOp::range(c(4), 1, AxisType::Reduce);
+  const UOp x = UOp::make(Op::Index, dtypes::float32, {buf, r});
+  for (const auto& [op, identity] :
+       {std::pair{Op::Add, UOp::cfloat(0.0)}, std::pair{Op::Max, UOp::cfloat(-INFINITY)},
+        std::pair{Op::Mul, UOp::cfloat(1.0)}}) {
+    const UOp red =
+        UOp::make(Op::Reduce, dtypes::float32, {x, r}, Arg::tuple({Arg::op(op), Arg::integer(0)}));
+    for (const RuleSetMatcher* m : acc.both()) {
+      KernelContext kc{.accumulators = 2};
+      RewriteContext ctx{.user = &kc};
+      const std::optional<Value> got = m->apply(red, ctx, nullptr);
+      ASSERT_TRUE(got.has_value());
+      EXPECT_EQ(kc.accumulators, 3);
+      const UOp reg = UOp::make(Op::Buffer, dtypes::float32, {},
+                                Arg::record("ParamArg", {{"slot", Arg::integer(-3)},
+                                                         {"size", Arg::integer(1)},
+                                                         {"addrspace", Arg::string("REG")}}));
+      auto element = [](const UOp& b) { return UOp::make(Op::Index, b.dtype(), {b, c(0)}); };
+      const UOp set = reg.after({UOp::make(Op::Store, dtypes::void_, {element(reg), identity})});
+      const UOp update =
+          UOp::make(Op::Store, dtypes::void_, {element(set), element(set).alu(op, {x})});
+      const UOp want = element(set.after({UOp::make(Op::End, dtypes::void_, {update, r})}));
+      EXPECT_TRUE(got->as_uop() == want) << got->repr() << "\nwant: " << want.repr(4);
+    }
+  }
+  // a nested REDUCE: each gets its own register, the inner one's inside the outer's update; no
+  // REDUCE is left (graph_rewrite, as the linearizer runs it)
+  const UOp r2 = UOp::range(c(3), 2, AxisType::Reduce);
+  const UOp inner = UOp::make(Op::Reduce, dtypes::float32, {x + r2.cast(dtypes::float32), r2},
+                              Arg::tuple({Arg::op(Op::Add), Arg::integer(0)}));
+  const UOp outer = UOp::make(Op::Reduce, dtypes::float32, {inner * inner, r},
+                              Arg::tuple({Arg::op(Op::Max), Arg::integer(0)}));
+  for (const RuleSetMatcher* m : acc.both()) {
+    KernelContext kc;
+    const UOp out = graph_rewrite(outer, m, {.ctx = &kc, .name = "reduce to accumulators"});
+    std::set<i128> regs;
+    for (const UOp& u : toposort(out)) {
+      EXPECT_NE(u.op(), Op::Reduce);
+      if (u.op() == Op::Buffer && u.arg().find_field("addrspace"))
+        regs.insert(u.arg().field("slot").as_int());
+    }
+    EXPECT_EQ(regs, (std::set<i128>{-1, -2}));
+    EXPECT_EQ(kc.accumulators, 2);
+    // without the kernel's context there is no register numbering: an error, not a guess
+    RewriteContext none;
+    try {
+      m->apply(outer, none, nullptr);
+      ADD_FAILURE() << "an accumulator without a KernelContext";
+    } catch (const RwError& e) {
+      EXPECT_NE(std::string(e.what()).find("accumulator needs a KernelContext"), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+// rules/rangeify.rw's and rules/indexing.rw's checks, in both executors: an INDEX whose count
+// differs from the view's rank is refused (the zips of the index math would drop indices).
+TEST(RwExprFeatures, ShippedRangeifyChecks) {
   const Shipped rangeify = shipped("rangeify.rw", "rangeify");
-  ASSERT_TRUE(rangeify.compiled && rangeify.interpreted);
-  const std::vector<const RuleSetMatcher*> both = rangeify.both();
+  const Shipped pads = shipped("indexing.rw", "pad_ranges");
+  ASSERT_TRUE(rangeify.compiled && rangeify.interpreted && pads.compiled && pads.interpreted);
   const UOp x = buffer_view(buffer_uop(dtypes::float32, 0, 24, "CPU"), {2, 3, 4});
-  const UOp r0 = UOp::range(c(6), 0), r1 = UOp::range(c(4), 1), r2 = UOp::range(c(5), 2);
-  auto pad_of = [](const UOp& v) {  // a rank-1 PAD of a (shapeless) constant, built unchecked
-    return UOp::make(Op::Pad, v.dtype(), {v, shape_to_uop({1}), shape_to_uop({4})});
-  };
-  auto error_of = [](const RuleSetMatcher* m, const UOp& u, RewriteContext& ctx) {
+  const UOp r0 = UOp::range(c(6), 0), r1 = UOp::range(c(4), 1);
+  auto error_of = [](const RuleSetMatcher* m, const UOp& u) {
+    RewriteContext ctx;
     try {
       m->apply(u, ctx, nullptr);
     } catch (const RwError& e) {
@@ -506,47 +561,25 @@ TEST(RwExprFeatures, ShippedRangeifyChecksAndReduce) {
     }
     return std::string("no error");
   };
-  const UOp zero = UOp::cfloat(0.0), two = UOp::cfloat(2.0);
-  for (const RuleSetMatcher* m : both) {
-    RewriteContext ctx;
-    EXPECT_TRUE(m->apply(pad_of(zero).index(std::vector<UOp>{r0}), ctx, nullptr)->as_uop() == zero);
-    // 2 padded: where the padding starts is lost with the constant's shape, so it is an error,
-    // never 2 everywhere
-    EXPECT_NE(
-        error_of(m, pad_of(two).index(std::vector<UOp>{r0}), ctx)
-            .find("error in rule rangeify.pad_unmasked: INDEX of a PAD: the index count differs"),
-        std::string::npos)
-        << error_of(m, pad_of(two).index(std::vector<UOp>{r0}), ctx);
-    const std::vector<UOp> two_idx{r0, r1};  // three axes, two indices
+  const std::vector<UOp> two_idx{r0, r1};  // three axes, two indices
+  for (const RuleSetMatcher* m : rangeify.both()) {
     EXPECT_NE(
         error_of(
-            m, UOp::make(Op::Expand, dtypes::float32, {x, shape_to_uop({2, 3, 4})}).index(two_idx),
-            ctx)
+            m, UOp::make(Op::Expand, dtypes::float32, {x, shape_to_uop({2, 3, 4})}).index(two_idx))
             .find("INDEX of an EXPAND: the index count differs from the rank"),
         std::string::npos);
-    EXPECT_NE(error_of(m, x.shrink({1, 0, 0}, {1, 3, 4}).index(two_idx), ctx)
+    EXPECT_NE(error_of(m, x.shrink({1, 0, 0}, {1, 3, 4}).index(two_idx))
                   .find("INDEX of a SHRINK: the index count differs from the rank"),
               std::string::npos);
-    EXPECT_NE(error_of(m, x.flip({true, false, false}).index(two_idx), ctx)
+    EXPECT_NE(error_of(m, x.flip({true, false, false}).index(two_idx))
                   .find("INDEX of a FLIP: the index count differs from the rank"),
               std::string::npos);
-    EXPECT_NE(error_of(m, x.reduce_first(Op::Add, 1).index(std::vector<UOp>{r0}), ctx)
-                  .find("INDEX of a REDUCE: the index count is wrong"),
-              std::string::npos);
-    // REDUCE over the first axis: a new range of size 2, numbered from the context's counter
-    RangeifyContext rc{.next_axis = 7};
-    RewriteContext with_rc{.user = &rc};
-    const UOp got =
-        m->apply(x.reduce_first(Op::Max, 1).index(std::vector<UOp>{r1, r2}), with_rc, nullptr)
-            ->as_uop();
-    const UOp fresh = UOp::range(c(2), 7, AxisType::Reduce);  // a reduce range is typed REDUCE
-    EXPECT_TRUE(got == x.index(std::vector<UOp>{fresh, r1, r2}).reduce_over(Op::Max, {&fresh, 1}))
-        << got.repr(3);
-    EXPECT_EQ(rc.next_axis, 8);
-    EXPECT_NE(error_of(m, x.reduce_first(Op::Max, 1).index(std::vector<UOp>{r1, r2}), ctx)
-                  .find("new_ranges needs a RangeifyContext"),
-              std::string::npos);
   }
+  for (const RuleSetMatcher* m : pads.both())
+    EXPECT_NE(error_of(m, x.pad({1, 0, 2}, {4, 3, 8}).index(two_idx))
+                  .find("error in rule pad_ranges.pad: INDEX of a PAD: the index count differs"),
+              std::string::npos)
+        << error_of(m, x.pad({1, 0, 2}, {4, 3, 8}).index(two_idx));
 }
 
 // fold(Op, t) builds the op from the left, as an op constructor would; an empty tuple has no value.

@@ -402,6 +402,49 @@ TEST_P(Assign, OptimizerStepsReadingAndWritingTheSameBuffers) {
   EXPECT_NEAR(param.to_doubles()[0], p_ref, 1e-5);
 }
 
+// The same value assigned twice in a row: both assignments run, each in the buffer's log, so a
+// read made after them and the buffer itself stay readable once they ran.
+TEST_P(Assign, TheSameValueAssignedTwiceRunsBoth) {
+  Tensor b = vec({1, 2}), c = vec({5, 6});
+  b.assign(c);
+  b.assign(c);
+  Tensor read = b * 1.0f;
+  b.realize();
+  EXPECT_EQ(read.to_doubles(), (D{5, 6}));
+  EXPECT_EQ(b.to_doubles(), (D{5, 6}));
+  b.assign(b + 1.0f).realize();
+  EXPECT_EQ(b.to_doubles(), (D{6, 7}));
+}
+
+// A detached read of a buffer realized together with a later assignment to it: the read is a copy
+// made before the assignment runs (a gradient marker is no view, so the assignment does not
+// rebase it).
+TEST_P(Assign, DetachedReadRealizedWithALaterAssignment) {
+  Tensor a = vec({1, 2});
+  a.assign(a * 3.0f);
+  Tensor d = a.detach();
+  a.assign(a * 10.0f);
+  Tensor::realize_all({&d, &a});
+  EXPECT_EQ(d.to_doubles(), (D{3, 6}));
+  EXPECT_EQ(a.to_doubles(), (D{30, 60}));
+  // the same for a tensor over the earlier state itself, built by hand
+  Tensor b = vec({1, 2});
+  b.assign(b * 3.0f);
+  const UOp earlier = b.uop();
+  b.assign(b * 10.0f);
+  Tensor t = Tensor::from_uop(earlier, {b});
+  Tensor::realize_all({&t, &b});
+  EXPECT_EQ(t.to_doubles(), (D{3, 6}));
+  EXPECT_EQ(b.to_doubles(), (D{30, 60}));
+  // a detached tensor alone is the buffer's view (no copy), and shares later assignments
+  Tensor p = vec({1, 2}).realize();
+  Tensor q = p.detach();
+  q.realize();
+  EXPECT_EQ(last_kernel_count(), 0);
+  q.assign(vec({7, 8})).realize();
+  EXPECT_EQ(p.to_doubles(), (D{7, 8}));
+}
+
 // tinygrad's test_detach_assignment_preserves_earlier_update
 TEST_P(Assign, AssignmentsThroughDetachKeepTheirOrder) {
   Tensor x = vec({1, 2}).detach(), state = vec({0, 0}).detach();

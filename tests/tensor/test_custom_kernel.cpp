@@ -328,6 +328,24 @@ TEST_P(CustomKernel, UnrelatedCallAddsNoGradientPath) {
   EXPECT_EQ(Tensor(g[1]).to_doubles(), (D{0}));
 }
 
+// A kernel CALL built by hand (numbered 0) gets an effect number from from_uop, as custom_kernel
+// gives its own: it runs once, and later realizes see its result without running it again.
+TEST_P(CustomKernel, HandBuiltCallRunsOnce) {
+  const Tensor x = vec({2});
+  auto kernel = [](const Params& p) {
+    return kernel_sink({kernel_store(p[0], p[0] * p[0].const_like(2.0))});
+  };
+  const UOp body = kernel({param_like(x.uop(), 0)});
+  const UOp call = UOp::make(Op::Call, dtypes::void_, {body, x.uop()},
+                             CallInfo{.name = "double", .kernel = true}.to_arg());
+  Tensor y = Tensor::from_uop(UOp::make(Op::After, x.dtype(), {x.uop(), call}), {x});
+  EXPECT_NE(CallInfo::of(y.uop().src(1)).id, 0);
+  EXPECT_EQ(y.to_doubles(), (D{4}));
+  Tensor z = y * 1.0f;
+  EXPECT_EQ(z.to_doubles(), (D{4}));
+  EXPECT_EQ(last_kernel_count(), 1);  // only the multiply: the CALL ran before
+}
+
 TEST_P(CustomKernel, DuplicateCallOutputIsAmbiguous) {
   const Tensor x = vec({2});
   auto kernel = [](const Params& p) {

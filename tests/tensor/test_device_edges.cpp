@@ -255,9 +255,10 @@ TEST_P(DeviceEdges, LongChainsAreCutAtTheFusedDepthLimit) {
 }
 
 // A chain that reaches the fused depth limit at a broadcast, or at a view of one, is cut at the
-// broadcast's source (rules/schedule.rw, depth_limit_broadcast): the cut stores the 3 elements of
-// the source, never the 3000 of the broadcast. The lengths tried put each op near the end of the
-// chain at the limit once (the EXPAND, then the transpose of it, where the cut stored 3000).
+// broadcast's source (rules/rangeify.rw's realize map, depth_limit_broadcast): the cut stores the 3
+// elements of the source, never the 3000 of the broadcast. The lengths tried put each op near the
+// end of the chain at the limit once (the EXPAND, then the transpose of it, where the cut stored
+// 3000).
 TEST_P(DeviceEdges, TheDepthLimitCutsABroadcastAtItsSource) {
   const Tensor x = Tensor::from_vector(std::vector<float>{1, 2, 3}, {3}).realize();
   for (int n = kMaxFusedDepth - 8; n <= kMaxFusedDepth + 2; ++n) {

@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <numeric>
 #include <random>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -177,7 +179,8 @@ TEST_P(TensorOps, NonContiguousViewsChained) {
 
 // Values the symbolic rules fold to a constant (x // x is 1, x == x is True) under movement ops
 // and reductions: a padded region still reads 0, and a reduction still counts every element. The
-// fold drops the value's shape, so the views' index math must run first (rangeify is pre-order).
+// fold drops the value's shape, so the views' index math must run first (range propagation
+// indexes every view before any value is simplified).
 TEST_P(TensorOps, FoldedConstantsUnderViews) {
   const Tensor a =
       Tensor::from_vector(std::vector<int32_t>{7, -7, 100, 4, 5, 6}, {2, 3}, dtypes::int32);
@@ -225,9 +228,9 @@ TEST(TensorFusion, KernelCounts) {
   set_default_device("");
 }
 
-// A VIZ trace shows where realize() cut the graph: one "kernel boundaries" call whose steps each
-// realize a node by a named rule of rules/schedule.rw (here the REDUCE of the mean, then the root).
-TEST(TensorFusion, VizRecordsTheKernelBoundaryRules) {
+// A VIZ trace shows where realize() cut the graph: each rangeify stage a named call whose steps are
+// attributed to the .rw rules that made them.
+TEST(TensorFusion, VizRecordsTheRangeifyDecisions) {
   set_default_device("INTERP");
   const Tensor a = Tensor::from_vector(iota_values(8), {8}).realize();
   viz::clear();
@@ -237,14 +240,25 @@ TEST(TensorFusion, VizRecordsTheKernelBoundaryRules) {
   viz::disable();
   const auto doc = nlohmann::json::parse(viz::to_json());
   viz::clear();
-  std::vector<std::string> rules;
+  // the rules that fired in each stage, with the ops they fired on
+  std::map<std::string, std::set<std::string>> rules, ops;
   for (const auto& call : doc["calls"])
-    if (call["name"] == "kernel boundaries")
-      for (const auto& m : call["matches"]) {
-        rules.push_back(m["rule"]["name"]);
-        EXPECT_EQ(m["rule"]["file"], "rules/schedule.rw");
-      }
-  EXPECT_EQ(rules, (std::vector<std::string>{"kernel_boundary.rangeify", "kernel_boundary.root"}));
+    for (const auto& m : call["matches"]) {
+      rules[call["name"]].insert(m["rule"]["name"].get<std::string>() + "@" +
+                                 m["rule"]["file"].get<std::string>());
+      ops[call["name"]].insert(doc["nodes"][m["before"].get<size_t>()]["op"]);
+    }
+  // the root asks for a buffer; range propagation realizes the root (ADD), the mean broadcast
+  // after its REDUCE (MUL: the sum times 1/4) and the input view its two readers index
+  // differently (RESHAPE); the cleanups recompute the view and the root reads the mean
+  EXPECT_EQ(rules["realize map"], (std::set<std::string>{"realize_map.root@rules/rangeify.rw"}));
+  EXPECT_EQ(rules["range propagation"],
+            (std::set<std::string>{"range_step.computes@rules/indexing.rw",
+                                   "range_step.view@rules/indexing.rw"}));
+  EXPECT_EQ(ops["range propagation"], (std::set<std::string>{"ADD", "MUL", "RESHAPE"}));
+  EXPECT_EQ(rules["cleanups"],
+            (std::set<std::string>{"remove_bufferize.remove@rules/rangeify.rw"}));
+  EXPECT_TRUE(rules["add buffers"].contains("add_buffers.stage@rules/rangeify.rw"));
   EXPECT_EQ(last_kernel_count(), 2);
   set_default_device("");
 }
