@@ -149,34 +149,6 @@ UOp cleaned_graph(KernelGraph& g) {
 }
 }  // namespace
 
-UOp kernel_sink(const UOp& effect, std::vector<UOp>& args) {
-  std::unordered_map<UOp, UOp> subst;
-  std::map<i128, UOp> by_id;
-  const std::vector<UOp> nodes = toposort(effect, [](const UOp& u) { return u.op() != Op::After; });
-  for (const UOp& u : nodes)
-    if (u.op() == Op::Range && !by_id.emplace(u.arg().items()[0].as_int(), u).second)
-      throw std::logic_error("kernel_sink: two RANGEs of one kernel share the id " +
-                             u.arg().items()[0].repr());
-  for (const auto& [id, r] : by_id) {
-    std::vector<Arg> arg(r.arg().items().begin(), r.arg().items().end());
-    arg[0] = Arg::integer(static_cast<i128>(subst.size()));
-    subst.emplace(r, UOp::make(Op::Range, r.dtype(), r.src(), Arg::tuple(std::move(arg))));
-  }
-  // one slot per buffer state: a BUFFER, or an AFTER over one (the kernel runs after what it
-  // orders); two states of one buffer are two slots, so that the schedule sees both reads
-  for (const UOp& u : nodes) {
-    if (u.op() != Op::Buffer && u.op() != Op::After) continue;
-    const UOp buf = storage_root(u);
-    const int64_t size = static_cast<int64_t>(buf.arg().field("size").as_int());
-    subst.emplace(u, UOp::make(Op::Param, buf.dtype(), {shape_to_uop({SInt(size)})},
-                               Arg::record("ParamArg", {{"slot", Arg::integer(args.size())}})));
-    args.push_back(u);
-  }
-  const UOp body =
-      substitute_gated(effect, subst, [](const UOp& u) { return u.op() != Op::After; });
-  return UOp::make(Op::Sink, dtypes::void_, {body}, KernelInfo{.name = kernel_name(body)}.to_arg());
-}
-
 UOp add_buffers(const UOp& sink, rw::IndexingContext& ctx) {
   const UOp added = graph_rewrite(sink, &rules::add_buffers(),
                                   {.ctx = static_cast<rw::ScheduleContext*>(&ctx),
@@ -189,39 +161,8 @@ UOp add_buffers(const UOp& sink, rw::IndexingContext& ctx) {
 }
 
 UOp split_kernels(const UOp& sink) {
-  std::unordered_map<UOp, UOp> out;  // each node with its kernels split off
-  for (const UOp& u : toposort(sink, nullptr, /*enter_calls=*/false)) {
-    std::vector<UOp> src;
-    for (const UOp& s : u.src()) {
-      auto it = out.find(s);
-      src.push_back(it != out.end() ? it->second : s);  // (a custom kernel's body: not visited)
-    }
-    UOp v = u.nsrc() > 0 ? u.with_src(src) : u;
-    if (v.op() == Op::After) {  // each effect it orders (END or STORE) a kernel CALL
-      std::vector<UOp> deps{v.src(0)};
-      for (size_t k = 1; k < v.nsrc(); ++k) {
-        const UOp& e = v.src(k);
-        if (e.op() != Op::End && e.op() != Op::Store) {
-          deps.push_back(e);
-          continue;
-        }
-        std::vector<UOp> args;
-        const UOp ast = kernel_sink(e, args);
-        std::vector<UOp> call_src{ast};
-        call_src.insert(call_src.end(), args.begin(), args.end());
-        // an assignment's kernel carries the assignment's number (the executed log's)
-        UOp st = e;
-        while (st.op() == Op::End) st = st.src(0);
-        const int64_t id = st.arg().is_int() ? static_cast<int64_t>(st.arg().as_int()) : 0;
-        deps.push_back(UOp::make(
-            Op::Call, dtypes::void_, call_src,
-            CallInfo{.name = KernelInfo::of(ast).name, .kernel = true, .id = id}.to_arg()));
-      }
-      v = UOp::make(Op::After, v.dtype(), deps);
-    }
-    out.emplace(u, v);
-  }
-  return out.at(sink);
+  return graph_rewrite(sink, &rules::split_kernels(),
+                       {.enter_calls = false, .name = "split kernels"});
 }
 
 UOp kernel_graph(KernelGraph& g) { return split_kernels(add_buffers(cleaned_graph(g), g.ctx)); }

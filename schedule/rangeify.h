@@ -63,20 +63,14 @@ UOp apply_rangeify(const UOp& sink, rw::IndexingContext& ctx,
 // it is read, by its source at the reader's index. `rules`: another executor of the set.
 UOp cleanups(const UOp& sink, const rw::RuleSetMatcher* rules = nullptr);
 
-// A kernel's AST from its effect (an END over a STORE, or a STORE): RANGE ids renumbered 0..n-1 in
-// the order they had, every BUFFER or AFTER it reads or writes a PARAM slot in first-use order
-// (`args` receives what each slot stands for; the STORE's target first), under
-// SINK[KernelInfo{name}]. Equal kernels over other buffers of the same sizes are equal UOps.
-UOp kernel_sink(const UOp& effect, std::vector<UOp>& args);
-
 // Add buffers (tinygrad's pm_add_buffers), rules/rangeify.rw's `add_buffers` then `sym`: each
 // STAGE left becomes its BUFFER after the kernel that stores it, read at a flat index; then
 // `reduce_collapse`.
 UOp add_buffers(const UOp& sink, rw::IndexingContext& ctx);
 
-// Split kernels (tinygrad's split_kernels): each AFTER(buffer, END(STORE ...)) orders the buffer
-// after a kernel CALL(kernel_sink(effect), args...) instead; the result is the kernel graph
-// (rules/spec.rw's spec_kernel_graph).
+// Split kernels (tinygrad's split_kernels): rules/rangeify.rw's `split_kernels`, sources first;
+// each AFTER(buffer, END(STORE ...)) orders the buffer after a kernel CALL(kernel AST, buffer
+// states...) instead; the result is the kernel graph (rules/spec.rw's spec_kernel_graph).
 UOp split_kernels(const UOp& sink);
 
 // Every stage after the realize map, over g: range propagation, apply rangeify, cleanups, add

@@ -28,6 +28,7 @@
 #include "ir/viz.h"
 #include "rules/helpers/schedule.h"
 #include "rules_gen/rangeify.h"
+#include "rules_gen/schedule.h"
 #include "rules_gen/spec.h"
 #include "runtime/cpu.h"
 #include "runtime/interp.h"
@@ -613,12 +614,17 @@ struct Realizer {
     auto ran = [this](const UOp& u) {
       return (u.op() == Op::Store || is_kernel_call(u)) && executed(u);
     };
+    rw::ScheduleContext ran_effects;  // (for rules/schedule.rw's drop_executed)
     std::unordered_set<UOp> seen;
     std::vector<UOp> stack(sink.src().begin(), sink.src().end());
     while (!stack.empty()) {
       const UOp u = stack.back();
       stack.pop_back();
-      if (!seen.insert(u).second || ran(u)) continue;
+      if (!seen.insert(u).second) continue;
+      if (ran(u)) {
+        ran_effects.executed.insert(u);
+        continue;
+      }
       if (u.op() == Op::After && is_buffer_view(view_root(u))) {  // a buffer at a state
         const std::vector<UOp> stores = chain_stores(u);
         check_not_overwritten(storage_of(view_root(u)), stores);
@@ -629,29 +635,10 @@ struct Realizer {
       // (a kernel CALL's body has parameters only: its arguments are what it reads)
       stack.insert(stack.end(), u.src().begin() + (is_kernel_call(u) ? 1 : 0), u.src().end());
     }
-    std::unordered_map<UOp, UOp> out;  // each node with the executed links dropped
-    for (const UOp& u : toposort(
-             sink, [&](const UOp& u) { return !ran(u); }, false)) {
-      if (ran(u)) {
-        out.emplace(u, u);
-        continue;
-      }
-      std::vector<UOp> src;
-      for (const UOp& s : u.src()) {
-        auto it = out.find(s);
-        src.push_back(it != out.end() ? it->second : s);  // (a kernel CALL's body is not visited)
-      }
-      if (u.op() == Op::After) {
-        std::vector<UOp> kept{src[0]};
-        for (size_t k = 1; k < u.nsrc(); ++k)
-          if (!ran(u.src(k))) kept.push_back(src[k]);
-        src = kept;
-      }
-      out.emplace(u, src.size() == 1 && u.op() == Op::After ? src[0]
-                     : u.nsrc() > 0 ? UOp::make(u.op(), u.dtype(), src, u.arg())
-                                    : u);
-    }
-    return out.at(sink);
+    if (ran_effects.executed.empty()) return sink;
+    return graph_rewrite(
+        sink, &rules::drop_executed(),
+        {.ctx = &ran_effects, .bottom_up = true, .enter_calls = false, .name = "drop executed"});
   }
 
   // The kernel graph of a schedule (schedule/rangeify.h) and its units in the order they run.

@@ -1,9 +1,13 @@
 // The one fact the kernel verifiers of rules/spec.rw read from C++, the axis type names of
-// ir/axis.h (a table, not a rewrite), and the register numbering of rules/reduce.rw.
+// ir/axis.h (a table, not a rewrite), the register numbering of rules/reduce.rw, and the record
+// args of the kernels rules/rangeify.rw's split_kernels builds.
 #include "rules/helpers/kernel.h"
 
+#include "codegen/kernel_name.h"
 #include "dsl/typed_helper.h"
 #include "ir/axis.h"
+#include "ir/call.h"
+#include "ir/kernel_info.h"
 #include "ir/uop.h"
 
 namespace tinyrw::rw {
@@ -26,6 +30,23 @@ const HelperRegistrar kAccumulator(typed_helper(
                        Arg::record("ParamArg", {{"slot", Arg::integer(slot)},
                                                 {"size", Arg::integer(1)},
                                                 {"addrspace", Arg::string("REG")}}));
+    }));
+
+// The record args of a kernel (no .rw literal spells a record): a PARAM's, the kernel SINK's (its
+// name from its ranges, codegen/kernel_name.h) and the kernel CALL's (the effect number it
+// carries).
+const HelperRegistrar kParamArg(typed_helper(
+    "param_arg", +[](i128 slot) {
+      return Value::record(Arg::record("ParamArg", {{"slot", Arg::integer(slot)}}));
+    }));
+const HelperRegistrar kKernelInfo(typed_helper(
+    "kernel_info", +[](const UOp& body) {
+      return Value::record(KernelInfo{.name = kernel_name(body)}.to_arg());
+    }));
+const HelperRegistrar kKernelCallInfo(typed_helper(
+    "kernel_call_info", +[](const std::string& name, i128 id) {
+      return Value::record(
+          CallInfo{.name = name, .kernel = true, .id = static_cast<int64_t>(id)}.to_arg());
     }));
 
 }  // namespace

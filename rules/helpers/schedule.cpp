@@ -51,6 +51,7 @@ const HelperRegistrar kIsRoot(fact("is_root", &ScheduleContext::roots));
 const HelperRegistrar kPending(fact("pending", &ScheduleContext::pending));
 const HelperRegistrar kReadsPendingWrite(fact("reads_pending_write", &ScheduleContext::hazards));
 const HelperRegistrar kPinned(fact("pinned", &ScheduleContext::pinned));
+const HelperRegistrar kExecuted(fact("executed", &ScheduleContext::executed));
 
 const HelperRegistrar kFusedDepth(typed_helper(
     "fused_depth",

@@ -16,7 +16,8 @@ struct ScheduleContext {
   // the values of pending assignments that read a buffer another pending assignment writes (or
   // their own target other than element by element)
   std::unordered_set<UOp> hazards;
-  std::unordered_set<UOp> pinned;  // views an assignment writes through
+  std::unordered_set<UOp> pinned;    // views an assignment writes through
+  std::unordered_set<UOp> executed;  // assignments and kernel CALLs of the graph that already ran
   // the fused depth of each node fused so far: the longest chain of elementwise and movement ops
   // ending in it inside its kernel (a realized node starts no chain)
   std::unordered_map<UOp, int> depth;

@@ -10,6 +10,7 @@
 #include "ir/call.h"
 #include "rules/helpers/schedule.h"
 #include "rules_gen/rangeify.h"
+#include "rules_gen/schedule.h"
 
 using namespace tinyrw;
 using namespace tinyrw::rw;
@@ -162,4 +163,30 @@ TEST_F(ScheduleRules, FusedDepthCountsElementwiseAndMovementOps) {
   facts.fuse(r);
   EXPECT_FALSE(facts.depth.contains(r));
   EXPECT_EQ(facts.fused_depth(r.reshape(to_shape({1}))), 1);
+}
+
+// rules/schedule.rw's drop_executed, in both executors over a whole graph: an AFTER keeps the
+// effects that have not run, and one with none left is its buffer; a graph with nothing run is
+// unchanged.
+TEST_F(ScheduleRules, DropExecutedKeepsThePendingEffects) {
+  Diagnostics d;
+  const std::shared_ptr<const ResolvedProgram> program =
+      load_rules(TINYRW_SOURCE_DIR "/rules/schedule.rw", d);
+  ASSERT_NE(program, nullptr) << d.render();
+  const InterpretedMatcher interp(program, *program->find("drop_executed"));
+  const DifferentialMatcher both(rules::drop_executed(), interp);
+  const UOp later = UOp::make(Op::Store, dtypes::void_, {view, view * view}, Arg::integer(8));
+  const UOp two = view.after({store, later});
+  auto drop = [&](const UOp& root, std::unordered_set<UOp> ran) {
+    ScheduleContext facts;
+    facts.executed = std::move(ran);
+    return graph_rewrite(UOp::sink(std::vector<UOp>{root}), &both,
+                         {.ctx = &facts, .bottom_up = true})
+        .src(0);
+  };
+  EXPECT_EQ(drop(two, {}), two);
+  EXPECT_EQ(drop(two, {store}), view.after({later}));
+  EXPECT_EQ(drop(two, {store, later}), view);
+  // a chain through a view of the buffer: the view of the buffer as the store left it
+  EXPECT_EQ(drop(chain_of_view + chain_of_view, {store}), view.flip({true}) + view.flip({true}));
 }

@@ -1183,6 +1183,8 @@ TEST(Spec, MalformedKernelAstsAreRefusedWithTheirMessage) {
        ksink({ok_effect(kidx(kparam(0, 16), r0))})},
       {"the PARAMs of a kernel are slots 0..n-1, each once",  // slot 2 without slot 1
        ksink({ok_effect(kidx(kparam(2, 16), r0))})},
+      {"two RANGEs of a kernel share an id",  // loops of sizes 4 and 8, both numbered 0
+       ksink({kend(kstore(kidx(p0, r0), kidx(p1, r0 + krange(8, 0))), {r0, krange(8, 0)})})},
       {"a kernel's SINK arg is none or a KernelInfo",
        UOp::make(Op::Sink, dtypes::void_, {ok_effect(kidx(p1, r0))}, Arg::string("kernel"))},
       {"a kernel's SINK holds END, STORE or GROUP effects", ksink({kidx(p1, ci(0))})},

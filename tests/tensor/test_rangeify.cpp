@@ -600,6 +600,8 @@ TEST(KernelGraph, CallsAsRealizeRuns) {
       a.sum({1}, true) + b,     a - a.sum({1}), x.softmax(-1),
       x.matmul(w).relu(),       x - x.sum(),    (x.pad({{1, 1}, {0, 0}}) + 1).sum({0}),
       x.sum({-1}) + x.max({-1})};
+  const std::shared_ptr<const rw::ResolvedProgram> program = shipped("rangeify.rw");
+  const rw::InterpretedMatcher split(program, *program->find("split_kernels"));
   for (const Tensor& t : programs) {
     KernelGraph g = get_kernel_graph(sink1(t.uop()));
     g.ctx.device = "INTERP";
@@ -617,6 +619,12 @@ TEST(KernelGraph, CallsAsRealizeRuns) {
           EXPECT_TRUE(u.src(k).op() == Op::Buffer || u.src(k).op() == Op::After)
               << op_name(u.src(k).op());
       }
+    // the interpreted split_kernels splits the same kernels: equal UOps
+    KernelGraph h = get_kernel_graph(sink1(t.uop()));
+    h.ctx.device = "INTERP";
+    run_rangeify(h.sink, h.ctx);
+    const UOp buffers = add_buffers(cleanups(apply_rangeify(h.sink, h.ctx)), h.ctx);
+    EXPECT_EQ(graph_rewrite(buffers, &split, {.enter_calls = false}), graph);
     Tensor(t).realize();
     std::vector<std::string> ran_asts, ran_names = last_kernel_names();
     for (const UOp& ast : last_kernel_asts()) ran_asts.push_back(ast.repr(1000));
@@ -640,11 +648,10 @@ TEST(RangeifyStages, VizShowsEachStage) {
   viz::disable();
   const auto doc = nlohmann::json::parse(viz::to_json());
   viz::clear();
-  const std::map<std::string, std::string> file = {{"earliest rewrites", "rules/rangeify.rw"},
-                                                   {"realize map", "rules/rangeify.rw"},
-                                                   {"apply rangeify", "rules/indexing.rw"},
-                                                   {"cleanups", "rules/rangeify.rw"},
-                                                   {"add buffers", "rules/rangeify.rw"}};
+  const std::map<std::string, std::string> file = {
+      {"earliest rewrites", "rules/rangeify.rw"}, {"realize map", "rules/rangeify.rw"},
+      {"apply rangeify", "rules/indexing.rw"},    {"cleanups", "rules/rangeify.rw"},
+      {"add buffers", "rules/rangeify.rw"},       {"split kernels", "rules/rangeify.rw"}};
   std::map<std::string, std::set<std::string>> rules;
   for (const auto& call : doc["calls"]) {
     const auto f = file.find(call["name"]);
@@ -661,6 +668,7 @@ TEST(RangeifyStages, VizShowsEachStage) {
   EXPECT_EQ(rules["cleanups"], std::set<std::string>{"remove_bufferize.remove"});
   EXPECT_EQ(rules["add buffers"], (std::set<std::string>{"add_buffers.read", "add_buffers.stage"}));
   EXPECT_TRUE(rules["apply rangeify"].contains("apply_rangeify.reduce"));
+  EXPECT_EQ(rules["split kernels"], std::set<std::string>{"split_kernels.effects"});
 }
 
 }  // namespace
