@@ -408,4 +408,23 @@ TEST_P(KernelCounts, ReductionProgramsAsTinygrad) {
   EXPECT_EQ(last_kernel_count(), 3);
 }
 
+// DEBUG=2 names each kernel as tinygrad does (E_ or r_, then the sizes of its loops, outputs first),
+// before any opt (checked with tinygrad's NOOPT=1 DEBUG=2): `a.sum(1, keepdim) + b` over 4x4 is
+// one kernel r_4_4, and a softmax over 4x32 is r_4_32 (max), r_4_32 (sum of exps) and E_4_32.
+TEST_P(KernelCounts, Debug2PrintsTinygradKernelNames) {
+  const Tensor a = input({4, 4}), b = input({4, 1}), x = input({4, 32}, 0.1);
+  setenv("DEBUG", "2", 1);
+  testing::internal::CaptureStderr();
+  Tensor y = a.sum({1}, true) + b;
+  y.realize();
+  Tensor z = x.softmax(-1);
+  z.realize();
+  const std::string err = testing::internal::GetCapturedStderr();
+  unsetenv("DEBUG");
+  const std::string on = " on " + GetParam() + ": ";
+  for (const char* line :
+       {"kernel 1 r_4_4", "kernel 1 r_4_32", "kernel 2 r_4_32", "kernel 3 E_4_32"})
+    EXPECT_NE(err.find(line + on), std::string::npos) << line << " in\n" << err;
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, KernelCounts, ::testing::Values("INTERP", "CPU"));
