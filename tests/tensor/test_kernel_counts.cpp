@@ -408,9 +408,55 @@ TEST_P(KernelCounts, ReductionProgramsAsTinygrad) {
   EXPECT_EQ(last_kernel_count(), 3);
 }
 
-// DEBUG=2 names each kernel as tinygrad does (E_ or r_, then the sizes of its loops, outputs first),
-// before any opt (checked with tinygrad's NOOPT=1 DEBUG=2): `a.sum(1, keepdim) + b` over 4x4 is
-// one kernel r_4_4, and a softmax over 4x32 is r_4_32 (max), r_4_32 (sum of exps) and E_4_32.
+// Two shifted views of a value that reads four buffers (too costly to recompute) differ on one
+// axis only; tinygrad (NOOPT=1) still realizes the whole value, then reads it: 2 kernels, as here.
+// A broadcast row sum shifted the same way: r_4_8 then E_4_7. (tinygrad names the 4x8 and 3x8
+// elementwise kernels E_32 and E_24: its optimizer merges adjacent loops even with NOOPT, which
+// tinyrw's optimizer does not do yet.)
+TEST_P(KernelCounts, ShiftedViewsOfACostlyValueRealizeIt) {
+  const Tensor a = input({4, 8}), b = input({4, 8}, 2), c = input({4, 8}, 3), d = input({4, 8}, 4);
+  auto costly = [&](bool cut) {
+    const Tensor x = (a + b * 2 + c * 3 + d * 4) * 0.01;
+    return cut ? Tensor(x).realize() : x;
+  };
+  auto row_sum = [&](bool cut) {
+    const Tensor r = (a * b).sum({1}, true).expand({4, 8}) + c;
+    return cut ? Tensor(r).realize() : r;
+  };
+  const std::vector<std::pair<Case, std::vector<std::string>>> cases = {
+      {{"x[:,1:]+x[:,:-1]",
+        [&](bool cut) {
+          const Tensor x = costly(cut);
+          return x.shrink({{0, 4}, {1, 8}}) + x.shrink({{0, 4}, {0, 7}});
+        },
+        2},
+       {"E_4_8", "E_4_7"}},
+      {{"x[1:]+x[:-1]",
+        [&](bool cut) {
+          const Tensor x = costly(cut);
+          return x.shrink({{1, 4}, {0, 8}}) + x.shrink({{0, 3}, {0, 8}});
+        },
+        2},
+       {"E_4_8", "E_3_8"}},
+      {{"r[:,1:]+r[:,:-1]",
+        [&](bool cut) {
+          const Tensor r = row_sum(cut);
+          return r.shrink({{0, 4}, {1, 8}}) + r.shrink({{0, 4}, {0, 7}});
+        },
+        2},
+       {"r_4_8", "E_4_7"}},
+  };
+  for (const auto& [k, names] : cases) {
+    expect_counts({k});
+    (void)k.build(false).realize();
+    EXPECT_EQ(last_kernel_names(), names) << k.name;
+  }
+}
+
+// DEBUG=2 names each kernel as tinygrad does (E_ or r_, then the sizes of its loops, outputs
+// first), before any opt (checked with tinygrad's NOOPT=1 DEBUG=2): `a.sum(1, keepdim) + b` over
+// 4x4 is one kernel r_4_4, and a softmax over 4x32 is r_4_32 (max), r_4_32 (sum of exps) and
+// E_4_32.
 TEST_P(KernelCounts, Debug2PrintsTinygradKernelNames) {
   const Tensor a = input({4, 4}), b = input({4, 1}), x = input({4, 32}, 0.1);
   setenv("DEBUG", "2", 1);
