@@ -181,12 +181,15 @@ TEST_F(ScheduleRules, DropExecutedKeepsThePendingEffects) {
     ScheduleContext facts;
     facts.executed = std::move(ran);
     return graph_rewrite(UOp::sink(std::vector<UOp>{root}), &both,
-                         {.ctx = &facts, .bottom_up = true})
+                         {.ctx = &facts, .bottom_up = true, .enter_calls = false})
         .src(0);
   };
   EXPECT_EQ(drop(two, {}), two);
   EXPECT_EQ(drop(two, {store}), view.after({later}));
   EXPECT_EQ(drop(two, {store, later}), view);
+  // a chain of two AFTERs, both effects run: the buffer; the inner one only: the outer effect stays
+  EXPECT_EQ(drop(two.after({later}), {store, later}), view);
+  EXPECT_EQ(drop(view.after({store}).after({later}), {store}), view.after({later}));
   // a chain through a view of the buffer: the view of the buffer as the store left it
   EXPECT_EQ(drop(chain_of_view + chain_of_view, {store}), view.flip({true}) + view.flip({true}));
 }

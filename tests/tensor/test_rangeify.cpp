@@ -12,6 +12,7 @@
 
 #include "dsl/interp.h"
 #include "dsl/resolve.h"
+#include "dsl/ruleset.h"
 #include "dsl/verify.h"
 #include "ir/builders.h"
 #include "ir/call.h"
@@ -21,10 +22,12 @@
 #include "ir/render.h"
 #include "ir/viz.h"
 #include "rules_gen/indexing.h"
+#include "rules_gen/rangeify.h"
 #include "rules_gen/spec.h"
 #include "schedule/rangeify.h"
 #include "tensor/function.h"
 #include "tensor/tensor.h"
+#include "tests/expect_error.h"
 
 namespace tinyrw {
 namespace {
@@ -633,6 +636,57 @@ TEST(KernelGraph, CallsAsRealizeRuns) {
     EXPECT_EQ(names, ran_names);
   }
   set_default_device("");
+}
+
+// split_kernels on a hand-made AFTER of two effects and a source that is none (kept as it is), in
+// both executors: each effect a kernel CALL carrying its STORE's number, RANGE ids renumbered
+// 0..n-1 by their old order (id 2 before id 5), PARAM slots in first-use order (the STORE's target
+// first); two RANGEs of one kernel with one id are refused.
+TEST(KernelGraph, SplitKernelsRenumbersAndSlots) {
+  const std::shared_ptr<const rw::ResolvedProgram> program = shipped("rangeify.rw");
+  const rw::InterpretedMatcher interp(program, *program->find("split_kernels"));
+  const rw::DifferentialMatcher split(rules::split_kernels(), interp);
+  const UOp b = buffer_uop(dtypes::float32, 1, 32, "CPU"),
+            c = buffer_uop(dtypes::float32, 2, 32, "CPU");
+  const UOp outer = UOp::range(UOp::cint(4), 5), inner = UOp::range(UOp::cint(8), 2);
+  const UOp at = outer * UOp::cint(8) + inner;
+  const UOp st =
+      UOp::make(Op::Store, dtypes::void_,
+                {b.index({at}), c.index({at}) + c.index({at}).const_like(1.0)}, Arg::integer(7));
+  const UOp loops = UOp::make(Op::End, dtypes::void_, {st, outer, inner});
+  const UOp one = UOp::make(Op::Store, dtypes::void_,
+                            {b.index({UOp::cint(0)}), c.index({UOp::cint(0)})}, Arg::integer(9));
+  const UOp out =
+      graph_rewrite(sink1(b.after({loops, one, c})), &split, {.enter_calls = false}).src(0);
+  ASSERT_EQ(out.op(), Op::After);
+  ASSERT_EQ(out.nsrc(), 4u);
+  EXPECT_EQ(out.src(0), b);
+  EXPECT_EQ(out.src(3), c);
+  for (size_t k : {1u, 2u}) {
+    const UOp& call = out.src(k);
+    ASSERT_EQ(call.op(), Op::Call);
+    EXPECT_TRUE(CallInfo::of(call).kernel);
+    EXPECT_EQ(CallInfo::of(call).id, k == 1 ? 7 : 9);
+    EXPECT_EQ(CallInfo::of(call).name, KernelInfo::of(call.src(0)).name);
+    ASSERT_EQ(call.nsrc(), 3u);  // the AST, then b (slot 0: the target), c (slot 1)
+    EXPECT_EQ(call.src(1), b);
+    EXPECT_EQ(call.src(2), c);
+    verify(call.src(0), rules::spec_kernel_ast());
+  }
+  std::map<int64_t, int64_t> id_of_size;
+  for (const UOp& u : toposort(out.src(1).src(0)))
+    if (u.op() == Op::Range)
+      id_of_size[static_cast<int64_t>(u.src(0).arg().as_int())] =
+          static_cast<int64_t>(u.arg().items()[0].as_int());
+  EXPECT_EQ(id_of_size, (std::map<int64_t, int64_t>{{8, 0}, {4, 1}}));
+  EXPECT_EQ(KernelInfo::of(out.src(1).src(0)).name, "E_8_4");  // loops named in id order
+  const UOp twin = UOp::range(UOp::cint(4), 2);  // another loop numbered 2
+  const UOp bad = UOp::make(Op::End, dtypes::void_,
+                            {UOp::make(Op::Store, dtypes::void_,
+                                       {b.index({twin * UOp::cint(8) + inner}), c.index({inner})}),
+                             twin, inner});
+  expect_error([&] { (void)graph_rewrite(sink1(b.after({bad})), &split, {}); },
+               "two RANGEs of one kernel share an id");
 }
 
 // Each stage is a named step in VIZ, its matches attributed to rules/rangeify.rw's rules.
