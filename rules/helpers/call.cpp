@@ -18,13 +18,6 @@ size_t count_arg(i128 v) {
 const HelperRegistrar kInlineOutput(typed_helper(
     "inline_output", +[](const UOp& c, i128 i) { return inline_output(c, count_arg(i)); }));
 
-// Kept C++: walks an assignment chain of any length.
-const HelperRegistrar kAfterBase(typed_helper(
-    "after_base", +[](const UOp& u) {
-      UOp x = u;
-      while (x.op() == Op::After) x = x.src(0);
-      return x;
-    }));
 const HelperRegistrar kIsBufferView(typed_helper(
     "is_buffer_view", +[](const UOp& u) { return is_buffer_view(u); }));
 

@@ -680,7 +680,7 @@ TEST(KernelGraph, SplitKernelsRenumbersAndSlots) {
           static_cast<int64_t>(u.arg().items()[0].as_int());
   EXPECT_EQ(id_of_size, (std::map<int64_t, int64_t>{{8, 0}, {4, 1}}));
   EXPECT_EQ(KernelInfo::of(out.src(1).src(0)).name, "E_8_4");  // loops named in id order
-  const UOp twin = UOp::range(UOp::cint(4), 2);  // another loop numbered 2
+  const UOp twin = UOp::range(UOp::cint(4), 2);                // another loop numbered 2
   const UOp bad = UOp::make(Op::End, dtypes::void_,
                             {UOp::make(Op::Store, dtypes::void_,
                                        {b.index({twin * UOp::cint(8) + inner}), c.index({inner})}),
