@@ -100,7 +100,7 @@ BENCHMARK(BM_Matmul512)->Unit(benchmark::kMillisecond)->Iterations(3);
 
 // The same matmul given as a kernel AST, SINK(END(STORE(INDEX(P0, i*512+j),
 // REDUCE(INDEX(P1, i*512+k) * INDEX(P2, k*512+j), k)), i, j)), run through custom_kernel: the
-// CPU's effect path with its row fast path; it should match BM_Matmul512.
+// same LINEAR program as BM_Matmul512's; it should match it.
 void BM_Matmul512KernelAst(benchmark::State& state) {
   set_default_device("CPU");
   Tensor a = Tensor::full({512, 512}, 0.5).contiguous(),

@@ -1,123 +1,29 @@
 #include "codegen/linearize.h"
 
+#include <algorithm>
 #include <limits>
 #include <optional>
+#include <queue>
+#include <tuple>
 #include <unordered_map>
 
 #include "ir/builders.h"
 #include "ir/graph.h"
 #include "ir/kernel_info.h"
+#include "ir/render.h"
 #include "ir/rewrite.h"
 #include "rules/helpers/kernel.h"
+#include "rules_gen/linearize.h"
 #include "rules_gen/reduce.h"
 
 #include <fmt/format.h>
 
 namespace tinyrw {
 
-namespace {
-
-class Linearizer {
- public:
-  std::vector<UOp> program;
-
-  // Emits the instructions computing u and returns the node that holds its value there: u with
-  // its sources replaced by theirs (a reduction's value is its accumulator load). Once per scope;
-  // inner scopes see outer values.
-  // An explicit stack instead of recursion: a chain of any depth, in the order a recursive walk
-  // would emit it (sources first, left to right).
-  UOp emit(const UOp& root) {
-    if (const UOp* v = find(root)) return *v;
-    std::vector<std::pair<const UOp*, bool>> stack{{&root, false}};  // (node, sources pushed)
-    while (!stack.empty()) {
-      auto& [u, expanded] = stack.back();
-      const UOp* node = u;
-      if (find(*node)) {
-        stack.pop_back();
-        continue;
-      }
-      if (node->op() == Op::Range)
-        throw std::logic_error("linearize: a range used outside its loop");
-      if (node->op() == Op::Reduce)
-        throw std::logic_error("linearize: a REDUCE left (rules/reduce.rw reduce_to_acc)");
-      // an AFTER is its buffer once the effects it orders have run: those are no values
-      const size_t values = node->op() == Op::After ? 1 : node->nsrc();
-      if (!expanded) {
-        expanded = true;
-        for (size_t k = values; k-- > 0;)
-          if (!find(node->src(k))) stack.emplace_back(&node->src(k), false);
-        continue;
-      }
-      stack.pop_back();
-      if (node->op() == Op::After) {
-        effects(std::vector<UOp>(node->src().begin() + 1, node->src().end()));
-        scopes_.back().emplace(node->node(), *find(node->src(0)));
-        continue;
-      }
-      std::vector<UOp> src;
-      for (const UOp& s : node->src()) src.push_back(*find(s));
-      const UOp v = node->nsrc() ? node->with_src(src) : *node;
-      program.push_back(v);
-      scopes_.back().emplace(node->node(), v);
-    }
-    return *find(root);
-  }
-  const UOp* find(const UOp& u) const {
-    for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
-      if (auto f = it->find(u.node()); f != it->end()) return &f->second;
-    }
-    return nullptr;
-  }
-
-  void open(const UOp& range) {
-    for (const UOp& s : range.src()) emit(s);  // a computed bound is evaluated before the loop
-    program.push_back(range);
-    scopes_.emplace_back();
-    scopes_.back().emplace(range.node(), range);
-  }
-  // A scope of values of its own: what is emitted in it is dropped when it ends, so a later
-  // computation emits it again (a load after a store then sees the store).
-  void push_scope() { scopes_.emplace_back(); }
-  void pop_scope() { scopes_.pop_back(); }
-  void close(const UOp& range) {
-    scopes_.pop_back();
-    program.push_back(UOp::make(Op::End, dtypes::void_, {range}));
-  }
-
- public:
-  // The effects (STOREs, ENDs of loops around them, GROUPs) in order, each store's values computed
-  // afresh (a load after an earlier store sees the store).
-  void effects(const std::vector<UOp>& es) {
-    walk_effects(
-        UOp::sink(es),
-        {.store =
-             [&](const UOp& st) {
-               const UOp& dst = st.src(0);
-               if (dst.op() != Op::Index)
-                 throw GraphError("custom kernel: a STORE must write an element of a parameter");
-               push_scope();
-               // (an AFTER target: the buffer once what it orders has run)
-               const UOp buf = dst.src(0).op() == Op::Buffer ? dst.src(0) : emit(dst.src(0));
-               const UOp at = emit(dst.src(1));
-               const UOp v = emit(st.src(1));
-               program.push_back(UOp::make(Op::Store, dtypes::void_, {dst.with_src({buf, at}), v}));
-               pop_scope();
-             },
-         .open =
-             [&](const UOp& end) {
-               for (size_t k = 1; k < end.nsrc(); ++k) open(end.src(k));
-             },
-         .close =
-             [&](const UOp& end) {
-               for (size_t k = end.nsrc(); k-- > 1;) close(end.src(k));
-             }});
-  }
-
- private:
-  std::vector<std::unordered_map<const UOpNode*, UOp>> scopes_{1};
-};
-
-}  // namespace
+bool is_register(const UOp& buffer) {
+  const Arg* space = buffer.arg().is_record() ? buffer.arg().find_field("addrspace") : nullptr;
+  return space && space->is_string() && space->as_string() == "REG";
+}
 
 Op reduce_op(const UOp& reduce) {
   const Arg& a = reduce.arg();
@@ -149,16 +55,38 @@ class KernelBinder {
       }
       std::vector<UOp> src;
       for (const UOp& s : u.src()) src.push_back(value_of(s));
-      if (u.op() == Op::Store && u.src(0).op() == Op::Index && src[0].op() != Op::Index)
+      if (u.op() == Op::Store && src[0].op() == Op::Index && is_gated_index(src[0].src(1)))
         throw GraphError(
             "custom kernel: a STORE through a gated index (where(valid, i, Invalid)) is not "
             "supported; store where the gate holds inside the loops instead");
       bound_.emplace(u, u.nsrc() ? u.with_src(src) : u);
     }
-    return value_of(root);
+    const UOp bound = value_of(root);
+    check_reads_of_writes(bound);
+    return bound;
   }
 
  private:
+  // A buffer the kernel writes may be read only at an element it is written at (a read-modify-
+  // write): the loops run in no defined order, so another element may or may not be written yet.
+  void check_reads_of_writes(const UOp& bound) const {
+    std::unordered_map<int64_t, std::vector<UOp>> written;  // slot -> the indexes stored to
+    const std::vector<UOp> nodes = toposort(bound);
+    auto slot = [](const UOp& index) { return index.src(0).arg().field("slot").as_int(); };
+    for (const UOp& u : nodes)
+      if (u.op() == Op::Store) written[static_cast<int64_t>(slot(u.src(0)))].push_back(u.src(0));
+    for (const UOp& u : nodes) {
+      if (u.op() != Op::Index || u.src(0).op() != Op::Buffer) continue;
+      auto it = written.find(static_cast<int64_t>(slot(u)));
+      if (it == written.end() ||
+          std::find(it->second.begin(), it->second.end(), u) != it->second.end())
+        continue;
+      throw GraphError(fmt::format(
+          "kernel '{}': buffer {} is read at other elements than the ones the kernel writes "
+          "(at {}); the order of its loops is not defined: write to another buffer",
+          name_, static_cast<int64_t>(slot(u)), render(u.src(1))));
+    }
+  }
   UOp buffer(const UOp& param) const {
     const size_t k = slot_of(param);
     if (k >= buffers_.size())
@@ -166,7 +94,8 @@ class KernelBinder {
     return buffers_[k];
   }
   // param[i, j, ...] as one row-major index (a single index is already flat). A gated index,
-  // where(valid, i, Invalid), reads element i where valid holds and 0 elsewhere (a padded read).
+  // where(valid, i, Invalid), reads element i where valid holds and 0 elsewhere (a padded read):
+  // the gate stays on the flat index (rules/linearize.rw moves it onto the load).
   UOp element(const UOp& param, const UOp& index) {
     const Shape shape = param.shape();
     std::vector<UOp> idx;
@@ -188,31 +117,28 @@ class KernelBinder {
       throw GraphError(fmt::format("custom kernel: PARAM {} of shape {} indexed with {} indices",
                                    slot_of(param), shape_repr(shape), idx.size()));
     }
-    const UOp read =
-        checked(param, UOp::make(Op::Index, param.dtype(), {buffer(param), flat}), gate);
-    // the index may leave the buffer where the gate does not hold: the devices clamp such a read
-    // and the where discards its value
-    return gate ? gate.where(read, read.const_like(Arg::integer(0))) : read;
+    check(param, flat, gate);
+    const UOp at = gate ? gate.where(flat, UOp::constant(dtypes::index, Arg::invalid())) : flat;
+    return UOp::make(Op::Index, param.dtype(), {buffer(param), at});
   }
   // An access that may leave its buffer is refused: it would read or corrupt other memory. A
   // gated access is checked only where its gate holds (given_gate).
-  UOp checked(const UOp& param, const UOp& index, const UOp& gate = UOp()) {
-    const int64_t size = static_cast<int64_t>(index.src(0).arg().field("size").as_int());
-    UOp i = index.src(1);
+  void check(const UOp& param, const UOp& flat, const UOp& gate = UOp()) {
+    const int64_t size = static_cast<int64_t>(buffer(param).arg().field("size").as_int());
+    UOp i = flat;
     if (gate) {
       const std::optional<UOp> narrowed = given_gate(i, gate);
-      if (!narrowed) return index;  // the gate never holds: nothing is read
+      if (!narrowed) return;  // the gate never holds: nothing is read
       i = *narrowed;
     }
     // an index over an empty loop is never computed (a zero-size output)
     for (const UOp& u : toposort(i))
-      if (u.op() == Op::Range && u.vmax() < u.vmin()) return index;
+      if (u.op() == Op::Range && u.vmax() < u.vmin()) return;
     if (i.vmin() < Num::of(0) || i.vmax() > Num::of(size - 1))
       throw GraphError(fmt::format(
           "kernel '{}': PARAM {} is accessed at indices {}..{}{}, outside its {} elements", name_,
           slot_of(param), i.vmin().repr(), i.vmax().repr(), gate ? " where its gate holds" : "",
           size));
-    return index;
   }
   // `i` with each expression the gate bounds (a RANGE, or a sum like r0 + r1 a pad under a
   // convolution's window gives) replaced by a variable over the narrowed interval, so its
@@ -267,7 +193,8 @@ class KernelBinder {
           "custom kernel: PARAM {} of shape {} used without an index (only a one-element "
           "parameter may be)",
           slot_of(u), shape_repr(u.shape())));
-    return checked(u, UOp::make(Op::Index, u.dtype(), {buffer(u), UOp::cint(0)}));
+    check(u, UOp::cint(0));
+    return UOp::make(Op::Index, u.dtype(), {buffer(u), UOp::cint(0)});
   }
 
   const std::vector<UOp>& buffers_;
@@ -282,45 +209,166 @@ UOp bind_kernel(const UOp& sink, const std::vector<UOp>& buffers) {
   return KernelBinder(buffers, KernelInfo::of(sink).name).bind(sink);
 }
 
-void walk_effects(const UOp& sink, const EffectVisitor& visit) {
-  std::vector<std::pair<UOp, bool>> work;  // (effect, closing its loops), in reverse
-  for (size_t k = sink.nsrc(); k-- > 0;) work.emplace_back(sink.src(k), false);
-  while (!work.empty()) {
-    auto [u, closing] = work.back();
-    work.pop_back();
-    if (closing) {
-      visit.close(u);
-      continue;
-    }
-    switch (u.op()) {
-      case Op::Store:
-        visit.store(u);
-        break;
-      case Op::End:
-        for (size_t k = 1; k < u.nsrc(); ++k)
-          if (u.src(k).op() != Op::Range) throw GraphError("custom kernel: END closes RANGEs only");
-        visit.open(u);
-        work.emplace_back(u, true);
-        work.emplace_back(u.src(0), false);
-        break;
-      case Op::Group:
-      case Op::Sink:
-        for (size_t k = u.nsrc(); k-- > 0;) work.emplace_back(u.src(k), false);
-        break;
-      default:
-        throw GraphError(
-            fmt::format("custom kernel: {} is not an effect (STORE, END, GROUP)", op_name(u.op())));
-    }
+namespace {
+
+// The loops u runs in (tinygrad's UOp.ranges for ordering): its sources' and its own RANGE, less
+// the ones an END at u closes. Unlike ir/graph.h's open_ranges, an AFTER keeps the loops of what
+// it orders (an accumulator read inside a loop runs in it).
+std::unordered_map<const UOpNode*, std::vector<UOp>> loops_of(const std::vector<UOp>& topo) {
+  std::unordered_map<const UOpNode*, std::vector<UOp>> out;
+  for (const UOp& u : topo) {
+    std::vector<UOp> rs;
+    for (const UOp& s : u.src())
+      for (const UOp& r : out.at(s.node()))
+        if (std::find(rs.begin(), rs.end(), r) == rs.end()) rs.push_back(r);
+    if (u.op() == Op::Range) rs.push_back(u);
+    if (u.op() == Op::End)
+      for (size_t k = 1; k < u.nsrc(); ++k) std::erase(rs, u.src(k));
+    out.emplace(u.node(), std::move(rs));
+  }
+  return out;
+}
+
+int placement(const UOp& u) {
+  switch (u.op()) {
+    case Op::Param:
+      return -20;
+    case Op::Buffer:
+      return -18;
+    case Op::Load:
+      return -1;  // loads early
+    case Op::Store:
+      return 1;  // stores late
+    case Op::Range:
+      return 5;  // a loop opens as late as it can
+    case Op::End:
+      return -5;  // and closes as early
+    default:
+      return 0;
   }
 }
 
-UOp linearize_kernel(const UOp& bound) {
+// Every value is used inside the loops it is computed in (each of its runs is seen by its users):
+// the order above guarantees it; a broken one is a bug, not a kernel to refuse.
+void check_scopes(const std::vector<UOp>& order) {
+  std::vector<const UOpNode*> open;                       // the open RANGEs, innermost last
+  std::unordered_map<const UOpNode*, const UOpNode*> in;  // value -> the RANGE it is computed in
+  for (const UOp& u : order) {
+    for (const UOp& s : u.src()) {
+      auto it = in.find(s.node());
+      if (it != in.end() && it->second &&
+          std::find(open.begin(), open.end(), it->second) == open.end())
+        throw std::logic_error(fmt::format("linearize: {} computed in a loop is used after it",
+                                           op_info(s.op()).py_name));
+    }
+    if (u.op() == Op::End) {
+      if (open.empty() || open.back() != u.src(u.nsrc() - 1).node())
+        throw std::logic_error("linearize: an END that does not close the innermost open RANGE");
+      open.pop_back();
+    }
+    in.emplace(u.node(), open.empty() ? nullptr : open.back());
+    if (u.op() == Op::Range) open.push_back(u.node());
+  }
+  if (!open.empty()) throw std::logic_error("linearize: a RANGE without its END");
+}
+
+}  // namespace
+
+std::vector<UOp> linearize(const UOp& sink) {
+  const std::vector<UOp> topo = toposort(sink);
+  const auto loops = loops_of(topo);
+  struct Key {
+    double runs;  // how often it runs: the product of its loops' sizes
+    int place;
+    int64_t slot;
+  };
+  std::unordered_map<const UOpNode*, Key> key;
+  std::unordered_map<const UOpNode*, int> consumers;
+  for (const UOp& u : topo) {
+    // (a loop counts as at least 2 runs: one inside more loops than another runs more often even
+    // where a loop has one iteration, or none)
+    double runs = 1;
+    for (const UOp& r : loops.at(u.node())) runs *= std::max(r.vmax().as_double() + 1, 2.0);
+    const bool param = u.op() == Op::Param || u.op() == Op::Buffer;
+    key.emplace(u.node(), Key{runs, placement(u),
+                              param ? static_cast<int64_t>(u.arg().field("slot").as_int()) : 0});
+    for (const UOp& s : u.src()) ++consumers[s.node()];
+  }
+  // the ideal order: by key, ties in toposort order
+  std::vector<size_t> ideal(topo.size());
+  for (size_t k = 0; k < ideal.size(); ++k) ideal[k] = k;
+  std::stable_sort(ideal.begin(), ideal.end(), [&](size_t a, size_t b) {
+    const Key &x = key.at(topo[a].node()), &y = key.at(topo[b].node());
+    return std::tie(x.runs, x.place, x.slot) < std::tie(y.runs, y.place, y.slot);
+  });
+  std::unordered_map<const UOpNode*, size_t> rank;
+  for (size_t k = 0; k < ideal.size(); ++k) rank.emplace(topo[ideal[k]].node(), k);
+  // backwards from the sink: of the nodes whose users are all placed, the latest in the ideal order
+  // goes last
+  auto later = [&](const UOp* a, const UOp* b) { return rank.at(a->node()) < rank.at(b->node()); };
+  std::priority_queue<const UOp*, std::vector<const UOp*>, decltype(later)> ready(later);
+  ready.push(&sink);
+  std::vector<UOp> order;
+  while (!ready.empty()) {
+    const UOp* u = ready.top();
+    ready.pop();
+    order.push_back(*u);
+    for (const UOp& s : u->src())
+      if (--consumers.at(s.node()) == 0) ready.push(&s);
+  }
+  std::reverse(order.begin(), order.end());
+  check_scopes(order);
+  return order;
+}
+
+UOp linearize_kernel(const UOp& bound, const StageTrace& trace) {
   rw::KernelContext ctx;
-  const UOp late = graph_rewrite(bound, &rules::reduce_to_acc(),
-                                 {.ctx = &ctx, .name = "reduce to accumulators"});
-  Linearizer l;
-  l.effects(std::vector<UOp>(late.src().begin(), late.src().end()));
-  return UOp::make(Op::Linear, dtypes::void_, l.program);
+  UOp sink = bound;
+  auto stage = [&](const char* name, const Matcher& rules, void* context = nullptr,
+                   bool bottom_up = false) {
+    sink = graph_rewrite(sink, &rules, {.ctx = context, .bottom_up = bottom_up, .name = name});
+    if (trace) trace(name, sink);
+  };
+  stage("order effects", rules::order_effects(), nullptr, /*bottom_up=*/true);
+  stage("reduce to accumulators", rules::reduce_to_acc(), &ctx);
+  stage("merge reduce ends", rules::merge_reduce_ends());
+  stage("add loads", rules::add_loads());
+  stage("move gates from index", rules::move_gates_from_index());
+  stage("split ends", rules::split_ends());
+  stage("add control flow", rules::add_control_flow());
+  const UOp program = UOp::make(Op::Linear, dtypes::void_, linearize(sink));
+  if (trace) trace("linearize", program);
+  return program;
+}
+
+std::string render_program(const UOp& program) {
+  if (program.op() == Op::Linear) return render_instructions(program.src());
+  const std::vector<UOp> nodes = toposort(program);
+  return render_instructions(nodes);
+}
+
+std::string render_instructions(std::span<const UOp> instructions) {
+  std::string out;
+  std::unordered_map<const UOpNode*, int> id;
+  int depth = 0, pos = 0;
+  for (const UOp& u : instructions) {
+    if (u.op() == Op::End) --depth;
+    std::string srcs;
+    for (const UOp& x : u.src()) {
+      auto it = id.find(x.node());
+      srcs += (srcs.empty() ? "" : ", ") + (it != id.end() ? fmt::format("%{}", it->second)
+                                            : x.op() == Op::Const
+                                                ? x.arg().repr()
+                                                : std::string(op_info(x.op()).py_name));
+    }
+    const int n = pos++;
+    id[u.node()] = n;
+    out += fmt::format("{:>4} {}{} {} ({}){}\n", n,
+                       std::string(static_cast<size_t>(depth) * 2, ' '), op_info(u.op()).py_name,
+                       u.dtype().repr(), srcs, u.arg().is_none() ? "" : " " + u.arg().repr());
+    if (u.op() == Op::Range) ++depth;
+  }
+  return out;
 }
 
 }  // namespace tinyrw

@@ -1,19 +1,25 @@
-// The linearizer: a kernel AST (or custom kernel) bound to buffers becomes a LINEAR program, an
-// ordered list of instructions:
-//   RANGE(bound)                      opens a loop; its value is the loop index
-//   END(range)                        closes the loop of that RANGE
-//   CONST, ALU ops, CAST, BITCAST     compute a value from earlier instructions
-//   INDEX(buffer, i)                  loads element i of a buffer
-//   STORE(INDEX(buffer, i), v)        stores v
-// A reduction becomes an accumulator first (rules/reduce.rw's reduce_to_acc: a one-element
-// REG buffer set to the identity, updated inside the loops of its ranges, and loaded after them;
-// an AFTER orders its effects before the value that reads the buffer). An instruction may appear
-// more than once:
-// every execution recomputes it, and later instructions see its latest value.
+// Late codegen: a kernel AST (or custom kernel) bound to buffers becomes a LINEAR program, the one
+// program form every device runs (INTERP executes it, CPU renders it to LLVM IR). The stages are
+// rule sets, in tinygrad's order (codegen/__init__.py full_rewrite_to_sink):
+//   rules/reduce.rw     reduce_to_acc, merge_reduce_ends: REDUCEs become register accumulators
+//   rules/linearize.rw  add_loads, move_gates_from_index, split_ends, add_control_flow
+// then `linearize` orders the graph (a priority toposort, tinygrad's linearizer). The program:
+//   BUFFER                           a buffer (a negative slot: a register of the run)
+//   CONST, ALU ops, CAST, BITCAST    compute a value from earlier instructions
+//   RANGE(bound, after?)             opens a loop; its value is the loop index (`after`: the
+//                                    instruction the loop must follow, control flow only)
+//   END(effect, range)               closes the loop of that RANGE
+//   INDEX(buffer, i)                 the address of element i
+//   LOAD(index[, alt, gate])         reads it (where gate holds; alt elsewhere)
+//   STORE(index, value)              writes it
+//   AFTER(buffer, deps...)           the buffer once deps ran (ordering only)
+//   GROUP, SINK                      bundles of effects (ordering only)
+// Each instruction runs once per iteration of the loops around it.
 #pragma once
 
-#include <cstdint>
 #include <functional>
+#include <span>
+#include <string>
 #include <vector>
 
 #include "ir/uop.h"
@@ -28,21 +34,28 @@ namespace tinyrw {
 // PARAM[where(valid, i, Invalid)], is element i where valid holds and 0 elsewhere.
 // The kernel with its PARAM accesses bound to buffers: INDEX(BUFFER, flat index), each access
 // checked to stay inside its buffer (an index over an empty range is never computed; a gated
-// read is checked only where its gate holds: the expressions that
-// clauses x < c, c < x, !(x < c), !(c < x) of the gate bound are narrowed); a gated read becomes
-// where(valid, INDEX(BUFFER, i), 0), whose index the devices clamp where the gate does not hold.
+// read is checked only where its gate holds: the expressions that clauses x < c, c < x,
+// !(x < c), !(c < x) of the gate bound are narrowed); a gated read keeps its gate on the flat
+// index, INDEX(BUFFER, where(valid, i, Invalid)). A kernel that reads a buffer it also writes
+// may read only the element it writes (the order of other reads is not defined: it is refused).
 UOp bind_kernel(const UOp& sink, const std::vector<UOp>& buffers);
-// Walks a kernel's effects in order: `store` for each STORE, `open` and `close` around the
-// effect of each END (whose ranges are its sources after the first); GROUPs and SINKs are
-// flattened, anything else is refused as not an effect.
-struct EffectVisitor {
-  std::function<void(const UOp& store)> store;
-  std::function<void(const UOp&end)> open, close;
-};
-void walk_effects(const UOp& sink, const EffectVisitor& visit);
+// A register of the run (a BUFFER whose addrspace is REG: rules/reduce.rw's accumulators), not an
+// argument.
+bool is_register(const UOp& buffer);
 // The op of a REDUCE over ranges: its arg is the op, or (op, 0) as in a kernel AST.
 Op reduce_op(const UOp& reduce);
-// A bound kernel as a LINEAR program.
-UOp linearize_kernel(const UOp& bound);
+// A bound kernel through the late stages, as a LINEAR program. `trace` (may be empty) sees each
+// stage's name and result (DEBUG prints them; VIZ records every rewrite itself).
+using StageTrace = std::function<void(const std::string& stage, const UOp& result)>;
+UOp linearize_kernel(const UOp& bound, const StageTrace& trace = {});
+// The order of a lowered kernel's instructions (tinygrad's linearize): sources before users, and
+// among the orders that allows, the one closest to placing instructions that run fewer times
+// first (by the product of the sizes of their loops), then definitions, loads, other values,
+// stores, loop opens late and loop ends early.
+std::vector<UOp> linearize(const UOp& sink);
+// A LINEAR program one instruction a line, indented by loop depth (DEBUG); any other graph as its
+// nodes in toposort order.
+std::string render_program(const UOp& program);
+std::string render_instructions(std::span<const UOp> instructions);
 
 }  // namespace tinyrw

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "codegen/linearize.h"
 #include "ir/alu.h"
 #include "runtime/kernel_error.h"
 #include "runtime/storage.h"
@@ -25,7 +26,8 @@ class Machine {
     for (size_t i = 0; i < code_.size(); ++i) {
       if (code_[i].op() == Op::Range) open.push_back(i);
       if (code_[i].op() == Op::End) {
-        if (open.empty()) throw std::logic_error("INTERP: END without RANGE");
+        if (open.empty() || code_[open.back()] != code_[i].src(code_[i].nsrc() - 1))
+          throw std::logic_error("INTERP: an END that does not close the innermost open RANGE");
         end_of_[open.back()] = i;
         start_of_[i] = open.back();
         open.pop_back();
@@ -50,31 +52,32 @@ class Machine {
   }
   void set(const UOp& u, Arg v) { values_[u.node()] = std::move(v); }
 
-  Storage& storage(const UOp& buf) {
+  // The storage a BUFFER (or an AFTER of one: the buffer once what it orders ran) stands for.
+  Storage& storage(const UOp& b) {
+    const UOp* under = &b;
+    while (under->op() == Op::After) under = &under->src(0);
+    const UOp& buf = *under;
     const int64_t slot = static_cast<int64_t>(buf.arg().field("slot").as_int());
-    if (slot < 0) {  // an accumulator register of this run
-      auto& reg = registers_[slot];
-      if (!reg)
+    if (is_register(buf)) {  // an accumulator register of this run
+      auto& reg = registers_[buf.node()];
+      if (!reg) {
+        const auto n = static_cast<size_t>(buf.arg().field("size").as_int());
         reg = std::make_unique<Storage>(
-            Storage{slot, buf.dtype(), 1,
-                    std::vector<uint8_t>(static_cast<size_t>(buf.dtype().itemsize()))});
+            Storage{slot, buf.dtype(), static_cast<int64_t>(n),
+                    std::vector<uint8_t>(n * static_cast<size_t>(buf.dtype().itemsize()))});
+      }
       return *reg;
     }
     return *buffers_.at(slot);
   }
-  // The element an INDEX addresses. A masked (padded) lane may compute an index outside the
-  // buffer when the index's range says it can: it is clamped (its value is discarded), as on CPU.
+  // The element an INDEX addresses: bind_kernel refused every access that may leave its buffer,
+  // and a gated load reads only where its gate holds.
   std::pair<Storage*, int64_t> address(const UOp& index) {
     Storage& s = storage(index.src(0));
-    int64_t i = static_cast<int64_t>(value(index.src(1)).as_int());
-    if (i < 0 || i >= s.size) {
-      const UOp& idx = index.src(1);
-      if (idx.vmin() >= Num::of(0) && idx.vmax() <= Num::of(s.size - 1)) {
-        throw std::out_of_range(
-            fmt::format("INTERP: load of element {} from a buffer of {}", i, s.size));
-      }
-      i = std::clamp<int64_t>(i, 0, std::max<int64_t>(s.size - 1, 0));
-    }
+    const auto i = static_cast<int64_t>(value(index).as_int());
+    if (i < 0 || i >= s.size)
+      throw std::out_of_range(
+          fmt::format("INTERP: access of element {} of a buffer of {}", i, s.size));
     return {&s, i};
   }
 
@@ -87,17 +90,27 @@ class Machine {
         return pc + 1;
       }
       case Op::End: {
-        const UOp& r = u.src(0);
+        const UOp& r = u.src(u.nsrc() - 1);
         const i128 next = value(r).as_int() + 1;
         set(r, Arg::integer(next));
         return next < value(r.src(0)).as_int() ? start_of_.at(pc) + 1 : pc + 1;
       }
       case Op::Const:
       case Op::Buffer:
-        return pc + 1;  // definitions: nothing to compute
-      case Op::Index: {
-        auto [s, i] = address(u);
-        if (s->size == 0) throw std::out_of_range("INTERP: load from an empty buffer");
+      case Op::After:  // a buffer once its dependencies ran: they ran before it
+      case Op::Group:
+      case Op::Sink:
+      case Op::Noop:
+        return pc + 1;  // definitions and ordering: nothing to compute
+      case Op::Index:   // an address: the element's position
+        set(u, value(u.src(1)));
+        return pc + 1;
+      case Op::Load: {
+        if (u.nsrc() == 3 && !value(u.src(2)).as_bool()) {
+          set(u, cast_value(u.dtype(), value(u.src(1))));
+          return pc + 1;
+        }
+        auto [s, i] = address(u.src(0));
         set(u, load_element(*s, i));
         return pc + 1;
       }
@@ -152,7 +165,7 @@ class Machine {
   const std::map<int64_t, std::shared_ptr<Storage>>& buffers_;
   std::unordered_map<const UOpNode*, Arg> values_;
   std::unordered_map<size_t, size_t> end_of_, start_of_;
-  std::map<int64_t, std::unique_ptr<Storage>> registers_;
+  std::unordered_map<const UOpNode*, std::unique_ptr<Storage>> registers_;
 };
 
 }  // namespace

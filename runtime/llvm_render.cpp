@@ -52,42 +52,12 @@ std::string ll_const(DType d, const Arg& v) {
       d == dtypes::float64 ? v.as_float() : static_cast<double>(static_cast<float>(v.as_float()));
   return fmt::format("0x{:016X}", std::bit_cast<uint64_t>(x));
 }
-
 class Emitter {
  public:
-  Emitter(const std::vector<std::pair<int64_t, int64_t>>& sizes) : sizes_(sizes) {}
-
   std::string tmp() { return fmt::format("%t{}", next_++); }
   std::string label(const char* base) { return fmt::format("{}{}", base, next_++); }
   void line(const std::string& s) { body_ += "  " + s + "\n"; }
   void block(const std::string& name) { body_ += name + ":\n"; }
-
-  // An i64 loop over [0, n): emits the head, leaves the body open; returns the index value.
-  struct Loop {
-    std::string ptr, head, body, exit, idx;
-  };
-  Loop open_loop(int64_t n) { return open_loop(std::to_string(n)); }
-  Loop open_loop(const std::string& n) {
-    Loop l{tmp(), label("head"), label("body"), label("exit"), ""};
-    allocas_ += fmt::format("  {} = alloca i64\n", l.ptr);
-    line(fmt::format("store i64 0, ptr {}", l.ptr));
-    line(fmt::format("br label %{}", l.head));
-    block(l.head);
-    l.idx = tmp();
-    line(fmt::format("{} = load i64, ptr {}", l.idx, l.ptr));
-    const std::string c = tmp();
-    line(fmt::format("{} = icmp slt i64 {}, {}", c, l.idx, n));
-    line(fmt::format("br i1 {}, label %{}, label %{}", c, l.body, l.exit));
-    block(l.body);
-    return l;
-  }
-  void close_loop(const Loop& l) {
-    const std::string nx = tmp();
-    line(fmt::format("{} = add i64 {}, 1", nx, l.idx));
-    line(fmt::format("store i64 {}, ptr {}", nx, l.ptr));
-    line(fmt::format("br label %{}", l.head));
-    block(l.exit);
-  }
 
   // A float value rounded to a 16-bit float's precision (still a float).
   std::string round16(DType d, const std::string& v) {
@@ -148,116 +118,171 @@ class Emitter {
     return r;
   }
 
-  const std::string* find(const UOp& u) const {
-    for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
-      if (auto f = it->find(u.node()); f != it->end()) return &f->second;
-    }
-    return nullptr;
-  }
-  // The value of u, its sources emitted first, in the order a recursive walk would take, with an
-  // explicit stack: a chain of any depth. A reduction's source is emitted by reduce(), inside
-  // its loops.
-  std::string emit(const UOp& root) {
-    if (const std::string* v = find(root)) return *v;
-    std::vector<std::pair<const UOp*, bool>> stack{{&root, false}};  // (node, sources pushed)
-    while (!stack.empty()) {
-      auto& [u, expanded] = stack.back();
-      if (find(*u)) {
-        stack.pop_back();
-        continue;
-      }
-      if (!expanded && u->op() != Op::Reduce) {
-        expanded = true;
-        const UOp* node = u;                     // the push below may move the stack
-        for (size_t k = node->nsrc(); k-- > 0;)  // (an INDEX's BUFFER is no value)
-          if (node->src(k).op() != Op::Buffer && !find(node->src(k)))
-            stack.emplace_back(&node->src(k), false);
-        continue;
-      }
-      const UOp* node = u;
-      stack.pop_back();
-      std::string v = compute(*node);
-      scopes_.back().emplace(node->node(), std::move(v));
-    }
-    return *find(root);
+  // The program's instructions in order: each value an SSA name, each loop a head block with the
+  // index's phi, a body, a latch and an exit.
+  void program(const UOp& linear) {
+    for (const UOp& u : linear.src()) instruction(u);
+    if (!loops_.empty()) throw std::logic_error("CPU: a RANGE without its END");
   }
 
-  std::vector<std::unordered_map<const UOpNode*, std::string>> scopes_{1};
   std::map<int64_t, int> buffer_index;  // slot -> argument position (output is 0)
+  std::vector<int64_t> input_slots;     // slots in argument order
   std::string allocas_, body_;
-
-  // STORE v at INDEX(buffer, i) (an index the caller has checked to stay inside the buffer).
-  void store(const UOp& index, const std::string& v) {
-    const int64_t slot = static_cast<int64_t>(index.src(0).arg().field("slot").as_int());
-    const std::string i = emit(index.src(1)), p = tmp(), mv = to_memory(index.dtype(), v);
-    line(fmt::format("{} = getelementptr {}, ptr {}, i64 {}", p, mem_type(index.dtype()),
-                     buffer_ptr(slot), i));
-    line(fmt::format("store {} {}, ptr {}", mem_type(index.dtype()), mv, p));
-  }
+  std::set<std::string> intrinsics_;
 
  private:
-  std::string buffer_ptr(int64_t slot) { return fmt::format("%b{}", buffer_index.at(slot)); }
+  struct Loop {
+    const UOpNode* range;
+    std::string idx, head, latch, exit;
+    int id;
+  };
+
+  // The value of an earlier instruction. One computed inside a loop is only seen inside it (the
+  // linearizer places what runs fewer times outside).
+  std::string val(const UOp& u) {
+    if (u.op() == Op::Const) return ll_const(u.dtype(), u.arg());
+    auto it = names_.find(u.node());
+    if (it == names_.end())
+      throw std::logic_error(
+          fmt::format("CPU: {} is used before it is computed", op_info(u.op()).py_name));
+    const int loop = defined_in_.at(u.node());
+    if (loop >= 0 &&
+        std::none_of(loops_.begin(), loops_.end(), [&](const Loop& l) { return l.id == loop; }))
+      throw std::logic_error(
+          fmt::format("CPU: {} computed in a loop is used after it", op_info(u.op()).py_name));
+    return it->second;
+  }
+  void define(const UOp& u, std::string v) {
+    names_[u.node()] = std::move(v);
+    defined_in_[u.node()] = loops_.empty() ? -1 : loops_.back().id;
+  }
+
+  void instruction(const UOp& u) {
+    switch (u.op()) {
+      case Op::Const:
+      case Op::Sink:
+      case Op::Group:
+      case Op::Noop:
+        return;
+      case Op::Buffer:
+        return define(u, buffer(u));
+      case Op::After:  // the buffer once what it orders ran (they ran before it)
+        return define(u, val(u.src(0)));
+      case Op::Index: {
+        const std::string p = tmp();
+        line(fmt::format("{} = getelementptr {}, ptr {}, i64 {}", p, mem_type(u.dtype()),
+                         val(u.src(0)), val(u.src(1))));
+        return define(u, p);
+      }
+      case Op::Load:
+        return define(u, load(u));
+      case Op::Store: {
+        const UOp& at = u.src(0);
+        const std::string v = to_memory(at.dtype(), val(u.src(1)));
+        line(fmt::format("store {} {}, ptr {}", mem_type(at.dtype()), v, val(at)));
+        return;
+      }
+      case Op::Range:
+        return open_loop(u);
+      case Op::End:
+        return close_loop(u.src(u.nsrc() - 1));
+      default:
+        return define(u, compute(u));
+    }
+  }
+
+  // A kernel argument (its position in the argument array), or a register of this run: an
+  // alloca in the entry block (LLVM promotes it to SSA values).
+  std::string buffer(const UOp& b) {
+    const int64_t slot = static_cast<int64_t>(b.arg().field("slot").as_int());
+    if (is_register(b)) {
+      const std::string r = tmp();
+      allocas_ += fmt::format("  {} = alloca [{} x {}]\n", r, b.arg().field("size").as_int(),
+                              mem_type(b.dtype()));
+      return r;
+    }
+    auto [it, fresh] = buffer_index.emplace(slot, static_cast<int>(input_slots.size()) + 1);
+    if (fresh) input_slots.push_back(slot);
+    return fmt::format("%b{}", it->second);
+  }
+
+  // LOAD(INDEX(b, i)), or LOAD(INDEX(b, i), alt, gate): element i where gate holds, alt elsewhere,
+  // reading element 0 instead where it does not (i may be outside the buffer there).
+  std::string load(const UOp& u) {
+    const UOp& at = u.src(0);
+    const std::string mt = mem_type(at.dtype());
+    std::string p = val(at);
+    if (u.nsrc() == 3) {
+      const UOp* b = &at.src(0);
+      while (b->op() == Op::After) b = &b->src(0);
+      if (b->arg().field("size").as_int() == 0) return val(u.src(1));  // nothing to read
+      const std::string i = tmp();
+      p = tmp();
+      line(fmt::format("{} = select i1 {}, i64 {}, i64 0", i, val(u.src(2)), val(at.src(1))));
+      line(fmt::format("{} = getelementptr {}, ptr {}, i64 {}", p, mt, val(at.src(0)), i));
+    }
+    const std::string raw = tmp();
+    line(fmt::format("{} = load {}, ptr {}", raw, mt, p));
+    const std::string v = from_memory(at.dtype(), raw);
+    if (u.nsrc() != 3) return v;
+    const std::string r = tmp();
+    line(fmt::format("{} = select i1 {}, {} {}, {} {}", r, val(u.src(2)), ll_type(u.dtype()), v,
+                     ll_type(u.dtype()), val(u.src(1))));
+    return r;
+  }
+
+  // A loop over [0, bound): the head compares the index (a phi of 0 and the latch's next) with
+  // the bound, the body runs while it is lower.
+  void open_loop(const UOp& range) {
+    const std::string bound = val(range.src(0)), pre = label("pre");
+    Loop l{range.node(), tmp(), label("head"), label("latch"), label("exit"), next_++};
+    line(fmt::format("br label %{}", pre));
+    block(pre);
+    line(fmt::format("br label %{}", l.head));
+    block(l.head);
+    line(fmt::format("{} = phi i64 [ 0, %{} ], [ {}.next, %{} ]", l.idx, pre, l.idx, l.latch));
+    const std::string c = tmp(), body = label("body");
+    line(fmt::format("{} = icmp slt i64 {}, {}", c, l.idx, bound));
+    line(fmt::format("br i1 {}, label %{}, label %{}", c, body, l.exit));
+    block(body);
+    define(range, l.idx);
+    loops_.push_back(l);
+  }
+  void close_loop(const UOp& range) {
+    if (loops_.empty() || loops_.back().range != range.node())
+      throw std::logic_error("CPU: an END that does not close the innermost open RANGE");
+    const Loop l = loops_.back();
+    line(fmt::format("br label %{}", l.latch));
+    block(l.latch);
+    line(fmt::format("{}.next = add i64 {}, 1", l.idx, l.idx));
+    line(fmt::format("br label %{}", l.head));
+    block(l.exit);
+    loops_.pop_back();
+  }
 
   std::string compute(const UOp& u) {
     const DType d = u.dtype();
-    const std::string t = u.op() == Op::Index || groups::alu().contains(u.op()) ||
-                                  u.op() == Op::Const || u.op() == Op::Cast ||
-                                  u.op() == Op::Bitcast || u.op() == Op::Reduce
-                              ? ll_type(d)
-                              : "";
     switch (u.op()) {
-      case Op::Const:
-        return ll_const(d, u.arg());
-      case Op::Index:
-        return load(u, t);
       case Op::Cast:
-        return round16(d, cast(emit(u.src(0)), u.src(0).dtype(), d));
+        return round16(d, cast(val(u.src(0)), u.src(0).dtype(), d));
       case Op::Bitcast: {
-        if (is_half(d) || is_half(u.src(0).dtype())) {
+        if (is_half(d) || is_half(u.src(0).dtype()))
           throw std::invalid_argument("CPU: bitcast of 16-bit floats is not supported");
-        }
-        const std::string x = emit(u.src(0)), r = tmp();
-        line(fmt::format("{} = bitcast {} {} to {}", r, ll_type(u.src(0).dtype()), x, ll_type(d)));
+        const std::string r = tmp();
+        line(fmt::format("{} = bitcast {} {} to {}", r, ll_type(u.src(0).dtype()), val(u.src(0)),
+                         ll_type(d)));
         return r;
       }
-      case Op::Reduce:
-        return reduce(u, t);
       default:
         break;
     }
-    if (!groups::alu().contains(u.op())) {
+    if (!groups::alu().contains(u.op()))
       throw std::invalid_argument("CPU: cannot render " + std::string(op_info(u.op()).py_name));
-    }
     std::vector<std::string> a;
-    for (const UOp& s : u.src()) a.push_back(emit(s));
+    for (const UOp& s : u.src()) a.push_back(val(s));
     const DType sd = u.src(0).dtype();
     if (is_int_division(u.op()) && !sd.is_float()) return divmod(u, a[0], a[1]);
     return round16(d, alu(u.op(), d, sd, ll_type(sd), a));
-  }
-
-  std::string load(const UOp& u, const std::string& t) {
-    const UOp& b = u.src(0);
-    if (b.op() != Op::Buffer || u.nsrc() != 2) throw std::invalid_argument("CPU: unlowered index");
-    const int64_t slot = static_cast<int64_t>(b.arg().field("slot").as_int());
-    int64_t size = 1;
-    for (const auto& [s, n] : sizes_)
-      if (s == slot) size = n;
-    // An index that may leave the buffer (a masked, padded lane: where() evaluates both sides
-    // here) is clamped; one whose range provably stays inside is used as it is.
-    std::string c = emit(u.src(1));
-    if (u.src(1).vmin() < Num::of(0) || u.src(1).vmax() > Num::of(size - 1)) {
-      const std::string lo = tmp(), cl = tmp();
-      line(fmt::format("{} = call i64 @llvm.smax.i64(i64 {}, i64 0)", lo, c));
-      line(fmt::format("{} = call i64 @llvm.smin.i64(i64 {}, i64 {})", cl, lo,
-                       std::max<int64_t>(size - 1, 0)));
-      c = cl;
-    }
-    const std::string p = tmp(), v = tmp();
-    line(fmt::format("{} = getelementptr {}, ptr {}, i64 {}", p, mem_type(u.dtype()),
-                     buffer_ptr(slot), c));
-    line(fmt::format("{} = load {}, ptr {}", v, mem_type(u.dtype()), p));
-    (void)t;
-    return from_memory(u.dtype(), v);
   }
 
   std::string cast(const std::string& x, DType from, DType to) {
@@ -457,134 +482,12 @@ class Emitter {
     return r;
   }
 
- public:
-  static std::string reduce_identity(Op op, DType d) {
-    return op == Op::Add   ? (d.is_float() ? "0.0" : "0")
-           : op == Op::Mul ? (d.is_float() ? "1.0" : "1")
-           : d.is_float()  ? "0xFFF0000000000000"
-                           : to_string(d.int_min());
-  }
-
-  // acc[j] = acc[j] op body for the innermost output index j (the reduction loops outside it), so
-  // the j loop reads memory contiguously and vectorizes (a matmul's inner loop walks B's rows).
-  void reduce_rows(const UOp& red, const UOp& last_range, int64_t n, const std::string& acc) {
-    const Op op = reduce_op(red);
-    const DType d = red.dtype();
-    const std::string t = ll_type(d);
-    {
-      const Loop init = open_loop(n);
-      const std::string p = tmp();
-      line(fmt::format("{} = getelementptr {}, ptr {}, i64 {}", p, t, acc, init.idx));
-      line(fmt::format("store {} {}, ptr {}", t, reduce_identity(op, d), p));
-      close_loop(init);
-    }
-    std::vector<Loop> loops;
-    scopes_.emplace_back();
-    for (size_t k = 1; k < red.nsrc(); ++k) {
-      loops.push_back(open_loop(static_cast<int64_t>(red.src(k).src(0).arg().as_int())));
-      scopes_.back().emplace(red.src(k).node(), loops.back().idx);
-    }
-    const Loop j = open_loop(n);
-    scopes_.emplace_back();
-    scopes_.back().emplace(last_range.node(), j.idx);
-    const std::string v = emit(red.src(0)), p = tmp(), cur = tmp();
-    line(fmt::format("{} = getelementptr {}, ptr {}, i64 {}", p, t, acc, j.idx));
-    line(fmt::format("{} = load {}, ptr {}", cur, t, p));
-    const std::string nx = round16(d, alu(op, d, d, t, {cur, v}));
-    line(fmt::format("store {} {}, ptr {}", t, nx, p));
-    scopes_.pop_back();
-    close_loop(j);
-    scopes_.pop_back();
-    for (auto it = loops.rbegin(); it != loops.rend(); ++it) close_loop(*it);
-  }
-  // STORE(INDEX(buffer, i), value) over the row range `row` of n elements (its loop not open),
-  // `reds` the REDUCEs of the value outside any other: each row reduced by reduce_rows, then for
-  // each element the value computed from the reduced ones and stored at its i (a matmul's bias
-  // and activation run after its row is reduced).
-  void store_rows(const UOp& st, const UOp& row, int64_t n, const std::vector<UOp>& reds) {
-    std::vector<std::string> accs;
-    for (const UOp& red : reds) {
-      accs.push_back(tmp());
-      allocas_ += fmt::format("  {} = alloca [{} x {}]\n", accs.back(), n, ll_type(red.dtype()));
-      reduce_rows(red, row, n, accs.back());
-    }
-    const Loop j = open_loop(n);
-    scopes_.emplace_back();
-    scopes_.back().emplace(row.node(), j.idx);
-    for (size_t k = 0; k < reds.size(); ++k) {
-      const std::string t = ll_type(reds[k].dtype()), p = tmp(), v = tmp();
-      line(fmt::format("{} = getelementptr {}, ptr {}, i64 {}", p, t, accs[k], j.idx));
-      line(fmt::format("{} = load {}, ptr {}", v, t, p));
-      scopes_.back().emplace(reds[k].node(), v);
-    }
-    store(st.src(0), emit(st.src(1)));
-    scopes_.pop_back();
-    close_loop(j);
-  }
-
- private:
-  std::string reduce(const UOp& u, const std::string& t) {
-    const Op op = reduce_op(u);
-    const DType d = u.dtype();
-    const std::string acc = tmp();
-    allocas_ += fmt::format("  {} = alloca {}\n", acc, t);
-    const std::string init = reduce_identity(op, d);
-    line(fmt::format("store {} {}, ptr {}", t, init, acc));
-    std::vector<Loop> loops;
-    scopes_.emplace_back();
-    for (size_t k = 1; k < u.nsrc(); ++k) {
-      const UOp& r = u.src(k);
-      loops.push_back(open_loop(emit(r.src(0))));  // a computed bound before the loop's head
-      scopes_.back().emplace(r.node(), loops.back().idx);
-    }
-    const std::string v = emit(u.src(0)), cur = tmp();
-    line(fmt::format("{} = load {}, ptr {}", cur, t, acc));
-    const std::string nx = round16(d, alu(op, d, d, t, {cur, v}));  // as INTERP rounds it
-    line(fmt::format("store {} {}, ptr {}", t, nx, acc));
-    scopes_.pop_back();
-    for (auto it = loops.rbegin(); it != loops.rend(); ++it) close_loop(*it);
-    const std::string out = tmp();
-    line(fmt::format("{} = load {}, ptr {}", out, t, acc));
-    return out;
-  }
-
- public:
-  std::set<std::string> intrinsics_;
-
- private:
-  const std::vector<std::pair<int64_t, int64_t>>& sizes_;
+  std::unordered_map<const UOpNode*, std::string> names_;
+  std::unordered_map<const UOpNode*, int> defined_in_;  // the loop a value is computed in, or -1
+  std::vector<Loop> loops_;                             // the open loops, innermost last
   int next_ = 0;
 };
 
-}  // namespace
-
-namespace {
-RenderedKernel& finish(RenderedKernel& out, Emitter& e) {
-  std::string params;
-  for (size_t i = 0; i <= out.input_slots.size(); ++i) {
-    params += fmt::format(
-        "  %p{0} = getelementptr ptr, ptr %bufs, i64 {0}\n  %b{0} = load ptr, ptr %p{0}\n", i);
-  }
-  out.ir =
-      "; tinyrw kernel\n"
-      "declare i64 @llvm.smax.i64(i64, i64)\n"
-      "declare i64 @llvm.smin.i64(i64, i64)\n";
-  for (const std::string& d : e.intrinsics_) out.ir += d + "\n";
-  out.ir += "\ndefine i32 @kernel(ptr %bufs) {\nentry:\n  %err = alloca i32\n" + e.allocas_ +
-            "  store i32 0, ptr %err\n" + params + e.body_ +
-            "  %err.out = load i32, ptr %err\n  ret i32 %err.out\n}\n";
-  return out;
-}
-// The buffers `root` reads or writes become the kernel's arguments after the unused 0th, in
-// order of first use.
-void number_buffers(const UOp& root, RenderedKernel& out, Emitter& e) {
-  for (const UOp& u : toposort(root)) {
-    if (u.op() != Op::Buffer) continue;
-    const int64_t slot = static_cast<int64_t>(u.arg().field("slot").as_int());
-    if (e.buffer_index.emplace(slot, static_cast<int>(out.input_slots.size()) + 1).second)
-      out.input_slots.push_back(slot);
-  }
-}
 }  // namespace
 
 std::optional<Op> kernel_error_op(int32_t code) {
@@ -593,100 +496,21 @@ std::optional<Op> kernel_error_op(int32_t code) {
   return std::nullopt;
 }
 
-// The longest row the row fast path (Emitter::store_rows) keeps in its accumulator array.
-constexpr int64_t kRowLimit = 4096;
-
-namespace {
-// The REDUCEs of a stored value that are not inside another REDUCE.
-std::vector<UOp> outer_reduces(const UOp& value) {
-  std::vector<UOp> out;
-  for (const UOp& u : toposort(value, [](const UOp& n) { return n.op() != Op::Reduce; }))
-    if (u.op() == Op::Reduce) out.push_back(u);
+RenderedKernel render_llvm(const UOp& program) {
+  if (program.op() != Op::Linear) throw std::logic_error("CPU renders LINEAR programs");
+  Emitter e;
+  e.program(program);
+  RenderedKernel out{.ir = "", .input_slots = e.input_slots};
+  std::string params;
+  for (size_t i = 0; i <= out.input_slots.size(); ++i)
+    params += fmt::format(
+        "  %p{0} = getelementptr ptr, ptr %bufs, i64 {0}\n  %b{0} = load ptr, ptr %p{0}\n", i);
+  out.ir = "; tinyrw kernel\n";
+  for (const std::string& d : e.intrinsics_) out.ir += d + "\n";
+  out.ir += "\ndefine i32 @kernel(ptr %bufs) {\nentry:\n  %err = alloca i32\n" + e.allocas_ +
+            "  store i32 0, ptr %err\n" + params + e.body_ +
+            "  %err.out = load i32, ptr %err\n  ret i32 %err.out\n}\n";
   return out;
-}
-
-// The row length of END(STORE(INDEX(buffer, i), value), ..., row), value holding REDUCEs, when
-// the row fast path (Emitter::store_rows) computes it as the element-by-element order would: the
-// innermost range `row` has a constant bound in (1, kRowLimit], each outer reduction's ranges
-// constant bounds, and no reduction reads the buffer stored to (every element of the row is
-// reduced before any is stored).
-std::optional<int64_t> row_length(const UOp& end, std::vector<UOp>& reds) {
-  const UOp& st = end.src(0);
-  if (end.nsrc() < 2 || st.op() != Op::Store || st.src(0).op() != Op::Index ||
-      st.src(1).dtype() != st.src(0).dtype())
-    return std::nullopt;
-  const UOp& row = end.src(end.nsrc() - 1);
-  if (row.op() != Op::Range || row.src(0).op() != Op::Const) return std::nullopt;
-  const i128 n = row.src(0).arg().as_int();
-  if (n <= 1 || n > kRowLimit) return std::nullopt;
-  reds = outer_reduces(st.src(1));
-  if (reds.empty()) return std::nullopt;
-  const Arg& target = st.src(0).src(0).arg().field("slot");  // a storage, whatever its dtype
-  for (const UOp& red : reds) {
-    for (size_t k = 1; k < red.nsrc(); ++k)
-      if (red.src(k) == row || red.src(k).op() != Op::Range || red.src(k).src(0).op() != Op::Const)
-        return std::nullopt;
-    for (const UOp& u : toposort(red))
-      if (u.op() == Op::Index && u.src(0).op() == Op::Buffer &&
-          u.src(0).arg().field("slot") == target)
-        return std::nullopt;
-  }
-  return static_cast<int64_t>(n);
-}
-
-// An open END on the effect walk: it, its row length (0: no row fast path), its row's REDUCEs.
-struct OpenEnd {
-  UOp end;
-  int64_t row = 0;
-  std::vector<UOp> reds{};
-};
-}  // namespace
-
-RenderedKernel render_llvm_effects(const UOp& sink,
-                                   const std::vector<std::pair<int64_t, int64_t>>& buffer_sizes) {
-  RenderedKernel out;
-  Emitter e(buffer_sizes);
-  number_buffers(sink, out, e);
-  // effects in order, each STORE computed afresh (a load after a store sees the stored value)
-  std::vector<std::vector<Emitter::Loop>> open;
-  std::vector<OpenEnd> rows;
-  walk_effects(
-      sink, {.store =
-                 [&](const UOp& st) {
-                   e.scopes_.emplace_back();
-                   if (!rows.empty() && rows.back().row > 0 && rows.back().end.src(0) == st) {
-                     const UOp& end = rows.back().end;
-                     e.store_rows(st, end.src(end.nsrc() - 1), rows.back().row, rows.back().reds);
-                   } else {
-                     e.store(st.src(0), e.emit(st.src(1)));
-                   }
-                   e.scopes_.pop_back();
-                 },
-             .open =
-                 [&](const UOp& end) {
-                   open.emplace_back();
-                   e.scopes_.emplace_back();
-                   OpenEnd o{.end = end};
-                   o.row = row_length(end, o.reds).value_or(0);
-                   const int64_t n = o.row;
-                   rows.push_back(std::move(o));
-                   for (size_t k = 1; k < end.nsrc() - (n > 0 ? 1 : 0); ++k) {
-                     const UOp& r = end.src(k);
-                     // the bound is computed before the loop's head, which compares
-                     // against it
-                     open.back().push_back(e.open_loop(e.emit(r.src(0))));
-                     e.scopes_.back().emplace(r.node(), open.back().back().idx);
-                   }
-                 },
-             .close =
-                 [&](const UOp&) {
-                   for (auto it = open.back().rbegin(); it != open.back().rend(); ++it)
-                     e.close_loop(*it);
-                   open.pop_back();
-                   rows.pop_back();
-                   e.scopes_.pop_back();
-                 }});
-  return finish(out, e);
 }
 
 }  // namespace tinyrw

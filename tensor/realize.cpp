@@ -25,6 +25,7 @@
 #include "ir/call.h"
 #include "ir/graph.h"
 #include "ir/kernel_info.h"
+#include "ir/render.h"
 #include "ir/viz.h"
 #include "rules/helpers/schedule.h"
 #include "rules_gen/rangeify.h"
@@ -66,31 +67,6 @@ struct Realizer {
 
   static UOp buffer_uop(const Storage& s) {
     return tinyrw::buffer_uop(s.dtype, s.id, s.size, default_device());
-  }
-
-  // One instruction a line, indented by loop depth (DEBUG=2 on INTERP).
-  static std::string render_program(const UOp& program) {
-    std::string out;
-    std::unordered_map<const UOpNode*, int> id;
-    int depth = 0, pos = 0;
-    for (const UOp& u : program.src()) {
-      if (u.op() == Op::End) --depth;
-      std::string srcs;
-      for (const UOp& x : u.src()) {
-        auto it = id.find(x.node());
-        srcs += (srcs.empty() ? "" : ", ") + (it != id.end() ? fmt::format("%{}", it->second)
-                                              : x.op() == Op::Const
-                                                  ? x.arg().repr()
-                                                  : std::string(op_info(x.op()).py_name));
-      }
-      const int n = pos++;
-      id[u.node()] = n;  // later uses refer to the latest execution
-      out += fmt::format("{:>4} {}{} {} ({}){}\n", n,
-                         std::string(static_cast<size_t>(depth) * 2, ' '), op_info(u.op()).py_name,
-                         u.dtype().repr(), srcs, u.arg().is_none() ? "" : " " + u.arg().repr());
-      if (u.op() == Op::Range) ++depth;
-    }
-    return out;
   }
 
   // Runs kernel AST `sink` (compiled once per device) over the storages its PARAM slots stand for
@@ -140,26 +116,37 @@ struct Realizer {
       if (u.op() == Op::Param)
         by_slot.emplace(static_cast<int64_t>(u.arg().field("slot").as_int()), u);
     std::vector<UOp> bufs;
-    std::vector<std::pair<int64_t, int64_t>> sizes;
     for (const auto& [slot, p] : by_slot) {
       const int64_t size = p.src(0).src(0).arg().as_int();
       bufs.push_back(UOp::make(
           Op::Buffer, p.dtype(), {},
           Arg::record("ParamArg", {{"slot", Arg::integer(slot)}, {"size", Arg::integer(size)}})));
-      sizes.emplace_back(slot, size);
     }
     const UOp bound = bind_kernel(sink, bufs);
     CompiledKernel k{.name = KernelInfo::of(sink).name};
-    k.program = linearize_kernel(bound);
-    if (spec_enabled()) verify(k.program, rules::spec_program());
+    k.program = lower(bound, k.name);
     if (device == "CPU") {
-      const RenderedKernel r = render_llvm_effects(bound, sizes);
+      const RenderedKernel r = render_llvm(k.program);
       k.fn = cpu_compile(r.ir);
       k.ir = r.ir;
       k.input_slots = r.input_slots;
     }
     ++g_compile_count;
     return cache.emplace(sink, std::move(k)).first->second;
+  }
+
+  // The late stages (codegen/linearize.h) on a bound kernel: DEBUG=5 prints the program after
+  // each, SPEC=1 verifies the result.
+  static UOp lower(const UOp& bound, const std::string& name) {
+    StageTrace trace;
+    if (debug_level() >= 5)
+      trace = [&](const std::string& stage, const UOp& u) {
+        std::fprintf(stderr, "kernel %s after %s:\n%s\n", name.c_str(), stage.c_str(),
+                     render_program(u).c_str());
+      };
+    const UOp program = linearize_kernel(bound, trace);
+    if (spec_enabled()) verify(program, rules::spec_program());
+    return program;
   }
 
   // Runs a compiled kernel over the storages its PARAM slots stand for.
@@ -180,7 +167,6 @@ struct Realizer {
   // none, a loop bound CPU cannot compile) happens before the schedule runs anything.
   static void check_kernel_call(const UOp& call) {
     std::vector<UOp> bufs;
-    std::vector<std::pair<int64_t, int64_t>> sizes;
     for (size_t a = 1; a < call.nsrc(); ++a) {
       int64_t n = 1;
       for (const SInt& d : call.src(a).shape()) n *= d.value();
@@ -188,12 +174,10 @@ struct Realizer {
       bufs.push_back(UOp::make(
           Op::Buffer, call.src(a).dtype(), {},
           Arg::record("ParamArg", {{"slot", Arg::integer(slot)}, {"size", Arg::integer(n)}})));
-      sizes.emplace_back(slot, n);
     }
     const UOp& body = call.src(0).op() == Op::Program ? call.src(0).src(0) : call.src(0);
-    const UOp bound = bind_kernel(body, bufs);
-    linearize_kernel(bound);
-    if (default_device() == "CPU") render_llvm_effects(bound, sizes);
+    const UOp program = linearize_kernel(bind_kernel(body, bufs));
+    if (default_device() == "CPU") render_llvm(program);
   }
 
   // A kernel CALL (custom_kernel): its body over the storages `slots` of its arguments, in place;
@@ -203,21 +187,13 @@ struct Realizer {
     for (int64_t slot : slots) bufs.push_back(buffer_uop(*storage(slot)));
     // a PROGRAM body runs from the SINK it was compiled from
     const UOp& body = call.src(0).op() == Op::Program ? call.src(0).src(0) : call.src(0);
-    const UOp bound = bind_kernel(body, bufs);
-    const bool cpu = default_device() == "CPU";
-    UOp program;  // the LINEAR program: run on INTERP, traced and verified on request on CPU
-    if (!cpu || viz::enabled() || spec_enabled()) {
-      program = linearize_kernel(bound);
-      record_stage("linearize", call.src(0), program);
-      if (spec_enabled()) verify(program, rules::spec_program());
-    }
     const std::string name = CallInfo::of(call).name;
+    const UOp program = lower(bind_kernel(body, bufs), name);
+    record_stage("linearize", call.src(0), program);
     ++g_kernel_count;
     g_kernel_outputs.push_back(0);
-    if (cpu) {
-      std::vector<std::pair<int64_t, int64_t>> sizes;
-      for (const auto& [id, st] : buffers) sizes.emplace_back(id, st->size);
-      const RenderedKernel k = render_llvm_effects(bound, sizes);
+    if (default_device() == "CPU") {
+      const RenderedKernel k = render_llvm(program);
       if (debug_level() >= 2)
         std::fprintf(stderr, "custom kernel %s\n%s\n", name.c_str(), k.ir.c_str());
       std::vector<void*> ptrs{nullptr};  // argument 0 (an output of its own) is unused

@@ -1,12 +1,13 @@
 // Kernels in tinygrad's kernel-AST form, run through the custom-kernel entry point on both
-// devices (INTERP: codegen/linearize.cpp's linearize_kernel; CPU: runtime/llvm_render.cpp's
-// render_llvm_effects):
+// devices (both run codegen/linearize.cpp's LINEAR program: INTERP executes it, CPU renders it with
+// runtime/llvm_render.cpp):
 //   SINK(END(STORE(INDEX(PARAM0, flat), value), r0, r1, ...))
 // where the value reads INDEX(PARAMk, flat), may hold REDUCE(value, rR...) with arg (op, 0), and
 // a padded read has the gated index where(valid, i, Invalid) inside its own where(valid, x, 0).
 // Each kernel's result equals the same computation written as plain loops here.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <random>
 #include <set>
@@ -100,8 +101,8 @@ TEST_P(KernelAst, RowSum) {
 }
 
 // A float16 / bfloat16 REDUCE rounds its accumulator after every step, as INTERP rounds every
-// result: 1 plus ten 0.0004s (under half the spacing at 1) stays 1, with and without CPU's row
-// fast path (CPU's plain reduction accumulated in float before: 1.0039)
+// result: 1 plus ten 0.0004s (under half the spacing at 1) stays 1, for one sum and for rows
+// (accumulating in float would give 1.0039)
 TEST_P(KernelAst, HalfAccumulatorRoundsEveryStep) {
   std::vector<float> v{1};
   v.resize(11, 0.0004f);
@@ -290,21 +291,16 @@ TEST_P(KernelAst, InPlaceSliceAdd) {
   EXPECT_EQ(custom_kernel({tensor(x, {8})}, k)[0].to_doubles(), want);
 }
 
-// A reduction reading the buffer it stores to sees the elements stored before it (element by
-// element order): CPU's row fast path must not reorder it
-TEST_P(KernelAst, ReductionReadingItsOwnTarget) {
+// A kernel that reads a buffer it stores to at other elements is refused: its loops run in no
+// defined order (the reduction may run once, before any store, or once per element)
+TEST_P(KernelAst, ReadingOtherElementsOfTheStoredBufferIsRefused) {
   const std::vector<float> x = ints(4, 11);
   auto k = [](const Params& p) {
     const UOp r0 = rng(4, 0), r1 = rng(4, 1);
     return ast(kernel_store(at(p[0], r0), reduce(Op::Add, at(p[0], r1), {r1})), {r0});
   };
-  D want = doubles(x);
-  for (int64_t i = 0; i < 4; ++i) {
-    double s = 0;
-    for (int64_t j = 0; j < 4; ++j) s += want[j];
-    want[i] = s;
-  }
-  EXPECT_EQ(custom_kernel({tensor(x, {4})}, k)[0].to_doubles(), want);
+  expect_error([&] { custom_kernel({tensor(x, {4})}, k)[0].realize(); },
+               "is read at other elements than the ones the kernel writes");
 }
 
 // Integer division by zero inside a kernel AST raises on both devices
@@ -367,19 +363,22 @@ TEST_P(KernelAst, OutOfBoundsReadsAreRefused) {
 INSTANTIATE_TEST_SUITE_P(Devices, KernelAst, ::testing::Values("INTERP", "CPU"));
 
 namespace {
-// The kernel bound to placeholder buffers of these sizes and rendered for CPU.
-std::string cpu_ir(const UOp& sink, const std::vector<int64_t>& sizes) {
+// The kernel bound to placeholder buffers of these sizes, lowered to its LINEAR program.
+UOp program(const UOp& sink, const std::vector<int64_t>& sizes) {
   std::vector<UOp> bufs;
-  std::vector<std::pair<int64_t, int64_t>> slots;
-  for (size_t k = 0; k < sizes.size(); ++k) {
-    const auto slot = static_cast<int64_t>(k);
-    bufs.push_back(UOp::make(
-        Op::Buffer, dtypes::float32, {},
-        Arg::record("ParamArg", {{"slot", Arg::integer(slot)}, {"size", Arg::integer(sizes[k])}})));
-    slots.emplace_back(slot, sizes[k]);
-  }
-  return render_llvm_effects(bind_kernel(sink, bufs), slots).ir;
+  for (size_t k = 0; k < sizes.size(); ++k)
+    bufs.push_back(
+        UOp::make(Op::Buffer, dtypes::float32, {},
+                  Arg::record("ParamArg", {{"slot", Arg::integer(static_cast<int64_t>(k))},
+                                           {"size", Arg::integer(sizes[k])}})));
+  return linearize_kernel(bind_kernel(sink, bufs));
 }
+std::vector<Op> ops_of(const UOp& linear) {
+  std::vector<Op> out;
+  for (const UOp& u : linear.src()) out.push_back(u.op());
+  return out;
+}
+int64_t count(const UOp& linear, Op op) { return std::ranges::count(ops_of(linear), op); }
 Params params(const std::vector<Dims>& shapes) {
   Params p;
   for (size_t k = 0; k < shapes.size(); ++k)
@@ -388,30 +387,49 @@ Params params(const std::vector<Dims>& shapes) {
 }
 }  // namespace
 
-// CPU runs a matmul's row (the innermost output range) inside the reduction: one accumulator per
-// element of the row; not when the reduction reads the stored buffer, nor for a row too long
-TEST(KernelAstCpu, RowFastPath) {
+// One program form: a matmul lowers to three nested loops (i, j, then k inside) with one
+// register accumulator set inside j, updated inside k and read after it; CPU's IR has exactly
+// the program's loops and loads.
+TEST(KernelAstProgram, MatmulIsThreeNestedLoopsWithAnAccumulator) {
   const Params p = params({{4, 8}, {4, 64}, {64, 8}});
-  EXPECT_NE(cpu_ir(matmul_ast(p, 4, 64, 8), {32, 256, 512}).find("alloca [8 x float]"),
-            std::string::npos);
-  const Params q = params({{4}});
-  const UOp r0 = rng(4, 0), r1 = rng(4, 1);
-  const UOp self = ast(kernel_store(at(q[0], r0), reduce(Op::Add, at(q[0], r1), {r1})), {r0});
-  EXPECT_EQ(cpu_ir(self, {4}).find("x float]"), std::string::npos);
-  const Params w = params({{1, 8192}, {1, 8}, {8, 8192}});
-  EXPECT_EQ(cpu_ir(matmul_ast(w, 1, 8, 8192), {8192, 8, 65536}).find("x float]"),
-            std::string::npos);
+  const UOp lin = program(matmul_ast(p, 4, 64, 8), {32, 256, 512});
+  EXPECT_EQ(count(lin, Op::Range), 3);
+  EXPECT_EQ(count(lin, Op::End), 3);
+  EXPECT_EQ(count(lin, Op::Load), 4);   // A, B, the accumulator in the update and after the loop
+  EXPECT_EQ(count(lin, Op::Store), 3);  // the accumulator's set and update, the output
+  // loops nest: every END closes the innermost open RANGE, and the k loop is innermost
+  std::vector<UOp> open;
+  size_t deepest = 0;
+  for (const UOp& u : lin.src()) {
+    if (u.op() == Op::Range) open.push_back(u), deepest = std::max(deepest, open.size());
+    if (u.op() == Op::End) {
+      ASSERT_FALSE(open.empty());
+      EXPECT_EQ(u.src(1), open.back());
+      open.pop_back();
+    }
+  }
+  EXPECT_EQ(deepest, 3u);
+  // the register is the only BUFFER with addrspace REG, and the set happens inside two loops
+  int regs = 0;
+  for (const UOp& u : lin.src()) regs += u.op() == Op::Buffer && is_register(u);
+  EXPECT_EQ(regs, 1);
+  const std::string ir = render_llvm(lin).ir;
+  size_t phis = 0;
+  for (size_t at = ir.find(" = phi i64"); at != std::string::npos;
+       at = ir.find(" = phi i64", at + 1))
+    ++phis;
+  EXPECT_EQ(phis, 3u);
 }
 
 // Random reductions (row sums, maxima and products, matmuls; float32, float16, int32, int8;
-// rows short enough for CPU's row fast path or not) agree on INTERP, the reference, and CPU.
+// rows of one element or longer) agree on INTERP, the reference, and CPU.
 TEST(KernelAstDevices, RandomReductionsAgreeOnInterpAndCpu) {
   if (!device_available("CPU")) GTEST_SKIP() << "device CPU is not available here";
   int compared = 0;
   for (uint32_t seed = 0; seed < 48; ++seed) {
     std::mt19937 g(seed);
     auto pick = [&](int n) { return std::uniform_int_distribution<int>(0, n - 1)(g); };
-    // every dtype and op with rows of one element (no row fast path) and longer
+    // every dtype and op with rows of one element and longer
     const DType dt =
         std::vector<DType>{dtypes::float32, dtypes::float16, dtypes::int32, dtypes::int8}[seed % 4];
     const Op op = std::vector<Op>{Op::Add, Op::Max, Op::Mul}[(seed / 4) % 3];

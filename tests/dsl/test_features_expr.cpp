@@ -484,7 +484,8 @@ TEST(RwExprFeatures, ShippedRangeifyIndexMath) {
 
 // rules/reduce.rw's reduce_to_acc, in both executors: a REDUCE becomes a one-element
 // register buffer (a new slot each) set to the op's identity, updated by a store inside the
-// REDUCE's loops, and read after them; each read is an AFTER of the stores it must see.
+// REDUCE's loops (an AFTER of the set and the loops' ranges), and read after them (an AFTER of
+// the loop's END, tagged mergeable).
 TEST(RwExprFeatures, ShippedReduceToAccumulator) {
   const Shipped acc = shipped("reduce.rw", "reduce_to_acc");
   ASSERT_TRUE(acc.compiled && acc.interpreted);
@@ -507,10 +508,13 @@ TEST(RwExprFeatures, ShippedReduceToAccumulator) {
                                                          {"size", Arg::integer(1)},
                                                          {"addrspace", Arg::string("REG")}}));
       auto element = [](const UOp& b) { return UOp::make(Op::Index, b.dtype(), {b, c(0)}); };
-      const UOp set = reg.after({UOp::make(Op::Store, dtypes::void_, {element(reg), identity})});
+      const UOp set = UOp::make(Op::Store, dtypes::void_, {element(reg), identity});
+      const UOp inside = reg.after({set, r});
       const UOp update =
-          UOp::make(Op::Store, dtypes::void_, {element(set), element(set).alu(op, {x})});
-      const UOp want = element(set.after({UOp::make(Op::End, dtypes::void_, {update, r})}));
+          UOp::make(Op::Store, dtypes::void_, {element(inside), element(inside).alu(op, {x})});
+      const UOp end =
+          UOp::make(Op::End, dtypes::void_, {update, r}).with_tag(Arg::string("mergeable"));
+      const UOp want = element(reg.after({end}));
       EXPECT_TRUE(got->as_uop() == want) << got->repr() << "\nwant: " << want.repr(4);
     }
   }

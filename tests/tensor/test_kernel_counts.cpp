@@ -305,8 +305,7 @@ TEST_P(KernelCounts, CollapsedHalfSumDoesNotOverflow) {
 
 // An assignment whose value reads its target and holds a REDUCE over a buffer: the value is
 // computed first (the realize map realizes it, and the cost model keeps it), then stored; 2
-// kernels, as tinygrad. The value's kernel fuses two matmul REDUCEs with their epilogue (the CPU
-// row fast path reduces each row, then computes element by element).
+// kernels, as tinygrad. The value's kernel fuses two matmul REDUCEs with their epilogue.
 TEST_P(KernelCounts, AssignedValueWithAReduceReadingTheTarget) {
   Tensor x = input({4, 8}, 0.5);
   const Tensor a = input({4, 16}), b = input({16, 8}, 0.25);
