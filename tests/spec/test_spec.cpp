@@ -20,6 +20,7 @@
 #include <set>
 #include <sstream>
 
+#include "codegen/linearize.h"
 #include "dsl/compiled.h"
 #include "dsl/interp.h"
 #include "dsl/verify.h"
@@ -1248,6 +1249,55 @@ UOp kcall(const UOp& kernel, std::vector<UOp> args) {
 }
 UOp kafter(const UOp& b, const UOp& call) { return UOp::make(Op::After, b.dtype(), {b, call}); }
 }  // namespace
+
+// ---- the LINEAR program verifier (spec_program) and its table
+
+// Every kernel the linearizer makes passes spec_program (a row sum, a padded read, a custom
+// kernel's ordered effects); each malformed instruction is refused with its message.
+TEST(Spec, ProgramsPassTheProgramVerifierAndItsTableEqualsIt) {
+  expect_table_equals_verifier("spec_program", "program");
+  const UOp b0 = kbuffer(0, 4), b1 = kbuffer(1, 16);
+  auto lower = [&](const UOp& sink) { return linearize_kernel(bind_kernel(sink, {b0, b1})); };
+  const UOp p0 = kparam(0, 4), p1 = kparam(1, 16), r0 = krange(4, 0),
+            red = krange(4, 1, AxisType::Reduce);
+  const UOp gated = UOp::constant(dtypes::index, Arg::invalid());
+  const std::vector<UOp> programs = {
+      lower(ksink({kend(kstore(kidx(p0, r0), kreduce(kidx(p1, r0 * ci(4) + red), {red})), {r0})})),
+      lower(ksink({kend(kstore(kidx(p0, r0), kidx(p1, r0.lt(ci(2)).where(r0, gated))), {r0})})),
+      lower(ksink({kstore(kidx(p0, ci(0)), kidx(p1, ci(0))),
+                   kstore(kidx(p1, ci(0)), kidx(p0, ci(0)) + kidx(p0, ci(0)))}))};
+  for (const rw::RuleSetMatcher* v : both_verifiers("spec_program"))
+    for (const UOp& prog : programs) EXPECT_NO_THROW(verify(prog, *v)) << render_program(prog);
+  const UOp idx = UOp::make(Op::Index, dtypes::float32, {b1, ci(0)});
+  const UOp ld = UOp::make(Op::Load, dtypes::float32, {idx});
+  auto make = [](Op op, DType d, std::vector<UOp> src, Arg arg = {}) {
+    return UOp::make(op, d, src, std::move(arg));
+  };
+  const std::vector<std::pair<std::string, UOp>> cases = {
+      {"a program ends with its SINK", make(Op::Linear, dtypes::void_, {ld})},
+      {"a buffer's arg is a ParamArg", b1.with_arg(Arg::integer(1))},
+      {"ranges count in the index dtype", UOp::range(UOp::cint(4, dtypes::int32), 0)},
+      {"a RANGE's arg is (ids..., axis type name)", r0.with_arg(Arg())},
+      {"a RANGE opens after at most one RANGE or END",
+       make(Op::Range, dtypes::index, {ci(4), ci(1)}, r0.arg())},
+      {"an END closes one RANGE",
+       make(Op::End, dtypes::void_, {make(Op::Store, dtypes::void_, {idx, ld}), ci(0)})},
+      {"a program indexes buffers", make(Op::Index, dtypes::float32, {UOp::cfloat(1.0), ci(0)})},
+      {"an element of a buffer has its dtype", make(Op::Index, dtypes::int32, {b1, ci(0)})},
+      {"an INDEX is one position in the index dtype",
+       make(Op::Index, dtypes::float32, {b1, UOp::cint(0, dtypes::int32)})},
+      {"a LOAD reads an INDEX", make(Op::Load, dtypes::float32, {b1})},
+      {"a load keeps its element's dtype", make(Op::Load, dtypes::int32, {idx})},
+      {"a gated LOAD has an alternative of its dtype and a bool gate",
+       make(Op::Load, dtypes::float32, {idx, UOp::cfloat(0.0), ci(1)})},
+      {"a STORE writes an INDEX", make(Op::Store, dtypes::void_, {b1, ld})},
+      {"a STORE has no gate", make(Op::Store, dtypes::void_, {idx, ld, UOp::cbool(true)})},
+      {"a store writes a value of its element's dtype",
+       make(Op::Store, dtypes::void_, {idx, UOp::cint(1, dtypes::int32)})},
+      {"AFTER orders a buffer", make(Op::After, dtypes::float32, {ld, ld})},
+  };
+  expect_refused("spec_program", "program", cases, true);
+}
 
 // `a - a.sum(1)` split into its two kernels: the sum written to a new buffer, the difference
 // reading it after the first CALL ran. The graph passes spec_kernel_graph (its CALL bodies
