@@ -7,12 +7,15 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "codegen/opt.h"
 #include "ir/builders.h"
 #include "ir/graph.h"
 #include "ir/kernel_info.h"
 #include "ir/render.h"
 #include "ir/rewrite.h"
 #include "rules/helpers/kernel.h"
+#include "rules_gen/devectorizer.h"
+#include "rules_gen/expander.h"
 #include "rules_gen/linearize.h"
 #include "rules_gen/reduce.h"
 
@@ -329,9 +332,18 @@ UOp linearize_kernel(const UOp& bound, const StageTrace& trace) {
     sink = graph_rewrite(sink, &rules, {.ctx = context, .bottom_up = bottom_up, .name = name});
     if (trace) trace(name, sink);
   };
+  if (const auto& opts = KernelInfo::of(sink).opts_to_apply; opts && !opts->empty()) {
+    std::vector<Opt> todo;
+    for (const Arg& a : *opts) todo.push_back(opt_from_arg(a));
+    sink = apply_opts(sink, todo);
+    if (trace) trace("apply opts", sink);
+  }
   stage("order effects", rules::order_effects(), nullptr, /*bottom_up=*/true);
+  stage("expander", rules::expander());
   stage("reduce to accumulators", rules::reduce_to_acc(), &ctx);
   stage("merge reduce ends", rules::merge_reduce_ends());
+  stage("expand broadcast", rules::expand_broadcast());
+  stage("devectorize", rules::devectorize());
   stage("add loads", rules::add_loads());
   stage("move gates from index", rules::move_gates_from_index());
   stage("split ends", rules::split_ends());

@@ -21,14 +21,17 @@ const HelperRegistrar kAxisTypeNames(typed_helper(
       return out;
     }));
 
-// One register per call (the rewrite asks once per REDUCE): slots -1, -2, ... in this kernel.
+// One register per call (the rewrite asks once per REDUCE): slots -1, -2, ... in this kernel, one
+// element per lane of the reduction.
 const HelperRegistrar kAccumulator(typed_helper(
     "accumulator", +[](RewriteContext& ctx, const UOp& r) {
       if (!ctx.user) throw EvalError("accumulator needs a KernelContext");
       const int64_t slot = -(++ctx.as<KernelContext>().accumulators);
+      int64_t lanes = 1;  // one element per lane of a reduction the expander shaped
+      for (const SInt& d : r.shape()) lanes *= d.value();
       return UOp::make(Op::Buffer, r.dtype(), {},
                        Arg::record("ParamArg", {{"slot", Arg::integer(slot)},
-                                                {"size", Arg::integer(1)},
+                                                {"size", Arg::integer(lanes)},
                                                 {"addrspace", Arg::string("REG")}}));
     }));
 

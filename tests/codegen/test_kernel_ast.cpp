@@ -14,6 +14,7 @@
 
 #include "codegen/kernel_name.h"
 #include "codegen/linearize.h"
+#include "codegen/opt.h"
 #include "ir/axis.h"
 #include "ir/call.h"
 #include "ir/graph.h"
@@ -639,4 +640,72 @@ TEST(KernelName, SizesInAxisOrderAndSymbolicBounds) {
   EXPECT_EQ(kernel_name(UOp::sink(std::vector<UOp>{r1 + r0 + one})), "E_4_8");
   const UOp n = UOp::variable("n", 1, 64);
   EXPECT_EQ(kernel_name(UOp::sink(std::vector<UOp>{UOp::range(n, 0) + out})), "E_n");
+}
+
+// ---- opts by hand (codegen/opt.h): UPCAST and UNROLL split a range; the expander makes its part
+// vector lanes, the devectorizer one scalar op per lane
+
+namespace {
+UOp red_rng(int64_t n, int axis) { return UOp::range(UOp::cint(n), axis, AxisType::Reduce); }
+// c[i, j] = sum_k a[i, k] * b[k, j], the reduction over a REDUCE range (the kind UNROLL splits)
+UOp matmul_reduce_ast(const Params& p, int64_t m, int64_t kk, int64_t n) {
+  const UOp r0 = rng(m, 0), r1 = rng(n, 1), r2 = red_rng(kk, 2);
+  const UOp prod = at(p[1], r0 * ci(kk) + r2) * at(p[2], r2 * ci(n) + r1);
+  return ast(kernel_store(at(p[0], r0 * ci(n) + r1), reduce(Op::Add, prod, {r2})), {r0, r1});
+}
+std::vector<Opt> opts(std::initializer_list<Opt> o) { return o; }
+Opt upcast(int axis, int64_t n) { return {OptOp::Upcast, axis, n}; }
+Opt unroll(int axis, int64_t n) { return {OptOp::Unroll, axis, n}; }
+}  // namespace
+
+// The ranges opts address, in tinygrad's order (output loops, then reductions); an opt records
+// itself in the KernelInfo and renames the kernel; a bad opt is refused naming it.
+TEST(Opts, ApplyOptsSplitsARangeAndRefusesBadOnes) {
+  const Params p = params({{4, 8}, {4, 64}, {64, 8}});
+  const UOp k = matmul_reduce_ast(p, 4, 64, 8);
+  std::vector<std::string> labels;
+  for (const UOp& r : opt_ranges(k)) labels.push_back(range_label(r));
+  EXPECT_EQ(labels, (std::vector<std::string>{"L0", "L1", "R2"}));
+  const UOp o = apply_opts(k, opts({upcast(1, 4), unroll(0, 2)}));
+  labels.clear();
+  for (const UOp& r : opt_ranges(o)) labels.push_back(range_label(r));
+  EXPECT_EQ(labels, (std::vector<std::string>{"L0", "L1", "u3", "R2", "r4"}));
+  const KernelInfo info = KernelInfo::of(o);
+  ASSERT_EQ(info.applied_opts.size(), 2u);
+  EXPECT_EQ(opt_from_arg(info.applied_opts[0]), upcast(1, 4));
+  EXPECT_EQ(opt_from_arg(info.applied_opts[1]), unroll(0, 2));
+  expect_error<KernelOptError>([&] { apply_opts(k, opts({upcast(3, 2)})); },
+                               "UPCAST(3, 2): the kernel has 3 opt axes");
+  expect_error<KernelOptError>([&] { apply_opts(k, opts({upcast(0, 3)})); },
+                               "UPCAST(0, 3): 3 does not divide the range's size 4");
+  expect_error<KernelOptError>([&] { apply_opts(k, opts({upcast(2, 4)})); },
+                               "upcast is for output axes, not REDUCE");
+  expect_error<KernelOptError>([&] { apply_opts(k, opts({upcast(2, 32)})); }, "32");
+  expect_error<KernelOptError>([&] { apply_opts(k, opts({unroll(0, 64)})); },
+                               "UNROLL(0, 64): 64 lanes, more than 32");
+  expect_error<KernelOptError>([&] { apply_opts(k, opts({unroll(1, 2)})); },
+                               "UNROLL(1, 2): the kernel has 1 reduce axes");
+}
+
+// tinygrad's 64x64 matmul with UPCAST(1, 4), UPCAST(0, 2), UNROLL(0, 2): one accumulator of 8
+// lanes, and the values of the plain kernel
+TEST_P(KernelAst, MatmulWithUpcastsAndUnroll) {
+  const std::vector<float> a = ints(64 * 64, 21), b = ints(64 * 64, 22);
+  D want(64 * 64, 0);
+  for (int64_t i = 0; i < 64; ++i)
+    for (int64_t j = 0; j < 64; ++j)
+      for (int64_t k = 0; k < 64; ++k) want[i * 64 + j] += a[i * 64 + k] * b[k * 64 + j];
+  const std::vector<Opt> o = {upcast(1, 4), upcast(0, 2), unroll(0, 2)};
+  auto kernel = [&](const Params& p) { return with_opts(matmul_reduce_ast(p, 64, 64, 64), o); };
+  Tensor c =
+      custom_kernel({Tensor::empty({64, 64}), tensor(a, {64, 64}), tensor(b, {64, 64})}, kernel)[0];
+  EXPECT_EQ(c.to_doubles(), want);
+  const Params p = params({{64, 64}, {64, 64}, {64, 64}});
+  const UOp lin = program(with_opts(matmul_reduce_ast(p, 64, 64, 64), o), {4096, 4096, 4096});
+  std::vector<int64_t> regs;
+  for (const UOp& u : lin.src())
+    if (u.op() == Op::Buffer && is_register(u))
+      regs.push_back(static_cast<int64_t>(u.arg().field("size").as_int()));
+  EXPECT_EQ(regs, std::vector<int64_t>{8});
+  EXPECT_EQ(count(lin, Op::Range), 3);  // 32 x 16 output loops and 32 reduce steps
 }

@@ -1,0 +1,51 @@
+// Opts by hand (tinygrad's Opt and Scheduler.apply_opt, codegen/opt/postrange.py): an opt splits
+// one of a kernel's loop ranges in two. UPCAST(axis, n) splits an output range r of size s into
+// r' * n + u with r' of size s/n and u a new UPCAST range of size n (n = 0: the whole range);
+// UNROLL(axis, n) does the same to a reduce range with a new UNROLL range. The expander
+// (rules/expander.rw) turns UPCAST and UNROLL ranges into vector lanes. The optimizer (BEAM and
+// the heuristics) applies opts through the same function.
+#pragma once
+
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "ir/uop.h"
+
+namespace tinyrw {
+
+enum class OptOp { Upcast, Unroll };
+
+struct Opt {
+  OptOp op;
+  int axis;     // UPCAST: among the kernel's ranges (opt_ranges order); UNROLL: among its
+                // reduce ranges longer than 1
+  int64_t arg;  // the new range's size; 0: the whole range
+  bool operator==(const Opt&) const = default;
+};
+std::string opt_repr(const Opt& o);  // "UPCAST(0, 4)"
+// An opt in a KernelInfo's applied_opts or opts_to_apply: ("UPCAST", axis, arg).
+Arg opt_to_arg(const Opt& o);
+Opt opt_from_arg(const Arg& a);  // throws KernelOptError for another arg
+
+// A kernel's ranges as opts address them (tinygrad's Scheduler.rngs): every RANGE longer than 1,
+// ordered by axis type (loops, then global, warp, local, upcast, group reduce, reduce, unroll),
+// then by id.
+std::vector<UOp> opt_ranges(const UOp& sink);
+
+// The kernel (a kernel AST SINK) with the opts applied in order, its KernelInfo's applied_opts
+// extended. Throws KernelOptError naming the opt when one cannot apply: an axis out of range, a
+// range of the wrong type, a size that does not divide the range's, an upcast over 16 lanes or an
+// unroll over 32.
+UOp apply_opts(const UOp& sink, std::span<const Opt> opts);
+// The kernel with opts to apply when it is lowered (its KernelInfo's opts_to_apply), as tinygrad's
+// KernelInfo(opts_to_apply=...): a custom kernel's opts by hand.
+UOp with_opts(const UOp& sink, std::span<const Opt> opts);
+
+class KernelOptError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+}  // namespace tinyrw
