@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "codegen/opt.h"
 #include "tensor/function.h"
 #include "tensor/tensor.h"
 
@@ -101,19 +102,28 @@ BENCHMARK(BM_Matmul512)->Unit(benchmark::kMillisecond)->Iterations(3);
 // The same matmul given as a kernel AST, SINK(END(STORE(INDEX(P0, i*512+j),
 // REDUCE(INDEX(P1, i*512+k) * INDEX(P2, k*512+j), k)), i, j)), run through custom_kernel: the
 // same LINEAR program as BM_Matmul512's; it should match it.
+// With opts by hand (codegen/opt.h) when state.range(0) is 1: UPCAST(1, 4), UPCAST(0, 4),
+// UNROLL(0, 4), tinygrad's upcasts of a CPU matmul: 16 accumulators, vector loads of B's rows.
 void BM_Matmul512KernelAst(benchmark::State& state) {
   set_default_device("CPU");
   Tensor a = Tensor::full({512, 512}, 0.5).contiguous(),
          b = Tensor::full({512, 512}, 0.25).contiguous();
   a.realize();
   b.realize();
-  auto kernel = [](const std::vector<UOp>& p) {
-    const UOp n = UOp::cint(512), i = UOp::range(n, 0), j = UOp::range(n, 1), k = UOp::range(n, 2);
+  const std::vector<Opt> opts =
+      state.range(0)
+          ? std::vector<Opt>{{OptOp::Upcast, 1, 4}, {OptOp::Upcast, 0, 4}, {OptOp::Unroll, 0, 4}}
+          : std::vector<Opt>{};
+  auto kernel = [&](const std::vector<UOp>& p) {
+    const UOp n = UOp::cint(512), i = UOp::range(n, 0), j = UOp::range(n, 1),
+              k = UOp::range(n, 2, AxisType::Reduce);
     const UOp prod = kernel_index(p[1], {i * n + k}) * kernel_index(p[2], {k * n + j});
     const UOp sum = UOp::make(Op::Reduce, prod.dtype(), {prod, k},
                               Arg::tuple({Arg::op(Op::Add), Arg::integer(0)}));
-    return kernel_sink({kernel_end(kernel_store(kernel_index(p[0], {i * n + j}), sum), {i, j})},
-                       "r_512_512_512");
+    return with_opts(
+        kernel_sink({kernel_end(kernel_store(kernel_index(p[0], {i * n + j}), sum), {i, j})},
+                    "r_512_512_512"),
+        opts);
   };
   for (auto _ : state) {
     Tensor c = custom_kernel({Tensor::empty({512, 512}), a, b}, kernel)[0];
@@ -123,7 +133,7 @@ void BM_Matmul512KernelAst(benchmark::State& state) {
   state.counters["GFLOPS"] = benchmark::Counter(2.0 * 512 * 512 * 512 * 1e-9,
                                                 benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_Matmul512KernelAst)->Unit(benchmark::kMillisecond)->Iterations(3);
+BENCHMARK(BM_Matmul512KernelAst)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->Iterations(3);
 
 // One training step of a 64 -> 128 -> 10 MLP on a batch of 256 (forward, gradient() from
 // rules/gradient.rw, four assign() updates in one schedule) against the forward pass alone.

@@ -324,7 +324,7 @@ std::vector<UOp> linearize(const UOp& sink) {
   return order;
 }
 
-UOp linearize_kernel(const UOp& bound, const StageTrace& trace) {
+UOp linearize_kernel(const UOp& bound, const StageTrace& trace, bool default_opts_if_none) {
   rw::KernelContext ctx;
   UOp sink = bound;
   auto stage = [&](const char* name, const Matcher& rules, void* context = nullptr,
@@ -332,19 +332,25 @@ UOp linearize_kernel(const UOp& bound, const StageTrace& trace) {
     sink = graph_rewrite(sink, &rules, {.ctx = context, .bottom_up = bottom_up, .name = name});
     if (trace) trace(name, sink);
   };
-  if (const auto& opts = KernelInfo::of(sink).opts_to_apply; opts && !opts->empty()) {
-    std::vector<Opt> todo;
+  sink = simplify_ranges(sink);
+  if (trace) trace("simplify ranges", sink);
+  std::vector<Opt> todo;
+  if (const auto& opts = KernelInfo::of(sink).opts_to_apply) {
     for (const Arg& a : *opts) todo.push_back(opt_from_arg(a));
+  } else if (default_opts_if_none) {
+    todo = default_opts(sink);
+  }
+  if (!todo.empty()) {
     sink = apply_opts(sink, todo);
     if (trace) trace("apply opts", sink);
   }
   stage("order effects", rules::order_effects(), nullptr, /*bottom_up=*/true);
+  stage("add loads", rules::add_loads());
   stage("expander", rules::expander());
   stage("reduce to accumulators", rules::reduce_to_acc(), &ctx);
   stage("merge reduce ends", rules::merge_reduce_ends());
   stage("expand broadcast", rules::expand_broadcast());
   stage("devectorize", rules::devectorize());
-  stage("add loads", rules::add_loads());
   stage("move gates from index", rules::move_gates_from_index());
   stage("split ends", rules::split_ends());
   stage("add control flow", rules::add_control_flow());

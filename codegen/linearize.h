@@ -44,10 +44,14 @@ UOp bind_kernel(const UOp& sink, const std::vector<UOp>& buffers);
 bool is_register(const UOp& buffer);
 // The op of a REDUCE over ranges: its arg is the op, or (op, 0) as in a kernel AST.
 Op reduce_op(const UOp& reduce);
-// A bound kernel through the late stages, as a LINEAR program. `trace` (may be empty) sees each
-// stage's name and result (DEBUG prints them; VIZ records every rewrite itself).
+// A bound kernel through the late stages, as a LINEAR program: its loops merged where they index
+// as one (rules/expander.rw simplify_ranges), its KernelInfo's opts_to_apply applied (codegen/
+// opt.h; with none, default_opts when `default_opts_if_none`), then the rule sets above.
+// `trace` (may be empty) sees each stage's name and result (DEBUG prints them; VIZ records every
+// rewrite itself).
 using StageTrace = std::function<void(const std::string& stage, const UOp& result)>;
-UOp linearize_kernel(const UOp& bound, const StageTrace& trace = {});
+UOp linearize_kernel(const UOp& bound, const StageTrace& trace = {},
+                     bool default_opts_if_none = false);
 // The order of a lowered kernel's instructions (tinygrad's linearize): sources before users, and
 // among the orders that allows, the one closest to placing instructions that run fewer times
 // first (by the product of the sizes of their loops), then definitions, loads, other values,

@@ -102,6 +102,10 @@ std::string opt_repr(const Opt& o) {
   return fmt::format("{}({}, {})", o.op == OptOp::Upcast ? "UPCAST" : "UNROLL", o.axis, o.arg);
 }
 
+UOp simplify_ranges(const UOp& sink) {
+  return graph_rewrite(sink, &rules::simplify_ranges(), {.name = "simplify ranges"});
+}
+
 Arg opt_to_arg(const Opt& o) {
   return Arg::tuple({Arg::string(o.op == OptOp::Upcast ? "UPCAST" : "UNROLL"), Arg::integer(o.axis),
                      Arg::integer(o.arg)});
@@ -133,6 +137,30 @@ std::vector<UOp> opt_ranges(const UOp& sink) {
     return std::tuple(opt_position(axis_type_of(a)), ids_of(a)) <
            std::tuple(opt_position(axis_type_of(b)), ids_of(b));
   });
+  return out;
+}
+
+std::vector<Opt> default_opts(const UOp& sink) {
+  std::vector<Opt> out;
+  UOp k = sink;
+  auto take = [&](const Opt& o) {
+    try {
+      k = apply_opt(k, o);
+      out.push_back(o);
+    } catch (const KernelOptError&) {  // this one does not apply: the kernel goes without it
+    }
+  };
+  const std::vector<UOp> rngs = opt_ranges(sink);
+  int outputs = 0;
+  bool reduces = false;
+  for (const UOp& r : rngs) {
+    const AxisType t = axis_type_of(r);
+    if (t == AxisType::Reduce) reduces = true;
+    if (t == AxisType::Weak || t == AxisType::Loop || t == AxisType::Global) ++outputs;
+  }
+  if (outputs > 0) take({OptOp::Upcast, outputs - 1, 4});
+  if (reduces && outputs > 1) take({OptOp::Upcast, 0, 4});
+  if (reduces) take({OptOp::Unroll, 0, 4});
   return out;
 }
 

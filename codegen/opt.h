@@ -29,6 +29,10 @@ std::string opt_repr(const Opt& o);  // "UPCAST(0, 4)"
 Arg opt_to_arg(const Opt& o);
 Opt opt_from_arg(const Arg& a);  // throws KernelOptError for another arg
 
+// The kernel as opts see it: loops merged where the kernel indexes with them as one
+// (rules/expander.rw simplify_ranges, tinygrad's pm_simplify_ranges).
+UOp simplify_ranges(const UOp& sink);
+
 // A kernel's ranges as opts address them (tinygrad's Scheduler.rngs): every RANGE longer than 1,
 // ordered by axis type (loops, then global, warp, local, upcast, group reduce, reduce, unroll),
 // then by id.
@@ -42,6 +46,11 @@ UOp apply_opts(const UOp& sink, std::span<const Opt> opts);
 // The kernel with opts to apply when it is lowered (its KernelInfo's opts_to_apply), as tinygrad's
 // KernelInfo(opts_to_apply=...): a custom kernel's opts by hand.
 UOp with_opts(const UOp& sink, std::span<const Opt> opts);
+
+// The opts a generated kernel gets when it names none (until the optimizer's heuristics and BEAM,
+// issue 15, replace this): the last output axis upcast by 4 and, in a reduction, the first output
+// axis too and the first reduce axis unrolled by 4, each where 4 divides it.
+std::vector<Opt> default_opts(const UOp& sink);
 
 class KernelOptError : public std::runtime_error {
  public:

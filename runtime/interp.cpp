@@ -70,12 +70,21 @@ class Machine {
     }
     return *buffers_.at(slot);
   }
-  // The element an INDEX addresses: bind_kernel refused every access that may leave its buffer,
-  // and a gated load reads only where its gate holds.
+  // A vector value: a load of a SHRINK, or a STACK.
+  static bool is_vector(const UOp& u) {
+    return u.op() == Op::Stack || (u.op() == Op::Load && u.src(0).op() == Op::Shrink);
+  }
+  // The elements a vector address (SHRINK(buffer, (first,), (n,))) spans.
+  static int64_t lanes_of(const UOp& shrink) {
+    return static_cast<int64_t>(shrink.src(2).src(0).arg().as_int());
+  }
+  // The element an INDEX (or the first a SHRINK) addresses: bind_kernel refused every access that
+  // may leave its buffer, and a gated load reads only where its gate holds.
   std::pair<Storage*, int64_t> address(const UOp& index) {
     Storage& s = storage(index.src(0));
     const auto i = static_cast<int64_t>(value(index).as_int());
-    if (i < 0 || i >= s.size)
+    const int64_t last = i + (index.op() == Op::Shrink ? lanes_of(index) - 1 : 0);
+    if (i < 0 || last >= s.size)
       throw std::out_of_range(
           fmt::format("INTERP: access of element {} of a buffer of {}", i, s.size));
     return {&s, i};
@@ -102,21 +111,46 @@ class Machine {
       case Op::Sink:
       case Op::Noop:
         return pc + 1;  // definitions and ordering: nothing to compute
-      case Op::Index:   // an address: the element's position
-        set(u, value(u.src(1)));
+      case Op::Index:
+        if (is_vector(u.src(0))) {  // a lane of a vector value
+          set(u, value(u.src(0)).items()[static_cast<size_t>(value(u.src(1)).as_int())]);
+        } else {  // an address: the element's position
+          set(u, value(u.src(1)));
+        }
         return pc + 1;
+      case Op::Shrink:  // a vector address: its first element's position
+        set(u, value(u.src(1).src(0)));
+        return pc + 1;
+      case Op::Stack: {  // a vector value (or a shape): its sources' values
+        std::vector<Arg> items;
+        for (const UOp& s : u.src()) items.push_back(value(s));
+        set(u, Arg::tuple(std::move(items)));
+        return pc + 1;
+      }
       case Op::Load: {
         if (u.nsrc() == 3 && !value(u.src(2)).as_bool()) {
           set(u, cast_value(u.dtype(), value(u.src(1))));
           return pc + 1;
         }
         auto [s, i] = address(u.src(0));
-        set(u, load_element(*s, i));
+        if (u.src(0).op() != Op::Shrink) {
+          set(u, load_element(*s, i));
+          return pc + 1;
+        }
+        std::vector<Arg> lanes;
+        for (int64_t k = 0; k < lanes_of(u.src(0)); ++k) lanes.push_back(load_element(*s, i + k));
+        set(u, Arg::tuple(std::move(lanes)));
         return pc + 1;
       }
       case Op::Store: {
         auto [s, i] = address(u.src(0));
-        store_element(*s, i, value(u.src(1)));
+        if (u.src(0).op() != Op::Shrink) {
+          store_element(*s, i, value(u.src(1)));
+          return pc + 1;
+        }
+        const Arg& v = value(u.src(1));
+        for (int64_t k = 0; k < lanes_of(u.src(0)); ++k)
+          store_element(*s, i + k, v.items()[static_cast<size_t>(k)]);
         return pc + 1;
       }
       case Op::Cast:

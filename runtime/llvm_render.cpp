@@ -169,15 +169,41 @@ class Emitter {
       case Op::After:  // the buffer once what it orders ran (they ran before it)
         return define(u, val(u.src(0)));
       case Op::Index: {
+        const std::string r = tmp();
+        if (is_vector(u.src(0))) {  // a lane of a vector value
+          line(fmt::format("{} = extractelement {} {}, i64 {}", r, vector_type(u.src(0)),
+                           val(u.src(0)), val(u.src(1))));
+          return define(u, r);
+        }
+        line(fmt::format("{} = getelementptr {}, ptr {}, i64 {}", r, mem_type(u.dtype()),
+                         val(u.src(0)), val(u.src(1))));
+        return define(u, r);
+      }
+      case Op::Shrink: {  // a vector address: its first element's
         const std::string p = tmp();
         line(fmt::format("{} = getelementptr {}, ptr {}, i64 {}", p, mem_type(u.dtype()),
-                         val(u.src(0)), val(u.src(1))));
+                         val(u.src(0)), val(u.src(1).src(0))));
         return define(u, p);
       }
+      case Op::Stack: {  // a vector value, built lane by lane
+        std::string v = "poison";
+        for (size_t k = 0; k < u.nsrc(); ++k) {
+          const std::string r = tmp();
+          line(fmt::format("{} = insertelement {} {}, {} {}, i64 {}", r, vector_type(u), v,
+                           ll_type(u.dtype()), val(u.src(k)), k));
+          v = r;
+        }
+        return define(u, v);
+      }
       case Op::Load:
-        return define(u, load(u));
+        return define(u, u.src(0).op() == Op::Shrink ? vector_load(u) : load(u));
       case Op::Store: {
         const UOp& at = u.src(0);
+        if (at.op() == Op::Shrink) {
+          line(fmt::format("store {} {}, ptr {}, align {}", vector_type(u.src(1)), val(u.src(1)),
+                           val(at), at.dtype().itemsize()));
+          return;
+        }
         const std::string v = to_memory(at.dtype(), val(u.src(1)));
         line(fmt::format("store {} {}, ptr {}", mem_type(at.dtype()), v, val(at)));
         return;
@@ -228,6 +254,23 @@ class Emitter {
     const std::string r = tmp();
     line(fmt::format("{} = select i1 {}, {} {}, {} {}", r, val(u.src(2)), ll_type(u.dtype()), v,
                      ll_type(u.dtype()), val(u.src(1))));
+    return r;
+  }
+
+  // Vector values: a STACK of lanes, or a load of a SHRINK (rules/devectorizer.rw coalesces only
+  // dtypes whose memory and value types agree).
+  static bool is_vector(const UOp& u) {
+    return u.op() == Op::Stack || (u.op() == Op::Load && u.src(0).op() == Op::Shrink);
+  }
+  static std::string vector_type(const UOp& v) {
+    const size_t n =
+        v.op() == Op::Stack ? v.nsrc() : static_cast<size_t>(v.src(0).src(2).src(0).arg().as_int());
+    return fmt::format("<{} x {}>", n, ll_type(v.dtype()));
+  }
+  std::string vector_load(const UOp& u) {
+    const std::string r = tmp();
+    line(fmt::format("{} = load {}, ptr {}, align {}", r, vector_type(u), val(u.src(0)),
+                     u.dtype().itemsize()));
     return r;
   }
 

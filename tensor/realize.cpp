@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "codegen/linearize.h"
+#include "codegen/opt.h"
 #include "dsl/verify.h"
 #include "ir/alu.h"
 #include "ir/builders.h"
@@ -124,7 +125,8 @@ struct Realizer {
     }
     const UOp bound = bind_kernel(sink, bufs);
     CompiledKernel k{.name = KernelInfo::of(sink).name};
-    k.program = lower(bound, k.name);
+    // a kernel that names no opts gets the default ones (none under NOOPT=1, as tinygrad's)
+    k.program = lower(bound, k.name, !noopt());
     if (device == "CPU") {
       const RenderedKernel r = render_llvm(k.program);
       k.fn = cpu_compile(r.ir);
@@ -137,14 +139,14 @@ struct Realizer {
 
   // The late stages (codegen/linearize.h) on a bound kernel: DEBUG=5 prints the program after
   // each, SPEC=1 verifies the result.
-  static UOp lower(const UOp& bound, const std::string& name) {
+  static UOp lower(const UOp& bound, const std::string& name, bool default_opts = false) {
     StageTrace trace;
     if (debug_level() >= 5)
       trace = [&](const std::string& stage, const UOp& u) {
         std::fprintf(stderr, "kernel %s after %s:\n%s\n", name.c_str(), stage.c_str(),
                      render_program(u).c_str());
       };
-    const UOp program = linearize_kernel(bound, trace);
+    const UOp program = linearize_kernel(bound, trace, default_opts);
     if (spec_enabled()) verify(program, rules::spec_program());
     return program;
   }
@@ -781,6 +783,11 @@ int last_compile_count() { return g_compile_count; }
 const std::vector<std::string>& last_kernel_names() { return g_kernel_names; }
 const std::vector<UOp>& last_kernel_asts() { return g_kernel_asts; }
 const std::vector<int64_t>& last_kernel_outputs() { return g_kernel_outputs; }
+
+bool noopt() {
+  const char* v = std::getenv("NOOPT");
+  return v && std::atoi(v) != 0;
+}
 
 int debug_level() {
   const char* d = std::getenv("DEBUG");

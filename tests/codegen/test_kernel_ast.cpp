@@ -709,3 +709,219 @@ TEST_P(KernelAst, MatmulWithUpcastsAndUnroll) {
   EXPECT_EQ(regs, std::vector<int64_t>{8});
   EXPECT_EQ(count(lin, Op::Range), 3);  // 32 x 16 output loops and 32 reduce steps
 }
+
+namespace {
+// Kernels for the opts sweep: each builds its AST over the PARAMs of `inputs` (the output first).
+struct SweepKernel {
+  std::string name;
+  std::vector<Tensor> inputs;
+  std::function<UOp(const Params&)> ast;
+};
+std::vector<SweepKernel> sweep_kernels() {
+  const Tensor a = tensor(ints(2 * 8, 31), {2, 8}), b = tensor(ints(2 * 8, 32), {2, 8});
+  const Tensor m = tensor(ints(4 * 16, 33), {4, 16}), n = tensor(ints(16 * 8, 34), {16, 8});
+  const Tensor col = tensor(ints(4, 35), {4}), row = tensor(ints(8, 36), {8});
+  auto row_reduce = [](Op op, int64_t rows, int64_t cols) {
+    return [=](const Params& p) {
+      const UOp r0 = rng(rows, 0), r1 = red_rng(cols, 1);
+      return ast(kernel_store(at(p[0], r0), reduce(op, at(p[1], r0 * ci(cols) + r1), {r1})), {r0});
+    };
+  };
+  return {
+      {"add (2, 8)",
+       {Tensor::empty({2, 8}), a, b},
+       [](const Params& p) {
+         const UOp r0 = rng(2, 0), r1 = rng(8, 1), i = r0 * ci(8) + r1;
+         return ast(kernel_store(at(p[0], i), at(p[1], i) + at(p[2], i)), {r0, r1});
+       }},
+      {"outer sum (4, 8)",
+       {Tensor::empty({4, 8}), col, row},
+       [](const Params& p) {
+         const UOp r0 = rng(4, 0), r1 = rng(8, 1);
+         return ast(kernel_store(at(p[0], r0 * ci(8) + r1), at(p[1], r0) * at(p[2], r1)), {r0, r1});
+       }},
+      {"row sum (4, 16)", {Tensor::empty({4}), m}, row_reduce(Op::Add, 4, 16)},
+      {"row max (4, 16)", {Tensor::empty({4}), m}, row_reduce(Op::Max, 4, 16)},
+      {"row product (4, 16)",
+       {Tensor::empty({4}), m.cast(dtypes::int32).realize()},
+       row_reduce(Op::Mul, 4, 16)},
+      {"half row sum (4, 16)",
+       {Tensor::empty({4}, dtypes::float16), m.cast(dtypes::float16)},
+       row_reduce(Op::Add, 4, 16)},
+      {"matmul (4, 16) @ (16, 8)",
+       {Tensor::empty({4, 8}), m, n},
+       [](const Params& p) { return matmul_reduce_ast(p, 4, 16, 8); }},
+      {"arange 16",
+       {Tensor::empty({16}, dtypes::int32)},
+       [](const Params& p) {
+         const UOp r0 = rng(16, 0);
+         return ast(kernel_store(at(p[0], r0), r0.cast(dtypes::int32)), {r0});
+       }},
+      {"padded read 8 of 4",
+       {Tensor::empty({8}), col},
+       [](const Params& p) {
+         const UOp r0 = rng(8, 0);
+         return ast(kernel_store(at(p[0], r0), padded_read(p[1], r0.lt(ci(4)), r0)), {r0});
+       }},
+  };
+}
+// The opt lists to sweep: none, each valid single opt, and each valid pair.
+std::vector<std::vector<Opt>> opt_lists(const UOp& kernel) {
+  std::vector<Opt> singles;
+  for (int axis = 0; axis < 3; ++axis)
+    for (int64_t n : {0, 2, 4, 8}) singles.push_back(upcast(axis, n));
+  for (int64_t n : {0, 2, 4, 8}) singles.push_back(unroll(0, n));
+  auto valid = [&](const std::vector<Opt>& o) {
+    try {
+      apply_opts(kernel, o);
+      return true;
+    } catch (const KernelOptError&) {
+      return false;
+    }
+  };
+  std::vector<std::vector<Opt>> out{{}};
+  for (const Opt& x : singles) {
+    if (!valid({x})) continue;
+    out.push_back({x});
+    for (const Opt& y : singles)
+      if (valid({x, y})) out.push_back({x, y});
+  }
+  return out;
+}
+}  // namespace
+
+// Every valid opt list (none, one, two) on each kernel computes what the kernel without opts
+// computes, on INTERP (the reference) and on CPU.
+TEST(Opts, EveryOptListGivesTheValuesOfNoOpts) {
+  int compared = 0;
+  for (const SweepKernel& k : sweep_kernels()) {
+    Params shapes;
+    for (size_t i = 0; i < k.inputs.size(); ++i) shapes.push_back(param_like(k.inputs[i].uop(), i));
+    const UOp plain = simplify_ranges(k.ast(shapes));  // the kernel the opts apply to
+    std::vector<double> want;
+    for (const std::vector<Opt>& o : opt_lists(plain)) {
+      std::string what = k.name;
+      for (const Opt& x : o) what += " " + opt_repr(x);
+      SCOPED_TRACE(what);
+      for (const char* dev : {"INTERP", "CPU"}) {
+        if (!device_available(dev)) continue;
+        set_default_device(dev);
+        // a fresh output each run (the kernel writes its first argument in place)
+        std::vector<Tensor> args = k.inputs;
+        args[0] = Tensor::empty(args[0].shape(), args[0].dtype());
+        const std::vector<double> got =
+            custom_kernel(args, [&](const Params& p) { return with_opts(k.ast(p), o); })[0]
+                .to_doubles();
+        set_default_device("");
+        if (want.empty()) want = got;
+        EXPECT_EQ(got, want) << dev;
+        ++compared;
+      }
+    }
+  }
+  EXPECT_GT(compared, 100);
+}
+
+// ---- memory coalescing: tinygrad's expectations (test/opt/test_gen_float4.py)
+
+namespace {
+// A kernel AST lowered with `o` (its PARAMs bound to buffers of their sizes).
+UOp lowered(const UOp& kernel, const std::vector<Opt>& o) {
+  const UOp ast = with_opts(kernel, o);
+  std::map<int64_t, UOp> by_slot;
+  for (const UOp& u : toposort(ast))
+    if (u.op() == Op::Param)
+      by_slot.emplace(static_cast<int64_t>(u.arg().field("slot").as_int()), u);
+  std::vector<UOp> bufs;
+  for (const auto& [slot, p] : by_slot) {
+    int64_t n = 1;
+    for (const SInt& d : p.shape()) n *= d.value();
+    bufs.push_back(UOp::make(
+        Op::Buffer, p.dtype(), {},
+        Arg::record("ParamArg", {{"slot", Arg::integer(slot)}, {"size", Arg::integer(n)}})));
+  }
+  return linearize_kernel(bind_kernel(ast, bufs));
+}
+// The kernel the last realize ran, lowered with `o`.
+UOp lowered_last_kernel(const std::vector<Opt>& o) {
+  EXPECT_EQ(last_kernel_asts().size(), 1u);
+  return lowered(last_kernel_asts().at(0), o);
+}
+// (vector loads, vector stores) of n lanes of dtype d in a program
+std::pair<int, int> vector_accesses(const UOp& lin, DType d = dtypes::float32, int64_t n = 4) {
+  auto lanes = [&](const UOp& shrink) {
+    return shrink.op() == Op::Shrink && shrink.src(2).src(0).arg().as_int() == n;
+  };
+  int loads = 0, stores = 0;
+  for (const UOp& u : lin.src()) {
+    if (u.op() == Op::Load && lanes(u.src(0)) && u.dtype() == d) ++loads;
+    if (u.op() == Op::Store && lanes(u.src(0)) && u.src(1).dtype() == d) ++stores;
+  }
+  return {loads, stores};
+}
+Tensor realized(Dims shape) { return Tensor::empty(std::move(shape)).realize(); }
+}  // namespace
+
+TEST(Coalescing, Float4Basic) {
+  (realized({2, 8}) + realized({2, 8})).realize();
+  EXPECT_EQ(vector_accesses(lowered_last_kernel({upcast(0, 4)})), std::pair(2, 1));
+}
+TEST(Coalescing, Float4Multidim) {
+  (realized({2, 8}) + realized({2, 8})).realize();
+  EXPECT_EQ(vector_accesses(lowered_last_kernel({upcast(0, 4), upcast(0, 2)})), std::pair(4, 2));
+}
+TEST(Coalescing, Float4UnalignedLoad) {
+  const Tensor a = realized({9}).shrink({{1, 9}}), b = realized({9}).shrink({{1, 9}});
+  (a + b).realize();
+  EXPECT_EQ(vector_accesses(lowered_last_kernel({upcast(0, 4)})), std::pair(0, 1));
+}
+TEST(Coalescing, Float4MultidimUnalignedLoad) {
+  const Tensor a = realized({2, 9}).shrink({{0, 2}, {1, 9}}),
+               b = realized({2, 9}).shrink({{0, 2}, {1, 9}});
+  (a + b).realize();
+  EXPECT_EQ(vector_accesses(lowered_last_kernel({upcast(1, 4), upcast(1, 2)})), std::pair(0, 2));
+}
+TEST(Coalescing, Float4Expand) {
+  const Tensor a = realized({9}).shrink({{1, 9}});
+  const Tensor b = realized({2}).reshape({2, 1}).expand({2, 4}).reshape({8});
+  (a + b).realize();
+  EXPECT_EQ(vector_accesses(lowered_last_kernel({upcast(0, 4)})), std::pair(0, 1));
+}
+TEST(Coalescing, Float4Heterogeneous) {
+  (realized({8}) + realized({9}).shrink({{1, 9}})).realize();
+  EXPECT_EQ(vector_accesses(lowered_last_kernel({upcast(0, 4)})), std::pair(1, 1));
+}
+// tinygrad's arange(32) kernel (out[i] = i; Tensor::arange fills its buffer on the host) with
+// UPCAST(0, 4): one 4-wide int store, no loads
+TEST(Coalescing, ArangeUpcastStoresInt4) {
+  const UOp out = param_like(Tensor::empty({32}, dtypes::int32).uop(), 0), r0 = rng(32, 0);
+  const UOp lin =
+      lowered(ast(kernel_store(at(out, r0), r0.cast(dtypes::int32)), {r0}), {upcast(0, 4)});
+  EXPECT_EQ(vector_accesses(lin, dtypes::int32), std::pair(0, 1));
+  EXPECT_EQ(count(lin, Op::Load), 0);
+}
+// tinygrad's 64x64 matmul with UPCAST(1, 4), UPCAST(0, 2), UNROLL(0, 2): 8 accumulators, 2-wide
+// loads of A, 4-wide loads of B, two 4-wide stores
+TEST(Coalescing, MatmulUpcastsAndUnroll) {
+  realized({64, 64}).matmul(realized({64, 64})).realize();
+  const UOp lin = lowered_last_kernel({upcast(1, 4), upcast(0, 2), unroll(0, 2)});
+  std::vector<int64_t> regs;
+  for (const UOp& u : lin.src())
+    if (u.op() == Op::Buffer && is_register(u))
+      regs.push_back(static_cast<int64_t>(u.arg().field("size").as_int()));
+  EXPECT_EQ(regs, std::vector<int64_t>{8});
+  EXPECT_EQ(vector_accesses(lin, dtypes::float32, 2).first, 2);  // A: 2 rows x 2 unrolled
+  int b_loads = 0, out_stores = 0;
+  for (const UOp& u : lin.src()) {
+    if (u.op() == Op::Load && u.src(0).op() == Op::Shrink &&
+        !is_register(u.src(0).src(0).op() == Op::After ? u.src(0).src(0).src(0)
+                                                       : u.src(0).src(0)) &&
+        u.src(0).src(2).src(0).arg().as_int() == 4)
+      ++b_loads;
+    if (u.op() == Op::Store && u.src(0).op() == Op::Shrink && u.src(0).src(0).op() == Op::Buffer &&
+        !is_register(u.src(0).src(0)))
+      ++out_stores;
+  }
+  EXPECT_EQ(b_loads, 2);     // B: 4 columns x 2 unrolled rows
+  EXPECT_EQ(out_stores, 2);  // two rows of 4
+}

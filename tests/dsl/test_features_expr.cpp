@@ -484,8 +484,8 @@ TEST(RwExprFeatures, ShippedRangeifyIndexMath) {
 
 // rules/reduce.rw's reduce_to_acc, in both executors: a REDUCE becomes a one-element
 // register buffer (a new slot each) set to the op's identity, updated by a store inside the
-// REDUCE's loops (an AFTER of the set and the loops' ranges), and read after them (an AFTER of
-// the loop's END, tagged mergeable).
+// REDUCE's loops (an AFTER of the set and the loops' ranges), and read (a LOAD) after them (an
+// AFTER of the loop's END, tagged mergeable).
 TEST(RwExprFeatures, ShippedReduceToAccumulator) {
   const Shipped acc = shipped("reduce.rw", "reduce_to_acc");
   ASSERT_TRUE(acc.compiled && acc.interpreted);
@@ -510,11 +510,12 @@ TEST(RwExprFeatures, ShippedReduceToAccumulator) {
       auto element = [](const UOp& b) { return UOp::make(Op::Index, b.dtype(), {b, c(0)}); };
       const UOp set = UOp::make(Op::Store, dtypes::void_, {element(reg), identity});
       const UOp inside = reg.after({set, r});
+      auto held = [&](const UOp& b) { return UOp::make(Op::Load, b.dtype(), {element(b)}); };
       const UOp update =
-          UOp::make(Op::Store, dtypes::void_, {element(inside), element(inside).alu(op, {x})});
+          UOp::make(Op::Store, dtypes::void_, {element(inside), held(inside).alu(op, {x})});
       const UOp end =
           UOp::make(Op::End, dtypes::void_, {update, r}).with_tag(Arg::string("mergeable"));
-      const UOp want = element(reg.after({end}));
+      const UOp want = held(reg.after({end}));
       EXPECT_TRUE(got->as_uop() == want) << got->repr() << "\nwant: " << want.repr(4);
     }
   }

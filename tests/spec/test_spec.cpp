@@ -1295,6 +1295,11 @@ TEST(Spec, ProgramsPassTheProgramVerifierAndItsTableEqualsIt) {
       {"a store writes a value of its element's dtype",
        make(Op::Store, dtypes::void_, {idx, UOp::cint(1, dtypes::int32)})},
       {"AFTER orders a buffer", make(Op::After, dtypes::float32, {ld, ld})},
+      {"a lane of a vector is a constant position of its dtype",
+       make(Op::Index, dtypes::float32, {make(Op::Stack, dtypes::float32, {ld, ld}), r0})},
+      {"a vector access is a SHRINK of a buffer at one position",  // of a value
+       make(Op::Load, dtypes::float32,
+            {make(Op::Shrink, dtypes::float32, {ld, shape_to_uop({0}), shape_to_uop({1})})})},
   };
   expect_refused("spec_program", "program", cases, true);
 }
