@@ -925,3 +925,14 @@ TEST(Coalescing, MatmulUpcastsAndUnroll) {
   EXPECT_EQ(b_loads, 2);     // B: 4 columns x 2 unrolled rows
   EXPECT_EQ(out_stores, 2);  // two rows of 4
 }
+
+// Loops that index as one merge (tinygrad's pm_simplify_ranges): a contiguous (2, 3, 4) add runs
+// one loop of 24; a transposed read keeps its two loops (merged, it would need a division)
+TEST(Coalescing, NestedRangesThatFuseGiveOneRange) {
+  (realized({2, 3, 4}) + realized({2, 3, 4})).realize();
+  EXPECT_EQ(count(lowered_last_kernel({}), Op::Range), 1);
+  (realized({2, 8}) + realized({2, 8})).realize();
+  EXPECT_EQ(count(lowered_last_kernel({}), Op::Range), 1);
+  (realized({4, 8}) + realized({8, 4}).transpose()).realize();
+  EXPECT_EQ(count(lowered_last_kernel({}), Op::Range), 2);
+}
