@@ -1,6 +1,5 @@
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <unordered_map>
 
 #include "ir/graph.h"
@@ -43,9 +42,11 @@ LambdaMatcher tracker(const std::string& phase) {
   return m;
 }
 
-LambdaMatcher ping_pong() {
+// (`fired`, when given, counts its rewrites)
+LambdaMatcher ping_pong(int* fired = nullptr) {
   LambdaMatcher m("ping_pong");
-  m.add({Op::Const}, [](RewriteContext&, const UOp& x) {
+  m.add({Op::Const}, [fired](RewriteContext&, const UOp& x) {
+    if (fired) ++*fired;
     if (x.arg() == Arg::integer(3)) return x.with_arg(Arg::integer(4));
     if (x.arg() == Arg::integer(4)) return x.with_arg(Arg::integer(3));
     return UOp();
@@ -132,27 +133,31 @@ TEST(GraphRewrite, ContextReachesRules) {
 // ---- infinite loops
 // --------------------------------------------------------------------------------
 
+// Promptly: within a bounded number of rewrites (counted, not timed: a loaded machine must not
+// fail it)
 TEST(GraphRewrite, PingPongIsAnInfiniteLoopPromptly) {
-  LambdaMatcher pm = ping_pong();
   for (bool bottom_up : {false, true}) {
-    const auto t0 = std::chrono::steady_clock::now();
+    int fired = 0;
+    LambdaMatcher pm = ping_pong(&fired);
     try {
       graph_rewrite(UOp::cint(3, dtypes::int32), &pm, {.bottom_up = bottom_up});
       FAIL() << "expected an infinite loop error";
     } catch (const RewriteError& e) {
       EXPECT_NE(std::string(e.what()).find("infinite loop"), std::string::npos) << e.what();
     }
-    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(500));
+    EXPECT_LT(fired, 100000);
   }
 }
 
 TEST(GraphRewrite, RunawayGrowthIsAnInfiniteLoop) {
   LambdaMatcher grow("grow");  // every const k becomes k+1: never a fixed point, never a cycle
-  grow.add({Op::Const},
-           [](RewriteContext&, const UOp& x) { return x.const_like(x.arg().as_int() + 1); });
-  const auto t0 = std::chrono::steady_clock::now();
+  int fired = 0;
+  grow.add({Op::Const}, [&fired](RewriteContext&, const UOp& x) {
+    ++fired;
+    return x.const_like(x.arg().as_int() + 1);
+  });
   EXPECT_THROW(graph_rewrite(UOp::cint(0), &grow), RewriteError);
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
+  EXPECT_LT(fired, 1000000);  // stopped after a bounded number of rewrites
 }
 
 TEST(GraphRewrite, ReplacementContainingItselfIsAnInfiniteLoop) {
