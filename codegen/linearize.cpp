@@ -6,8 +6,10 @@
 #include <queue>
 #include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "codegen/opt.h"
+#include "ir/axis.h"
 #include "ir/builders.h"
 #include "ir/graph.h"
 #include "ir/kernel_info.h"
@@ -64,32 +66,36 @@ class KernelBinder {
             "supported; store where the gate holds inside the loops instead");
       bound_.emplace(u, u.nsrc() ? u.with_src(src) : u);
     }
-    const UOp bound = value_of(root);
-    check_reads_of_writes(bound);
-    return bound;
+    return value_of(root);
+  }
+
+  // Within one of the kernel's effects (its SINK's sources, which run in order), a buffer the
+  // effect writes may be read only at an element it is written at (a read-modify-write): the
+  // loops run in no defined order, so another element may or may not be written yet.
+  void check_reads_of_writes(const UOp& bound) const {
+    auto slot = [](const UOp& index) {
+      return static_cast<int64_t>(index.src(0).arg().field("slot").as_int());
+    };
+    for (const UOp& effect : bound.src()) {
+      std::unordered_map<int64_t, std::vector<UOp>> written;  // slot -> the indexes stored to
+      const std::vector<UOp> nodes = toposort(effect);
+      for (const UOp& u : nodes)
+        if (u.op() == Op::Store) written[slot(u.src(0))].push_back(u.src(0));
+      for (const UOp& u : nodes) {
+        if (u.op() != Op::Index || u.src(0).op() != Op::Buffer) continue;
+        auto it = written.find(slot(u));
+        if (it == written.end() ||
+            std::find(it->second.begin(), it->second.end(), u) != it->second.end())
+          continue;
+        throw GraphError(fmt::format(
+            "kernel '{}': buffer {} is read at other elements than the ones the kernel writes "
+            "(at {}); the order of its loops is not defined: write to another buffer",
+            name_, slot(u), render(u.src(1))));
+      }
+    }
   }
 
  private:
-  // A buffer the kernel writes may be read only at an element it is written at (a read-modify-
-  // write): the loops run in no defined order, so another element may or may not be written yet.
-  void check_reads_of_writes(const UOp& bound) const {
-    std::unordered_map<int64_t, std::vector<UOp>> written;  // slot -> the indexes stored to
-    const std::vector<UOp> nodes = toposort(bound);
-    auto slot = [](const UOp& index) { return index.src(0).arg().field("slot").as_int(); };
-    for (const UOp& u : nodes)
-      if (u.op() == Op::Store) written[static_cast<int64_t>(slot(u.src(0)))].push_back(u.src(0));
-    for (const UOp& u : nodes) {
-      if (u.op() != Op::Index || u.src(0).op() != Op::Buffer) continue;
-      auto it = written.find(static_cast<int64_t>(slot(u)));
-      if (it == written.end() ||
-          std::find(it->second.begin(), it->second.end(), u) != it->second.end())
-        continue;
-      throw GraphError(fmt::format(
-          "kernel '{}': buffer {} is read at other elements than the ones the kernel writes "
-          "(at {}); the order of its loops is not defined: write to another buffer",
-          name_, static_cast<int64_t>(slot(u)), render(u.src(1))));
-    }
-  }
   UOp buffer(const UOp& param) const {
     const size_t k = slot_of(param);
     if (k >= buffers_.size())
@@ -207,9 +213,50 @@ class KernelBinder {
 
 }  // namespace
 
+namespace {
+// A bound kernel's effects: STOREs into an element of a parameter's buffer, ENDs of RANGEs around
+// effects (each RANGE closed by one END: a loop is one place in the program), GROUPs of effects.
+void check_effects(const UOp& sink) {
+  std::unordered_map<UOp, int> ends;
+  std::vector<UOp> work(sink.src().begin(), sink.src().end());
+  std::unordered_set<UOp> seen;
+  while (!work.empty()) {
+    const UOp e = work.back();
+    work.pop_back();
+    if (!seen.insert(e).second) continue;
+    switch (e.op()) {
+      case Op::Store:
+        if (e.src(0).op() != Op::Index || e.src(0).src(0).op() != Op::Buffer)
+          throw GraphError("custom kernel: a STORE must write an element of a parameter");
+        break;
+      case Op::End:
+        for (size_t k = 1; k < e.nsrc(); ++k) {
+          if (e.src(k).op() != Op::Range) throw GraphError("custom kernel: END closes RANGEs only");
+          if (++ends[e.src(k)] > 1)
+            throw GraphError(fmt::format(
+                "custom kernel: the RANGE {} is closed by two ENDs; give each loop its own RANGE",
+                range_label(e.src(k))));
+        }
+        work.push_back(e.src(0));
+        break;
+      case Op::Group:
+        work.insert(work.end(), e.src().begin(), e.src().end());
+        break;
+      default:
+        throw GraphError(
+            fmt::format("custom kernel: {} is not an effect (STORE, END, GROUP)", op_name(e.op())));
+    }
+  }
+}
+}  // namespace
+
 UOp bind_kernel(const UOp& sink, const std::vector<UOp>& buffers) {
   if (sink.op() != Op::Sink) throw GraphError("custom kernel: the body must be a SINK");
-  return KernelBinder(buffers, KernelInfo::of(sink).name).bind(sink);
+  KernelBinder binder(buffers, KernelInfo::of(sink).name);
+  const UOp bound = binder.bind(sink);
+  check_effects(bound);
+  binder.check_reads_of_writes(bound);
+  return bound;
 }
 
 namespace {
@@ -276,6 +323,20 @@ void check_scopes(const std::vector<UOp>& order) {
 }
 
 }  // namespace
+
+// A loop is one place in the program: a RANGE two reductions still close apart (one reduces the
+// other's result over the same RANGE) is refused, not ordered.
+void check_one_end_per_range(const UOp& sink) {
+  std::unordered_map<UOp, int> ends;
+  for (const UOp& u : toposort(sink))
+    if (u.op() == Op::End)
+      for (size_t k = 1; k < u.nsrc(); ++k)
+        if (++ends[u.src(k)] > 1)
+          throw GraphError(fmt::format(
+              "kernel '{}': the RANGE {} is looped over twice (a reduction over another's result "
+              "over the same RANGE); give each reduction its own RANGE",
+              KernelInfo::of(sink).name, range_label(u.src(k))));
+}
 
 std::vector<UOp> linearize(const UOp& sink) {
   const std::vector<UOp> topo = toposort(sink);
@@ -349,6 +410,7 @@ UOp linearize_kernel(const UOp& bound, const StageTrace& trace, bool default_opt
   stage("expander", rules::expander());
   stage("reduce to accumulators", rules::reduce_to_acc(), &ctx);
   stage("merge reduce ends", rules::merge_reduce_ends());
+  check_one_end_per_range(sink);
   stage("expand broadcast", rules::expand_broadcast());
   stage("devectorize", rules::devectorize());
   stage("move gates from index", rules::move_gates_from_index());

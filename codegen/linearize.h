@@ -1,8 +1,14 @@
 // Late codegen: a kernel AST (or custom kernel) bound to buffers becomes a LINEAR program, the one
-// program form every device runs (INTERP executes it, CPU renders it to LLVM IR). The stages are
-// rule sets, in tinygrad's order (codegen/__init__.py full_rewrite_to_sink):
-//   rules/reduce.rw     reduce_to_acc, merge_reduce_ends: REDUCEs become register accumulators
-//   rules/linearize.rw  add_loads, move_gates_from_index, split_ends, add_control_flow
+// program form every device runs (INTERP executes it, CPU renders it to LLVM IR). The stages,
+// in tinygrad's order (codegen/__init__.py full_rewrite_to_sink), are rule sets:
+//   rules/expander.rw     simplify_ranges (loop merging); then the opts (codegen/opt.h)
+//   rules/linearize.rw    order_effects (a SINK's and GROUP's effects in order)
+//   rules/devectorizer.rw add_loads
+//   rules/expander.rw     expander: UPCAST/UNROLL ranges become vector lanes
+//   rules/reduce.rw       reduce_to_acc, merge_reduce_ends: REDUCEs become register accumulators
+//   rules/devectorizer.rw expand_broadcast, devectorize (one scalar op per lane, memory
+//                         coalescing into vector LOADs/STOREs of SHRINK(buffer, first, n))
+//   rules/linearize.rw    move_gates_from_index, split_ends, add_control_flow
 // then `linearize` orders the graph (a priority toposort, tinygrad's linearizer). The program:
 //   BUFFER                           a buffer (a negative slot: a register of the run)
 //   CONST, ALU ops, CAST, BITCAST    compute a value from earlier instructions
@@ -10,8 +16,11 @@
 //                                    instruction the loop must follow, control flow only)
 //   END(effect, range)               closes the loop of that RANGE
 //   INDEX(buffer, i)                 the address of element i
-//   LOAD(index[, alt, gate])         reads it (where gate holds; alt elsewhere)
-//   STORE(index, value)              writes it
+//   SHRINK(buffer, (i,), (n,))       the address of elements i..i+n-1 (a vector access)
+//   LOAD(address[, alt, gate])       reads it (where gate holds; alt elsewhere); a vector for a
+//                                    SHRINK, whose lane k is INDEX(load, k)
+//   STACK(lanes...)                  a vector value
+//   STORE(address, value)            writes it
 //   AFTER(buffer, deps...)           the buffer once deps ran (ordering only)
 //   GROUP, SINK                      bundles of effects (ordering only)
 // Each instruction runs once per iteration of the loops around it.
@@ -36,8 +45,9 @@ namespace tinyrw {
 // checked to stay inside its buffer (an index over an empty range is never computed; a gated
 // read is checked only where its gate holds: the expressions that clauses x < c, c < x,
 // !(x < c), !(c < x) of the gate bound are narrowed); a gated read keeps its gate on the flat
-// index, INDEX(BUFFER, where(valid, i, Invalid)). A kernel that reads a buffer it also writes
-// may read only the element it writes (the order of other reads is not defined: it is refused).
+// index, INDEX(BUFFER, where(valid, i, Invalid)). Within one of the SINK's effects, a buffer the
+// effect writes may be read only at the elements it writes (the order of other reads is not
+// defined: it is refused); a malformed effect or a RANGE closed by two ENDs is refused too.
 UOp bind_kernel(const UOp& sink, const std::vector<UOp>& buffers);
 // A register of the run (a BUFFER whose addrspace is REG: rules/reduce.rw's accumulators), not an
 // argument.

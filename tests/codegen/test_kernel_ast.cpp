@@ -936,3 +936,82 @@ TEST(Coalescing, NestedRangesThatFuseGiveOneRange) {
   (realized({4, 8}) + realized({8, 4}).transpose()).realize();
   EXPECT_EQ(count(lowered_last_kernel({}), Op::Range), 2);
 }
+
+// ---- effects in order, loops, and what late codegen refuses
+
+// three effects in a chain: each runs once (the middle one read-modify-writes)
+TEST_P(KernelAst, ThreeOrderedEffectsRunOnceEach) {
+  auto k = [](const Params& p) {
+    const UOp x = at(p[0], ci(0)), y = at(p[1], ci(0)), z = at(p[2], ci(0));
+    return kernel_sink(
+        {kernel_store(y, x), kernel_store(x, x + x.const_like(10.0)), kernel_store(z, x + y)});
+  };
+  std::vector<Tensor> r =
+      custom_kernel({tensor({1}, {1}), Tensor::empty({1}), Tensor::empty({1})}, k);
+  EXPECT_EQ(r[0].to_doubles(), (D{11}));
+  EXPECT_EQ(r[1].to_doubles(), (D{1}));
+  EXPECT_EQ(r[2].to_doubles(), (D{12}));
+}
+
+// a later effect may read other elements of a buffer an earlier one wrote (they run in order)
+TEST_P(KernelAst, ALaterPassReadsWhatAnEarlierOneWrote) {
+  auto k = [](const Params& p) {
+    const UOp i = rng(4, 0), j = rng(4, 1);
+    return kernel_sink(
+        {kernel_end(kernel_store(at(p[0], i), at(p[1], i) * at(p[1], i).const_like(2.0)), {i}),
+         kernel_end(kernel_store(at(p[1], j), at(p[0], ci(3) - j)), {j})});
+  };
+  std::vector<Tensor> r = custom_kernel({Tensor::empty({4}), tensor({1, 2, 3, 4}, {4})}, k);
+  EXPECT_EQ(r[0].to_doubles(), (D{2, 4, 6, 8}));
+  EXPECT_EQ(r[1].to_doubles(), (D{8, 6, 4, 2}));
+}
+
+// a reduction over another's result over the same RANGE is not merged with it (it must run
+// after) and is refused (a loop is one place in the program); over its own RANGE it runs
+TEST_P(KernelAst, AReductionOfAReductionOverOneRangeIsRefused) {
+  auto k = [](const Params& p, bool own) {
+    const UOp r = red_rng(4, 0), s = own ? red_rng(4, 1) : r;
+    return kernel_sink({kernel_store(
+        at(p[0], ci(0)), reduce(Op::Add, at(p[1], r) - reduce(Op::Add, at(p[1], s), {s}), {r}))});
+  };
+  auto run = [&](bool own) {
+    return custom_kernel({Tensor::empty({1}), tensor({1, 2, 3, 4}, {4})},
+                         [&](const Params& p) { return k(p, own); })[0]
+        .to_doubles();
+  };
+  expect_error<GraphError>([&] { run(false); }, "is looped over twice");
+  EXPECT_EQ(run(true), (D{-30}));  // sum_k (x_k - 10) = 10 - 40
+}
+
+// a product over a broadcast axis with the default opts (an upcast of the output, an unroll of
+// the reduction the value does not vary along): every term counts
+TEST_P(KernelAst, ProductOverABroadcastAxisWithDefaultOpts) {
+  const Tensor a = tensor({1, 2, 1, 1}, {4});
+  EXPECT_EQ(a.reshape({4, 1}).expand({4, 16}).prod({1}).to_doubles(), (D{1, 65536, 1, 1}));
+}
+
+// refused: a RANGE closed by two ENDs; an opt that splits a loop the store's index ignores
+TEST(LateCodegen, RefusesWhatItCannotOrder) {
+  const Params p = params({{4}, {4}});
+  const UOp i = rng(4, 0);
+  expect_error<GraphError>(
+      [&] {
+        program(kernel_sink({kernel_end(kernel_store(at(p[0], i), at(p[1], i)), {i}),
+                             kernel_end(kernel_store(at(p[1], i), at(p[1], i)), {i})}),
+                {4, 4});
+      },
+      "is closed by two ENDs");
+  const Params g = params({{2, 2}, {2, 4}, {4, 2}});
+  auto gemm = [&](const std::vector<Opt>& o) {  // out[i, j] accumulated over a WEAK loop k
+    const UOp r0 = rng(2, 0), r1 = rng(2, 1), k = rng(4, 2), c = at(g[0], r0 * ci(2) + r1);
+    const UOp acc =
+        kernel_end(kernel_store(c, c + at(g[1], r0 * ci(4) + k) * at(g[2], k * ci(2) + r1)), {k});
+    return with_opts(kernel_sink({kernel_end(acc, {r0, r1})}), o);
+  };
+  EXPECT_NO_THROW(program(gemm({}), {4, 8, 8}));
+  expect_error(
+      [&] {
+        program(gemm({upcast(2, 4)}), {4, 8, 8});
+      },
+      "lanes of a store would write one element");
+}
