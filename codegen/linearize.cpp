@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <optional>
 #include <queue>
 #include <tuple>
@@ -30,10 +31,20 @@ bool is_register(const UOp& buffer) {
   return space && space->is_string() && space->as_string() == "REG";
 }
 
-Op reduce_op(const UOp& reduce) {
-  const Arg& a = reduce.arg();
-  if (a.is_tuple() && !a.items().empty()) return a.items()[0].as_op();
-  return a.as_op();
+std::vector<UOp> param_buffers(const UOp& sink) {
+  std::map<int64_t, UOp> by_slot;
+  for (const UOp& u : toposort(sink))
+    if (u.op() == Op::Param)
+      by_slot.emplace(static_cast<int64_t>(u.arg().field("slot").as_int()), u);
+  std::vector<UOp> bufs;
+  for (const auto& [slot, p] : by_slot) {
+    int64_t n = 1;
+    for (const SInt& d : p.shape()) n *= d.value();
+    bufs.push_back(UOp::make(
+        Op::Buffer, p.dtype(), {},
+        Arg::record("ParamArg", {{"slot", Arg::integer(slot)}, {"size", Arg::integer(n)}})));
+  }
+  return bufs;
 }
 
 namespace {

@@ -52,8 +52,9 @@ UOp bind_kernel(const UOp& sink, const std::vector<UOp>& buffers);
 // A register of the run (a BUFFER whose addrspace is REG: rules/reduce.rw's accumulators), not an
 // argument.
 bool is_register(const UOp& buffer);
-// The op of a REDUCE over ranges: its arg is the op, or (op, 0) as in a kernel AST.
-Op reduce_op(const UOp& reduce);
+// The BUFFERs a kernel AST's PARAMs stand for, by slot (slot k at position k): each of its
+// PARAM's dtype and element count, for compiling a kernel before any storage exists.
+std::vector<UOp> param_buffers(const UOp& sink);
 // A bound kernel through the late stages, as a LINEAR program: its loops merged where they index
 // as one (rules/expander.rw simplify_ranges), its KernelInfo's opts_to_apply applied (codegen/
 // opt.h; with none, default_opts when `default_opts_if_none`), then the rule sets above.

@@ -112,18 +112,7 @@ struct Realizer {
   static const CompiledKernel& compile(const UOp& sink, const std::string& device) {
     auto& cache = g_compiled[device];
     if (auto it = cache.find(sink); it != cache.end()) return it->second;
-    std::map<int64_t, UOp> by_slot;
-    for (const UOp& u : toposort(sink))
-      if (u.op() == Op::Param)
-        by_slot.emplace(static_cast<int64_t>(u.arg().field("slot").as_int()), u);
-    std::vector<UOp> bufs;
-    for (const auto& [slot, p] : by_slot) {
-      const int64_t size = p.src(0).src(0).arg().as_int();
-      bufs.push_back(UOp::make(
-          Op::Buffer, p.dtype(), {},
-          Arg::record("ParamArg", {{"slot", Arg::integer(slot)}, {"size", Arg::integer(size)}})));
-    }
-    const UOp bound = bind_kernel(sink, bufs);
+    const UOp bound = bind_kernel(sink, param_buffers(sink));
     CompiledKernel k{.name = KernelInfo::of(sink).name};
     // a kernel that names no opts gets the default ones (none under NOOPT=1, as tinygrad's)
     k.program = lower(bound, k.name, !noopt());

@@ -828,19 +828,7 @@ namespace {
 // A kernel AST lowered with `o` (its PARAMs bound to buffers of their sizes).
 UOp lowered(const UOp& kernel, const std::vector<Opt>& o) {
   const UOp ast = with_opts(kernel, o);
-  std::map<int64_t, UOp> by_slot;
-  for (const UOp& u : toposort(ast))
-    if (u.op() == Op::Param)
-      by_slot.emplace(static_cast<int64_t>(u.arg().field("slot").as_int()), u);
-  std::vector<UOp> bufs;
-  for (const auto& [slot, p] : by_slot) {
-    int64_t n = 1;
-    for (const SInt& d : p.shape()) n *= d.value();
-    bufs.push_back(UOp::make(
-        Op::Buffer, p.dtype(), {},
-        Arg::record("ParamArg", {{"slot", Arg::integer(slot)}, {"size", Arg::integer(n)}})));
-  }
-  return linearize_kernel(bind_kernel(ast, bufs));
+  return linearize_kernel(bind_kernel(ast, param_buffers(ast)));
 }
 // The kernel the last realize ran, lowered with `o`.
 UOp lowered_last_kernel(const std::vector<Opt>& o) {
