@@ -17,6 +17,7 @@
 #include "ir/render.h"
 #include "ir/rewrite.h"
 #include "rules/helpers/kernel.h"
+#include "rules_gen/decompositions.h"
 #include "rules_gen/devectorizer.h"
 #include "rules_gen/expander.h"
 #include "rules_gen/linearize.h"
@@ -71,10 +72,6 @@ class KernelBinder {
       }
       std::vector<UOp> src;
       for (const UOp& s : u.src()) src.push_back(value_of(s));
-      if (u.op() == Op::Store && src[0].op() == Op::Index && is_gated_index(src[0].src(1)))
-        throw GraphError(
-            "custom kernel: a STORE through a gated index (where(valid, i, Invalid)) is not "
-            "supported; store where the gate holds inside the loops instead");
       bound_.emplace(u, u.nsrc() ? u.with_src(src) : u);
     }
     return value_of(root);
@@ -122,6 +119,8 @@ class KernelBinder {
     UOp gate;
     for (size_t k = 1; k < index.nsrc(); ++k) {
       UOp i = value_of(index.src(k));
+      if (i.op() == Op::Const && i.arg().is_invalid())  // never accessed (rules/linearize.rw)
+        return UOp::make(Op::Index, param.dtype(), {buffer(param), i});
       if (is_gated_index(i)) {
         gate = gate ? (gate & i.src(0)) : i.src(0);
         i = i.src(1);
@@ -424,12 +423,16 @@ UOp linearize_kernel(const UOp& bound, const StageTrace& trace, bool default_opt
   check_one_end_per_range(sink);
   stage("expand broadcast", rules::expand_broadcast());
   stage("devectorize", rules::devectorize());
+  stage("late decompositions", rules::late_decompositions());
   stage("move gates from index", rules::move_gates_from_index());
   stage("split ends", rules::split_ends());
   stage("add control flow", rules::add_control_flow());
   const UOp program = UOp::make(Op::Linear, dtypes::void_, linearize(sink));
   if (trace) trace("linearize", program);
-  return program;
+  const UOp clean =
+      graph_rewrite(program, &rules::linearize_cleanups(), {.name = "linearize cleanups"});
+  if (trace && clean != program) trace("linearize cleanups", clean);
+  return clean;
 }
 
 std::string render_program(const UOp& program) {

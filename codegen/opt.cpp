@@ -78,6 +78,7 @@ UOp apply_opt(const UOp& sink, const Opt& opt) {
   if (size <= 0 || amount <= 0 || size % amount != 0)
     throw KernelOptError(
         fmt::format("{}: {} does not divide the range's size {}", what, amount, size));
+  if (amount == 1) throw KernelOptError(fmt::format("{}: one lane splits nothing off", what));
   const int64_t limit = opt.op == OptOp::Upcast ? 16 : 32;
   if (amount > limit)
     throw KernelOptError(fmt::format("{}: {} lanes, more than {}", what, amount, limit));
@@ -87,8 +88,10 @@ UOp apply_opt(const UOp& sink, const Opt& opt) {
     if (u.op() == Op::Range) next = std::max(next, ids_of(u).front() + 1);
   const UOp lanes = UOp::range(UOp::cint(amount), static_cast<int>(next),
                                opt.op == OptOp::Upcast ? AxisType::Upcast : AxisType::Unroll);
-  const UOp outer = r.with_src({UOp::cint(size / amount)});
-  UOp out = substitute(sink, {{r, outer * UOp::cint(amount) + lanes}});
+  // the lanes take the whole range: no loop is left (a range of one would stay a loop)
+  const UOp split =
+      size == amount ? lanes : r.with_src({UOp::cint(size / amount)}) * UOp::cint(amount) + lanes;
+  UOp out = substitute(sink, {{r, split}});
   out = graph_rewrite(out, &rules::flatten_range(), {.name = "flatten range"});
   KernelInfo info = KernelInfo::of(sink);
   info.applied_opts.push_back(opt_to_arg(opt));
@@ -151,15 +154,32 @@ std::vector<Opt> default_opts(const UOp& sink) {
     }
   };
   const std::vector<UOp> rngs = opt_ranges(sink);
-  int outputs = 0;
+  std::vector<UOp> outputs;
   bool reduces = false;
   for (const UOp& r : rngs) {
     const AxisType t = axis_type_of(r);
     if (t == AxisType::Reduce) reduces = true;
-    if (t == AxisType::Weak || t == AxisType::Loop || t == AxisType::Global) ++outputs;
+    if (t == AxisType::Weak || t == AxisType::Loop || t == AxisType::Global) outputs.push_back(r);
   }
-  if (outputs > 0) take({OptOp::Upcast, outputs - 1, 4});
-  if (reduces && outputs > 1) take({OptOp::Upcast, 0, 4});
+  // An output axis of a reduction is upcast where some buffer read ignores it (a matmul's: each
+  // value read serves every lane). Elsewhere its lanes read one more stream each, which only
+  // slows the reduction's loop.
+  std::vector<UOp> reads;
+  for (const UOp& u : toposort(sink)) {
+    if (u.op() != Op::Index || u.nsrc() < 2) continue;
+    UOp b = u.src(0);
+    while (b.op() == Op::After) b = b.src(0);
+    if (b.op() == Op::Param || b.op() == Op::Buffer) reads.push_back(u);
+  }
+  auto reused = [&](const UOp& r) {
+    return std::any_of(reads.begin(), reads.end(), [&](const UOp& i) {
+      const std::vector<UOp> below = toposort(UOp::sink({i.src().begin() + 1, i.src().end()}));
+      return std::find(below.begin(), below.end(), r) == below.end();
+    });
+  };
+  const auto last = static_cast<int>(outputs.size()) - 1;
+  if (!outputs.empty() && (!reduces || reused(outputs.back()))) take({OptOp::Upcast, last, 4});
+  if (reduces && outputs.size() > 1 && reused(outputs.front())) take({OptOp::Upcast, 0, 4});
   if (reduces) take({OptOp::Unroll, 0, 4});
   return out;
 }

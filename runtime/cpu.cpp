@@ -16,6 +16,7 @@
 #include <llvm/Support/SourceMgr.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
+#include <llvm/Target/TargetMachine.h>
 
 namespace tinyrw {
 
@@ -62,7 +63,17 @@ class Jit {
   Jit() {
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
-    auto jit = llvm::orc::LLJITBuilder().create();
+    // The host's CPU and features (AVX2, ...) for both code generation and the optimizer: without
+    // a target machine the pass pipeline's cost model knows no vector registers and leaves the
+    // renderer's per-lane scalar ops unvectorized.
+    auto host = llvm::orc::JITTargetMachineBuilder::detectHost();
+    if (!host)
+      throw std::runtime_error("CPU: cannot detect the host: " + llvm::toString(host.takeError()));
+    host->setCodeGenOptLevel(llvm::CodeGenOpt::Aggressive);
+    auto tm = host->createTargetMachine();
+    if (!tm) throw std::runtime_error("CPU: no target machine: " + llvm::toString(tm.takeError()));
+    tm_ = std::move(*tm);
+    auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(*host)).create();
     if (!jit)
       throw std::runtime_error("CPU: cannot create the JIT: " + llvm::toString(jit.takeError()));
     jit_ = std::move(*jit);
@@ -72,20 +83,21 @@ class Jit {
     if (!gen) throw std::runtime_error("CPU: " + llvm::toString(gen.takeError()));
     jit_->getMainJITDylib().addGenerator(std::move(*gen));
   }
-  static void optimize(llvm::Module& m) {
+  void optimize(llvm::Module& m) {
     llvm::LoopAnalysisManager lam;
     llvm::FunctionAnalysisManager fam;
     llvm::CGSCCAnalysisManager cgam;
     llvm::ModuleAnalysisManager mam;
-    llvm::PassBuilder pb;
+    llvm::PassBuilder pb(tm_.get());
     pb.registerModuleAnalyses(mam);
     pb.registerCGSCCAnalyses(cgam);
     pb.registerFunctionAnalyses(fam);
     pb.registerLoopAnalyses(lam);
     pb.crossRegisterProxies(lam, fam, cgam, mam);
-    pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2).run(m, mam);
+    pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(m, mam);
   }
   std::mutex mu_;
+  std::unique_ptr<llvm::TargetMachine> tm_;
   std::unique_ptr<llvm::orc::LLJIT> jit_;
   std::map<std::string, KernelFn> cache_;
   int next_name_ = 0;

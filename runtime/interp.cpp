@@ -22,8 +22,15 @@ class Machine {
  public:
   Machine(const UOp& program, const std::map<int64_t, std::shared_ptr<Storage>>& buffers)
       : code_(program.src().begin(), program.src().end()), buffers_(buffers) {
-    std::vector<size_t> open;
+    std::vector<size_t> open, gates;
     for (size_t i = 0; i < code_.size(); ++i) {
+      if (code_[i].op() == Op::If) gates.push_back(i);
+      if (code_[i].op() == Op::EndIf) {
+        if (gates.empty() || code_[gates.back()] != code_[i].src(0))
+          throw std::logic_error("INTERP: an ENDIF that does not close the innermost open IF");
+        end_of_[gates.back()] = i;
+        gates.pop_back();
+      }
       if (code_[i].op() == Op::Range) open.push_back(i);
       if (code_[i].op() == Op::End) {
         if (open.empty() || code_[open.back()] != code_[i].src(code_[i].nsrc() - 1))
@@ -34,6 +41,7 @@ class Machine {
       }
     }
     if (!open.empty()) throw std::logic_error("INTERP: RANGE without END");
+    if (!gates.empty()) throw std::logic_error("INTERP: IF without ENDIF");
   }
 
   void run() {
@@ -104,6 +112,9 @@ class Machine {
         set(r, Arg::integer(next));
         return next < value(r.src(0)).as_int() ? start_of_.at(pc) + 1 : pc + 1;
       }
+      case Op::If:  // what runs up to its ENDIF runs where the gate holds
+        return value(u.src(0)).as_bool() ? pc + 1 : end_of_.at(pc) + 1;
+      case Op::EndIf:
       case Op::Const:
       case Op::Buffer:
       case Op::After:  // a buffer once its dependencies ran: they ran before it

@@ -12,10 +12,15 @@
 #include "codegen/linearize.h"
 
 #include "ir/graph.h"
+#include "runtime/storage.h"
 
 namespace tinyrw {
 
 namespace {
+
+// Vector stores into buffers of at least this many bytes bypass the caches (far beyond an L2,
+// and beyond the share of a last-level cache a core can count on).
+constexpr int64_t kNonTemporalBytes = int64_t{8} << 20;
 
 int error_code(Op op) { return static_cast<int>(op) + 1; }
 bool is_int_division(Op op) {
@@ -123,12 +128,14 @@ class Emitter {
   void program(const UOp& linear) {
     for (const UOp& u : linear.src()) instruction(u);
     if (!loops_.empty()) throw std::logic_error("CPU: a RANGE without its END");
+    if (!gates_.empty()) throw std::logic_error("CPU: an IF without its ENDIF");
   }
 
   std::map<int64_t, int> buffer_index;  // slot -> argument position (output is 0)
   std::vector<int64_t> input_slots;     // slots in argument order
   std::string allocas_, body_;
   std::set<std::string> intrinsics_;
+  bool streams_ = false;  // a non-temporal store was emitted
 
  private:
   struct Loop {
@@ -200,12 +207,28 @@ class Emitter {
       case Op::Store: {
         const UOp& at = u.src(0);
         if (at.op() == Op::Shrink) {
-          line(fmt::format("store {} {}, ptr {}, align {}", vector_type(u.src(1)), val(u.src(1)),
-                           val(at), at.dtype().itemsize()));
+          const bool stream = bypasses_cache(at.src(0));
+          streams_ = streams_ || stream;
+          line(fmt::format("store {} {}, ptr {}, align {}{}", vector_type(u.src(1)), val(u.src(1)),
+                           val(at), vector_align(u.src(1)), stream ? ", !nontemporal !0" : ""));
           return;
         }
         const std::string v = to_memory(at.dtype(), val(u.src(1)));
         line(fmt::format("store {} {}, ptr {}", mem_type(at.dtype()), v, val(at)));
+        return;
+      }
+      case Op::If: {  // the instructions up to its ENDIF run where the gate holds
+        const std::string then = label("then"), done = label("endif");
+        line(fmt::format("br i1 {}, label %{}, label %{}", val(u.src(0)), then, done));
+        block(then);
+        gates_.push_back(done);
+        return;
+      }
+      case Op::EndIf: {
+        if (gates_.empty()) throw std::logic_error("CPU: an ENDIF without its IF");
+        line(fmt::format("br label %{}", gates_.back()));
+        block(gates_.back());
+        gates_.pop_back();
         return;
       }
       case Op::Range:
@@ -223,8 +246,8 @@ class Emitter {
     const int64_t slot = static_cast<int64_t>(b.arg().field("slot").as_int());
     if (is_register(b)) {
       const std::string r = tmp();
-      allocas_ += fmt::format("  {} = alloca [{} x {}]\n", r, b.arg().field("size").as_int(),
-                              mem_type(b.dtype()));
+      allocas_ += fmt::format("  {} = alloca [{} x {}], align {}\n", r,
+                              b.arg().field("size").as_int(), mem_type(b.dtype()), kBufferAlign);
       return r;
     }
     auto [it, fresh] = buffer_index.emplace(slot, static_cast<int>(input_slots.size()) + 1);
@@ -267,10 +290,28 @@ class Emitter {
         v.op() == Op::Stack ? v.nsrc() : static_cast<size_t>(v.src(0).src(2).src(0).arg().as_int());
     return fmt::format("<{} x {}>", n, ll_type(v.dtype()));
   }
+  // A vector access starts at an element index its length divides (rules/devectorizer.rw's
+  // memory coalescing), of a buffer aligned to kBufferAlign bytes (storage's and the register
+  // allocas'): aligned to its size, up to that.
+  static int64_t vector_align(const UOp& v) {
+    const UOp& at = v.op() == Op::Load ? v.src(0) : v;
+    const int64_t n =
+        v.op() == Op::Stack ? static_cast<int64_t>(v.nsrc()) : at.src(2).src(0).arg().as_int();
+    return std::min<int64_t>(n * v.dtype().itemsize(), kBufferAlign);
+  }
+  // Vector stores into a buffer much larger than the caches go around them (non-temporal): its
+  // lines would only evict the inputs before a reader comes back for them, and the read of each
+  // line before its write (for ownership) is saved, as memcpy does for large copies.
+  static bool bypasses_cache(const UOp& buffer_state) {
+    UOp b = buffer_state;
+    while (b.op() == Op::After) b = b.src(0);
+    return b.op() == Op::Buffer && !is_register(b) &&
+           b.arg().field("size").as_int() * b.dtype().itemsize() >= kNonTemporalBytes;
+  }
   std::string vector_load(const UOp& u) {
     const std::string r = tmp();
     line(fmt::format("{} = load {}, ptr {}, align {}", r, vector_type(u), val(u.src(0)),
-                     u.dtype().itemsize()));
+                     vector_align(u)));
     return r;
   }
 
@@ -528,6 +569,7 @@ class Emitter {
   std::unordered_map<const UOpNode*, std::string> names_;
   std::unordered_map<const UOpNode*, int> defined_in_;  // the loop a value is computed in, or -1
   std::vector<Loop> loops_;                             // the open loops, innermost last
+  std::vector<std::string> gates_;                      // the open IFs' ENDIF labels
   int next_ = 0;
 };
 
@@ -552,7 +594,11 @@ RenderedKernel render_llvm(const UOp& program) {
   for (const std::string& d : e.intrinsics_) out.ir += d + "\n";
   out.ir += "\ndefine i32 @kernel(ptr %bufs) {\nentry:\n  %err = alloca i32\n" + e.allocas_ +
             "  store i32 0, ptr %err\n" + params + e.body_ +
-            "  %err.out = load i32, ptr %err\n  ret i32 %err.out\n}\n";
+            // non-temporal stores are weakly ordered: a fence makes them visible to whoever
+            // reads the buffer after the kernel returns (another thread too)
+            (e.streams_ ? "  fence seq_cst\n" : "") +
+            "  %err.out = load i32, ptr %err\n  ret i32 %err.out\n}\n" +
+            (e.streams_ ? "!0 = !{i32 1}\n" : "");
   return out;
 }
 

@@ -24,6 +24,11 @@ class TensorError : public std::invalid_argument {
 // host cannot allocate raises one too.
 inline constexpr int64_t kMaxTensorBytes = INT64_MAX;
 
+// Every buffer's host memory starts at a multiple of this many bytes (operator new's alignment,
+// which std::vector's allocator uses): the CPU renderer aligns vector accesses by it.
+inline constexpr int64_t kBufferAlign = 16;
+static_assert(__STDCPP_DEFAULT_NEW_ALIGNMENT__ >= kBufferAlign);
+
 // Host memory of one buffer (the INTERP device computes in it directly).
 struct Storage {
   int64_t id;

@@ -6,8 +6,13 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
+#include <unordered_set>
+
 #include "dsl/typed_helper.h"
 #include "ir/builders.h"
+#include "ir/graph.h"
+#include "schedule/rangeify.h"
 
 namespace tinyrw::rw {
 namespace {
@@ -66,6 +71,44 @@ const HelperRegistrar kStageBuffer(typed_helper(
       if (fresh) it->second = buffer_uop(b.dtype(), slot, static_cast<int64_t>(size), ic.device);
       return it->second;
     }));
+// The axes of x its movement ops never index its base by (broadcast axes, and axes of size 1):
+// x indexed by one RANGE per axis, moved through each view down to the base (tinygrad's
+// split_reduceop finds them by rangeifying x).
+const HelperRegistrar kExpandedAxes(typed_helper(
+    "expanded_axes", +[](const UOp& x) -> std::vector<Value> {
+      const Shape shape = x.shape();
+      std::vector<UOp> axes, idx;
+      for (size_t k = 0; k < shape.size(); ++k) {
+        const bool loops = !shape[k].is_int() || shape[k].value() > 1;
+        axes.push_back(loops ? UOp::range(shape[k].as_uop(), static_cast<int>(k)) : UOp());
+        idx.push_back(loops ? axes.back() : UOp::cint(0));
+      }
+      UOp view = x;
+      while (groups::movement().contains(view.op()) && !idx.empty()) {
+        idx = apply_movement_op(view, idx, /*simplify=*/false);
+        view = view.src(0);
+      }
+      std::unordered_set<UOp> reached;  // the ranges the base is still indexed by
+      if (!idx.empty())
+        for (const UOp& u : toposort(UOp::sink(idx)))
+          if (u.op() == Op::Range) reached.insert(u);
+      std::vector<Value> out;
+      for (size_t k = 0; k < axes.size(); ++k)
+        if (!axes[k] || !reached.contains(axes[k]))
+          out.push_back(Value::integer(static_cast<int64_t>(k)));
+      return out;
+    }));
+// an integer setting from the environment (tinygrad's getenv), `fallback` when unset
+const HelperRegistrar kGetenv(typed_helper(
+    "getenv", +[](const std::string& name, i128 fallback) -> i128 {
+      const char* v = std::getenv(name.c_str());
+      if (!v || !*v) return fallback;
+      char* end = nullptr;
+      const long long n = std::strtoll(v, &end, 10);
+      if (*end != '\0') throw EvalError(fmt::format("${}='{}' is not an integer", name, v));
+      return n;
+    }));
+
 // tinygrad's Invalid: the index of a gated read where its valid fails (no .rw literal spells it)
 const HelperRegistrar kInvalid(typed_helper(
     "invalid", +[]() { return UOp::constant(dtypes::index, Arg::invalid()); }));

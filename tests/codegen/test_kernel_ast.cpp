@@ -353,12 +353,21 @@ TEST_P(KernelAst, OutOfBoundsReadsAreRefused) {
   Tensor b = custom_kernel({Tensor::empty({10}), Tensor::zeros({8}).realize()}, bad_gate)[0];
   expect_error([&] { b.realize(); },
                "PARAM 1 is accessed at indices -1..7 where its gate holds, outside its 8");
-  auto gated_store = [](const Params& p) {
-    const UOp r0 = rng(10, 0), valid = r0.ge(ci(1)) & r0.lt(ci(9));
-    return ast(kernel_store(at(p[0], valid.where(r0 - ci(1), invalid())), at(p[1], r0)), {r0});
+  // a gated store is checked where its gate holds: out[r0 - 1] = in[r0] for 1 <= r0 < 9 writes
+  // inside; without r0 >= 1 it would write element -1
+  auto gated_store = [](bool whole_gate) {
+    return [whole_gate](const Params& p) {
+      const UOp r0 = rng(10, 0), valid = whole_gate ? r0.ge(ci(1)) & r0.lt(ci(9)) : r0.lt(ci(9));
+      return ast(kernel_store(at(p[0], valid.where(r0 - ci(1), invalid())), at(p[1], r0)), {r0});
+    };
   };
-  Tensor c = custom_kernel({Tensor::empty({8}), Tensor::zeros({10}).realize()}, gated_store)[0];
-  expect_error([&] { c.realize(); }, "a STORE through a gated index");
+  Tensor in = tensor(ints(10, 5), {10});
+  Tensor c = custom_kernel({Tensor::empty({8}), in}, gated_store(true))[0];
+  const std::vector<double> hin = in.to_doubles();
+  EXPECT_EQ(c.to_doubles(), D(hin.begin() + 1, hin.begin() + 9));
+  Tensor d = custom_kernel({Tensor::empty({8}), in}, gated_store(false))[0];
+  expect_error([&] { d.realize(); },
+               "PARAM 0 is accessed at indices -1..7 where its gate holds, outside its 8");
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, KernelAst, ::testing::Values("INTERP", "CPU"));
@@ -1002,4 +1011,150 @@ TEST(LateCodegen, RefusesWhatItCannotOrder) {
         program(gemm({upcast(2, 4)}), {4, 8, 8});
       },
       "lanes of a store would write one element");
+}
+
+// ---- accumulators, default opts and the CPU renderer's memory accesses
+
+namespace {
+// the register buffers (accumulators) of a LINEAR program
+std::vector<UOp> registers(const UOp& lin) {
+  std::vector<UOp> out;
+  for (const UOp& u : lin.src())
+    if (u.op() == Op::Buffer && is_register(u)) out.push_back(u);
+  return out;
+}
+}  // namespace
+
+// tinygrad's test_zero_fold: Tensor.stack(a, b) of two one-element tensors with its axis upcast
+// whole computes nothing: both lanes are plain loads, no ALU op and no loop is left, and one
+// 2-wide store writes both
+TEST(Opts, UpcastOfAStackOfTwoFoldsToNoAluOps) {
+  Tensor::stack({realized({1}), realized({1})}).realize();
+  const UOp lin = lowered_last_kernel({upcast(0, 0)});
+  int alu = 0;
+  for (const UOp& u : lin.src()) alu += groups::alu().contains(u.op()) ? 1 : 0;
+  EXPECT_EQ(alu, 0);
+  EXPECT_EQ(count(lin, Op::Range), 0);
+  EXPECT_EQ(vector_accesses(lin, dtypes::float32, 2), std::pair(0, 1));
+}
+
+// tinygrad's test_sum_acc_dtype: sums of bool and int16 accumulate in int32, of half and bfloat16
+// in float32
+TEST(Opts, SumsAccumulateInTinygradsAccumulatorDtype) {
+  for (const auto& [in, acc] :
+       {std::pair{dtypes::bool_, dtypes::int32}, std::pair{dtypes::int16, dtypes::int32},
+        std::pair{dtypes::float16, dtypes::float32},
+        std::pair{dtypes::bfloat16, dtypes::float32}}) {
+    Tensor::from_vector(std::vector<float>{1, 2, 3}, {3}).cast(in).realize().sum().realize();
+    const std::vector<UOp> regs = registers(lowered_last_kernel({}));
+    ASSERT_EQ(regs.size(), 1u) << in.repr();
+    EXPECT_EQ(regs[0].dtype(), acc) << in.repr();
+  }
+}
+
+// A reduction to one value keeps one accumulator element per unrolled lane and folds them after
+// its loop (independent chains inside it); a register tile keeps one per output (the matmul test
+// above: 8). The fold's ADDs come after the reduction's END.
+TEST(Opts, AnUnrolledSumKeepsItsLanesUntilTheLoopEnds) {
+  realized({64}).sum().realize();
+  const UOp lin = lowered_last_kernel({unroll(0, 4)});
+  const std::vector<UOp> regs = registers(lin);
+  ASSERT_EQ(regs.size(), 1u);
+  EXPECT_EQ(regs[0].arg().field("size").as_int(), 4);
+  const std::vector<Op> ops = ops_of(lin);
+  const auto end = std::ranges::find(ops, Op::End);
+  ASSERT_NE(end, ops.end());
+  EXPECT_EQ(std::count(end, ops.end(), Op::Add), 3);  // ((l0 + l1) + l2) + l3, once
+}
+
+// One lane is no split: refused, not looped on
+TEST(Opts, AnOptOfOneLaneIsRefused) {
+  const Params p = params({{4, 8}, {4, 64}, {64, 8}});
+  const UOp k = matmul_reduce_ast(p, 4, 64, 8);
+  expect_error<KernelOptError>([&] { apply_opts(k, opts({upcast(0, 1)})); },
+                               "UPCAST(0, 1): one lane splits nothing off");
+  expect_error<KernelOptError>([&] { apply_opts(k, opts({unroll(0, 1)})); },
+                               "UNROLL(0, 1): one lane splits nothing off");
+}
+
+// The interim default opts: an elementwise kernel upcasts its last axis; a reduction upcasts an
+// output axis only where some read ignores it (a matmul's both, a row sum's none) and unrolls.
+TEST(Opts, DefaultOptsUpcastAReductionsOutputsOnlyWhereReadsAreShared) {
+  (realized({16, 32}) + realized({16, 32})).realize();
+  EXPECT_EQ(default_opts(last_kernel_asts().at(0)), opts({upcast(1, 4)}));
+  realized({16, 32}).matmul(realized({32, 16})).realize();
+  EXPECT_EQ(default_opts(last_kernel_asts().at(0)),
+            opts({upcast(1, 4), upcast(0, 4), unroll(0, 4)}));
+  realized({16, 32}).sum({1}).realize();
+  EXPECT_EQ(default_opts(last_kernel_asts().at(0)), opts({unroll(0, 4)}));
+}
+
+// The CPU renderer: vector accesses aligned to their size (buffers start 16-byte aligned), and
+// vector stores into a buffer past the caches non-temporal, with a fence before the kernel
+// returns; small outputs keep plain stores.
+TEST(LlvmRender, VectorAccessesAlignAndLargeOutputsStreamPastTheCaches) {
+  for (const int64_t n : {int64_t{1024}, int64_t{4} << 20}) {
+    (realized({n}) + realized({n})).realize();
+    const std::string ir = render_llvm(lowered_last_kernel({upcast(0, 4)})).ir;
+    EXPECT_NE(ir.find("load <4 x float>, ptr %"), std::string::npos);
+    EXPECT_NE(ir.find("align 16"), std::string::npos);
+    EXPECT_EQ(ir.find("align 4\n"), std::string::npos) << "a vector access aligned to one float";
+    const bool large = n * 4 >= (int64_t{8} << 20);
+    EXPECT_EQ(ir.find("!nontemporal") != std::string::npos, large) << n;
+    EXPECT_EQ(ir.find("fence seq_cst") != std::string::npos, large) << n;
+  }
+}
+
+// rules/decompositions.rw: integer multiplication, floor division and floor modulo by a power of
+// two run as shifts and masks, negative values too; truncating ones only where nothing is
+// negative. The values are those of the plain ops, on both devices.
+TEST_P(KernelAst, PowersOfTwoBecomeShiftsAndMasks) {
+  const int64_t n = 32;
+  auto k = [](const Params& p) {
+    const UOp r = rng(32, 0),
+              x = r.cast(dtypes::int32) - r.cast(dtypes::int32).const_like(i128{16});
+    const UOp c4 = x.const_like(i128{4}), c8 = x.const_like(i128{8});
+    const UOp v = x.floordiv(c4) * x.const_like(i128{1000}) + x.floormod(c8) * c8 +
+                  r.cast(dtypes::int32).cdiv(c4) - r.cast(dtypes::int32).cmod(c8);
+    return ast(kernel_store(at(p[0], r), v), {r});
+  };
+  D want;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t x = i - 16, fd = x >= 0 ? x / 4 : -((-x + 3) / 4), fm = ((x % 8) + 8) % 8;
+    want.push_back(static_cast<double>(fd * 1000 + fm * 8 + i / 4 - i % 8));
+  }
+  EXPECT_EQ(custom_kernel({Tensor::empty({n}, dtypes::int32)}, k)[0].to_doubles(), want);
+  const UOp lin = lowered(k({param_like(Tensor::empty({n}, dtypes::int32).uop(), 0)}), {});
+  for (const Op op : {Op::FloorDiv, Op::FloorMod, Op::CDiv, Op::CMod}) EXPECT_EQ(count(lin, op), 0);
+  EXPECT_GT(count(lin, Op::Shr), 0);
+  EXPECT_GT(count(lin, Op::And), 0);
+  EXPECT_GT(count(lin, Op::Shl), 0);
+}
+
+// A store through a gated index writes where its gate holds (tinygrad's IF/STORE/ENDIF from
+// pm_linearize_cleanups): out[i] = a[i] + 1 for the even i < 7 only, the rest keeps its
+// contents; a store whose gate never holds writes nothing. Both devices.
+TEST_P(KernelAst, GatedStoresWriteWhereTheirGateHolds) {
+  const std::vector<float> a = ints(10, 31);
+  auto k = [](const Params& p) {
+    const UOp r = rng(10, 0), valid = r.lt(ci(7)) & r.floormod(2).eq(ci(0));
+    const UOp never = UOp::constant(dtypes::index, Arg::invalid());
+    return kernel_sink({kernel_end(kernel_store(at(p[0], valid.where(r, invalid())),
+                                                at(p[1], r) + at(p[1], r).const_like(1.0)),
+                                   {r}),
+                        kernel_store(at(p[0], never), at(p[1], ci(0)))});
+  };
+  Tensor out = Tensor::full({10}, -5.0).contiguous().realize();
+  D want;
+  for (int64_t i = 0; i < 10; ++i) want.push_back(i < 7 && i % 2 == 0 ? a[i] + 1 : -5);
+  EXPECT_EQ(custom_kernel({out, tensor(a, {10})}, k)[0].to_doubles(), want);
+  const UOp lin = program(k(params({{10}, {10}})), {10, 10});
+  EXPECT_EQ(count(lin, Op::If), 1);
+  EXPECT_EQ(count(lin, Op::EndIf), 1);
+  EXPECT_EQ(count(lin, Op::Store), 1);
+  const std::vector<Op> ops = ops_of(lin);
+  const auto at_if = std::ranges::find(ops, Op::If);
+  ASSERT_NE(at_if, ops.end());
+  EXPECT_EQ(*(at_if + 1), Op::Store);
+  EXPECT_EQ(*(at_if + 2), Op::EndIf);
 }

@@ -1265,7 +1265,12 @@ TEST(Spec, ProgramsPassTheProgramVerifierAndItsTableEqualsIt) {
       lower(ksink({kend(kstore(kidx(p0, r0), kreduce(kidx(p1, r0 * ci(4) + red), {red})), {r0})})),
       lower(ksink({kend(kstore(kidx(p0, r0), kidx(p1, r0.lt(ci(2)).where(r0, gated))), {r0})})),
       lower(ksink({kstore(kidx(p0, ci(0)), kidx(p1, ci(0))),
-                   kstore(kidx(p1, ci(0)), kidx(p0, ci(0)) + kidx(p0, ci(0)))}))};
+                   kstore(kidx(p1, ci(0)), kidx(p0, ci(0)) + kidx(p0, ci(0)))})),
+      // a gated store: IF, STORE, ENDIF
+      lower(ksink({kend(kstore(kidx(p0, r0.lt(ci(2)).where(r0, gated)), kidx(p1, r0)), {r0})}))};
+  EXPECT_EQ(
+      std::ranges::count_if(programs.back().src(), [](const UOp& u) { return u.op() == Op::If; }),
+      1);
   for (const rw::RuleSetMatcher* v : both_verifiers("spec_program"))
     for (const UOp& prog : programs) EXPECT_NO_THROW(verify(prog, *v)) << render_program(prog);
   const UOp idx = UOp::make(Op::Index, dtypes::float32, {b1, ci(0)});
@@ -1295,6 +1300,8 @@ TEST(Spec, ProgramsPassTheProgramVerifierAndItsTableEqualsIt) {
       {"a store writes a value of its element's dtype",
        make(Op::Store, dtypes::void_, {idx, UOp::cint(1, dtypes::int32)})},
       {"AFTER orders a buffer", make(Op::After, dtypes::float32, {ld, ld})},
+      {"an IF gates a store's INDEX on a bool", make(Op::If, dtypes::void_, {ci(1), idx})},
+      {"an ENDIF closes an IF", make(Op::EndIf, dtypes::void_, {idx})},
       {"a lane of a vector is a constant position of its dtype",
        make(Op::Index, dtypes::float32, {make(Op::Stack, dtypes::float32, {ld, ld}), r0})},
       {"a vector access is a SHRINK of a buffer at one position",  // of a value

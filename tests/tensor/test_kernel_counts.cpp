@@ -1,4 +1,5 @@
-// Kernel counts equal to tinygrad's (SPLIT_REDUCEOP=0, a9069c17): the programs of issue 13's table
+// Kernel counts equal to tinygrad's (a9069c17; split_reduceop, on by default, reaches none of the
+// table's programs): the programs of issue 13's table
 // and of /work/notes/issue13-tg/counts.py, inputs realized first (tinygrad:
 // Tensor.ones(...).contiguous().realize()), counted with last_kernel_count() when the output is
 // realized, and each result checked against loops over the same inputs. Both devices.
@@ -293,13 +294,14 @@ TEST_P(KernelCounts, ReshapedSumAndReuse) {
 }
 
 // A collapsed half sum scales by each size in turn: 256 x 256 copies of 1/1024 sum to 64, where
-// the product of the sizes (65536) alone would overflow a half.
+// the product of the sizes (65536) alone would overflow a half. (The sum reads a cast of the
+// broadcast, no view of it, so the reduction is split first: 2 kernels, as tinygrad.)
 TEST_P(KernelCounts, CollapsedHalfSumDoesNotOverflow) {
   const Tensor x =
       Tensor::from_vector(std::vector<float>{1.0f / 1024}, {1}).cast(dtypes::float16).realize();
   Tensor s = x.reshape({1, 1}).expand({256, 256}).sum().cast(dtypes::float32);
   s.realize();
-  EXPECT_EQ(last_kernel_count(), 1);
+  EXPECT_EQ(last_kernel_count(), 2);
   EXPECT_EQ(s.data<float>(), std::vector<float>{64.0f});
 }
 
@@ -470,6 +472,88 @@ TEST_P(KernelCounts, Debug2PrintsTinygradKernelNames) {
   for (const char* line :
        {"kernel 1 r_4_4", "kernel 1 r_4_32", "kernel 2 r_4_32", "kernel 3 E_4_32"})
     EXPECT_NE(err.find(line + on), std::string::npos) << line << " in\n" << err;
+}
+
+// An environment setting for one scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
+  ~ScopedEnv() { unsetenv(name_); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+};
+
+// tinygrad's split_reduceop (on by default): a reduction of at least 32768 elements into each
+// output splits one reduced, not broadcast, axis by the first of 256..8 that divides it, into a
+// kernel of partial results and one that reduces them; the first may split again. Counts measured
+// with tinygrad a9069c17 at its defaults.
+TEST_P(KernelCounts, LargeReductionsSplitAsTinygrad) {
+  auto sum_of = [](Tensor t) {
+    double s = 0;
+    for (float f : t.data<float>()) s += f;
+    return s;
+  };
+  Tensor v = input({32768}), w = input({32767}), m = input({256, 256});
+  Tensor wide = input({2, 65536}), odd = input({3 * 7 * 11 * 13 * 17}, 0.01);
+  Tensor cube = input({64, 64, 16}), row = input({1, 256}), one = input({1, 1});
+  struct Split {
+    const char* name;
+    Tensor out;
+    int kernels;
+    std::vector<double> want;
+  };
+  std::vector<double> cols(256, 0), rows(256, 0), lanes(16, 0), wide_max(2, 0);
+  const std::vector<float> hm = m.data<float>(), hc = cube.data<float>(), hw = wide.data<float>();
+  for (int i = 0; i < 256; ++i)
+    for (int j = 0; j < 256; ++j) {
+      cols[j] += hm[i * 256 + j];
+      rows[i] += hm[i * 256 + j];
+    }
+  for (size_t k = 0; k < hc.size(); ++k) lanes[k % 16] += hc[k];
+  for (size_t k = 0; k < hw.size(); ++k)
+    wide_max[k / 65536] = std::max<double>(wide_max[k / 65536], hw[k]);
+  const std::vector<float> hr = row.data<float>();
+  double row_total = 0;
+  std::vector<double> row_sums;  // each column of the broadcast: 256 copies of the row's element
+  for (float f : hr) {
+    row_total += f;
+    row_sums.push_back(256.0 * f);
+  }
+  const std::vector<Split> cases = {
+      {"32768 elements", v.sum(), 2, {sum_of(v)}},
+      {"32767 elements", w.sum(), 1, {sum_of(w)}},
+      {"256x256 all", m.sum(), 2, {sum_of(m)}},
+      {"256x256 axis 0", m.sum({0}), 1, cols},
+      {"256x256 axis 1", m.sum({1}), 1, rows},
+      {"2x65536 max of rows", wide.max({1}), 2, wide_max},
+      {"51051 = 231 x 221", odd.sum(), 2, {sum_of(odd)}},
+      {"64x64x16 axes 0, 1 (4096 per output)", cube.sum({0, 1}), 1, lanes},
+      {"row broadcast to 256x256", row.expand({256, 256}).sum(), 2, {256 * row_total}},
+      {"row broadcast, axis 0", row.expand({256, 256}).sum({0}), 1, row_sums},
+      {"scalar broadcast (nothing to split)", one.expand({256, 256}).sum(), 1, {65536.0}},
+      {"scalar broadcast times 2", (one.expand({256, 256}) * 2).sum(), 2, {131072.0}},
+  };
+  for (const Split& c : cases) {
+    auto [kernels, got] = run(c.out);
+    EXPECT_EQ(kernels, c.kernels) << c.name;
+    expect_near(got, c.want);
+  }
+  const Tensor ones = Tensor::full({65536}, 1.0).contiguous().realize();
+  EXPECT_EQ(run(ones.prod()).first, 2);
+  {
+    ScopedEnv off("SPLIT_REDUCEOP", "0");
+    EXPECT_EQ(run(ones.sum()).first, 1);
+  }
+  {  // tinygrad: 3 kernels for 2^20 elements at a threshold of 1024 (the first part splits again)
+    ScopedEnv low("REDUCEOP_SPLIT_THRESHOLD", "1024");
+    Tensor big = input({1 << 20});
+    auto [kernels, got] = run(big.sum());
+    EXPECT_EQ(kernels, 3);
+    expect_near(got, {sum_of(big)});
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, KernelCounts, ::testing::Values("INTERP", "CPU"));
