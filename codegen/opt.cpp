@@ -161,19 +161,23 @@ std::vector<Opt> default_opts(const UOp& sink) {
     if (t == AxisType::Reduce) reduces = true;
     if (t == AxisType::Weak || t == AxisType::Loop || t == AxisType::Global) outputs.push_back(r);
   }
-  // An output axis of a reduction is upcast where some buffer read ignores it (a matmul's: each
-  // value read serves every lane). Elsewhere its lanes read one more stream each, which only
-  // slows the reduction's loop.
-  std::vector<UOp> reads;
+  // An output axis of a reduction is upcast where some buffer read inside the reduction's loop
+  // ignores it (a matmul's: each value read serves every lane). Elsewhere its lanes read one more
+  // stream each, which only slows the loop.
+  std::vector<std::vector<UOp>> reads;  // the index math of each read inside a reduction loop
   for (const UOp& u : toposort(sink)) {
     if (u.op() != Op::Index || u.nsrc() < 2) continue;
     UOp b = u.src(0);
     while (b.op() == Op::After) b = b.src(0);
-    if (b.op() == Op::Param || b.op() == Op::Buffer) reads.push_back(u);
+    if (b.op() != Op::Param && b.op() != Op::Buffer) continue;
+    std::vector<UOp> below = toposort(UOp::sink({u.src().begin() + 1, u.src().end()}));
+    if (std::any_of(below.begin(), below.end(), [](const UOp& x) {
+          return x.op() == Op::Range && axis_type_of(x) == AxisType::Reduce;
+        }))
+      reads.push_back(std::move(below));
   }
   auto reused = [&](const UOp& r) {
-    return std::any_of(reads.begin(), reads.end(), [&](const UOp& i) {
-      const std::vector<UOp> below = toposort(UOp::sink({i.src().begin() + 1, i.src().end()}));
+    return std::any_of(reads.begin(), reads.end(), [&](const std::vector<UOp>& below) {
       return std::find(below.begin(), below.end(), r) == below.end();
     });
   };

@@ -51,6 +51,10 @@ UOp divides_at(const UOp& u, i128 v, int depth) {
     if (UOp a = divides_at(u.src(0), v, depth + 1)) return a * u.src(1);
     if (UOp b = divides_at(u.src(1), v, depth + 1)) return u.src(0) * b;
   }
+  // a variable whose values are multiples of m: exactly u // v where v divides m
+  if (u.op() == Op::DefineVar && u.arg().items().size() > 3 &&
+      floor_mod(u.arg().items()[3].as_int(), v) == 0)
+    return u.floordiv(v);
   return UOp();
 }
 }  // namespace

@@ -236,13 +236,17 @@ UOp UOp::constant(DType dtype, const Arg& value) {
   return make(Op::Const, dtype, {}, const_value(dtype, value));
 }
 
-UOp UOp::variable(std::string_view name, i128 lo, i128 hi, DType dtype) {
+UOp UOp::variable(std::string_view name, i128 lo, i128 hi, DType dtype, i128 multiple_of) {
   if (lo > hi) {
     throw GraphError(
         fmt::format("variable {} has an empty range [{}, {}]", name, to_string(lo), to_string(hi)));
   }
-  return make(Op::DefineVar, dtype, {},
-              Arg::tuple({Arg::string(name), Arg::integer(lo), Arg::integer(hi)}));
+  if (multiple_of < 1)
+    throw GraphError(fmt::format("variable {}: multiple_of must be positive, got {}", name,
+                                 to_string(multiple_of)));
+  std::vector<Arg> arg{Arg::string(name), Arg::integer(lo), Arg::integer(hi)};
+  if (multiple_of > 1) arg.push_back(Arg::integer(multiple_of));
+  return make(Op::DefineVar, dtype, {}, Arg::tuple(std::move(arg)));
 }
 
 UOp UOp::range(const UOp& end, int axis, AxisType type) {

@@ -72,8 +72,11 @@ class UOp {
     return constant(dtype, Arg::real(v));
   }
   static UOp cbool(bool v) { return constant(dtypes::bool_, Arg::boolean(v)); }
-  // A named integer in [lo, hi] (DEFINE_VAR with arg (name, lo, hi)).
-  static UOp variable(std::string_view name, i128 lo, i128 hi, DType dtype = dtypes::index);
+  // A named integer in [lo, hi] (DEFINE_VAR with arg (name, lo, hi)); one whose values are all
+  // multiples of `multiple_of` (tinygrad's Variable(..., multiple_of=m)) has arg
+  // (name, lo, hi, multiple_of), and divides() knows it.
+  static UOp variable(std::string_view name, i128 lo, i128 hi, DType dtype = dtypes::index,
+                      i128 multiple_of = 1);
   // A loop index 0..end-1: RANGE with arg (axis, type name), ir/axis.h. WEAK by default, as
   // tinygrad's (an output loop the optimizer may place).
   static UOp range(const UOp& end, int axis, AxisType type = AxisType::Weak);

@@ -888,6 +888,21 @@ TEST(Coalescing, Float4Heterogeneous) {
   (realized({8}) + realized({9}).shrink({{1, 9}})).realize();
   EXPECT_EQ(vector_accesses(lowered_last_kernel({upcast(0, 4)})), std::pair(1, 1));
 }
+// tinygrad's test_float4_aligned_variable / unaligned_variable: a + b[x : x + 4] with a variable
+// x in [0, 4] that is a multiple of 4 reads both with one vector load each (and stores one); a
+// multiple of 2 only a
+TEST(Coalescing, Float4AlignedAndUnalignedVariable) {
+  for (const auto& [multiple, loads] : {std::pair{4, 2}, std::pair{2, 1}}) {
+    const UOp x = UOp::variable("x", 0, 4, dtypes::index, multiple);
+    const UOp out = param_like(Tensor::empty({4}).uop(), 0), a = param_like(realized({4}).uop(), 1),
+              b = param_like(realized({12}).uop(), 2), r = rng(4, 0);
+    const UOp lin =
+        lowered(ast(kernel_store(at(out, r), at(a, r) + at(b, x + r)), {r}), {upcast(0, 4)});
+    EXPECT_EQ(vector_accesses(lin), std::pair(loads, 1)) << "multiple of " << multiple;
+  }
+  expect_error<GraphError>([] { UOp::variable("x", 0, 4, dtypes::index, 0); },
+                           "variable x: multiple_of must be positive, got 0");
+}
 // tinygrad's arange(32) kernel (out[i] = i; Tensor::arange fills its buffer on the host) with
 // UPCAST(0, 4): one 4-wide int store, no loads
 TEST(Coalescing, ArangeUpcastStoresInt4) {
@@ -924,13 +939,22 @@ TEST(Coalescing, MatmulUpcastsAndUnroll) {
 }
 
 // Loops that index as one merge (tinygrad's pm_simplify_ranges): a contiguous (2, 3, 4) add runs
-// one loop of 24; a transposed read keeps its two loops (merged, it would need a division)
+// one loop of 24; a transposed read keeps its two loops (merged, it would need a division). The
+// ranges of a REDUCE merge alike.
 TEST(Coalescing, NestedRangesThatFuseGiveOneRange) {
   (realized({2, 3, 4}) + realized({2, 3, 4})).realize();
   EXPECT_EQ(count(lowered_last_kernel({}), Op::Range), 1);
   (realized({2, 8}) + realized({2, 8})).realize();
   EXPECT_EQ(count(lowered_last_kernel({}), Op::Range), 1);
   (realized({4, 8}) + realized({8, 4}).transpose()).realize();
+  EXPECT_EQ(count(lowered_last_kernel({}), Op::Range), 2);
+  // reductions too: a sum of all of (2, 3, 4) runs one loop, a sum of (4, 8, 16) over its last
+  // two axes one reduction loop inside its output loop; the sum of a transpose keeps both
+  realized({2, 3, 4}).sum().realize();
+  EXPECT_EQ(count(lowered_last_kernel({}), Op::Range), 1);
+  realized({4, 8, 16}).sum({1, 2}).realize();
+  EXPECT_EQ(count(lowered_last_kernel({}), Op::Range), 2);
+  realized({4, 8}).transpose().sum().realize();
   EXPECT_EQ(count(lowered_last_kernel({}), Op::Range), 2);
 }
 
@@ -1086,6 +1110,9 @@ TEST(Opts, DefaultOptsUpcastAReductionsOutputsOnlyWhereReadsAreShared) {
   EXPECT_EQ(default_opts(last_kernel_asts().at(0)),
             opts({upcast(1, 4), upcast(0, 4), unroll(0, 4)}));
   realized({16, 32}).sum({1}).realize();
+  EXPECT_EQ(default_opts(last_kernel_asts().at(0)), opts({unroll(0, 4)}));
+  // a scalar read outside the loop serves every lane too, but is no reason to upcast
+  (realized({16, 32}) * realized({1, 1}).expand({16, 32})).sum({1}).realize();
   EXPECT_EQ(default_opts(last_kernel_asts().at(0)), opts({unroll(0, 4)}));
 }
 

@@ -554,6 +554,12 @@ TEST_P(KernelCounts, LargeReductionsSplitAsTinygrad) {
     EXPECT_EQ(kernels, 3);
     expect_near(got, {sum_of(big)});
   }
+  {  // a threshold below 256: never split by a whole axis (the same reduction again, forever)
+    ScopedEnv lowest("REDUCEOP_SPLIT_THRESHOLD", "2");
+    auto [kernels, got] = run(v.sum());
+    EXPECT_GE(kernels, 2);
+    expect_near(got, {sum_of(v)});
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, KernelCounts, ::testing::Values("INTERP", "CPU"));
