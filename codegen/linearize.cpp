@@ -423,8 +423,9 @@ UOp linearize_kernel(const UOp& bound, const StageTrace& trace, bool default_opt
   check_one_end_per_range(sink);
   stage("expand broadcast", rules::expand_broadcast());
   stage("devectorize", rules::devectorize());
-  stage("late decompositions", rules::late_decompositions());
   stage("move gates from index", rules::move_gates_from_index());
+  stage("lower index dtype", rules::lower_index_dtype());
+  stage("late decompositions", rules::late_decompositions());
   stage("split ends", rules::split_ends());
   stage("add control flow", rules::add_control_flow());
   const UOp program = UOp::make(Op::Linear, dtypes::void_, linearize(sink));

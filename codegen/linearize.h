@@ -8,8 +8,10 @@
 //   rules/reduce.rw       reduce_to_acc, merge_reduce_ends: REDUCEs become register accumulators
 //   rules/devectorizer.rw expand_broadcast, devectorize (one scalar op per lane, memory
 //                         coalescing into vector LOADs/STOREs of SHRINK(buffer, first, n))
-//   rules/decompositions.rw late_decompositions (powers of two as shifts and masks)
-//   rules/linearize.rw    move_gates_from_index, split_ends, add_control_flow
+//   rules/linearize.rw    move_gates_from_index
+//   rules/decompositions.rw lower_index_dtype (index math in int32, or int64 where it needs it),
+//                         late_decompositions (powers of two as shifts and masks)
+//   rules/linearize.rw    split_ends, add_control_flow
 // then `linearize` orders the graph (a priority toposort, tinygrad's linearizer). The program:
 //   BUFFER                           a buffer (a negative slot: a register of the run)
 //   CONST, ALU ops, CAST, BITCAST    compute a value from earlier instructions

@@ -178,18 +178,18 @@ class Emitter {
       case Op::Index: {
         const std::string r = tmp();
         if (is_vector(u.src(0))) {  // a lane of a vector value
-          line(fmt::format("{} = extractelement {} {}, i64 {}", r, vector_type(u.src(0)),
-                           val(u.src(0)), val(u.src(1))));
+          line(fmt::format("{} = extractelement {} {}, {} {}", r, vector_type(u.src(0)),
+                           val(u.src(0)), ll_type(u.src(1).dtype()), val(u.src(1))));
           return define(u, r);
         }
-        line(fmt::format("{} = getelementptr {}, ptr {}, i64 {}", r, mem_type(u.dtype()),
-                         val(u.src(0)), val(u.src(1))));
+        line(fmt::format("{} = getelementptr {}, ptr {}, {} {}", r, mem_type(u.dtype()),
+                         val(u.src(0)), ll_type(u.src(1).dtype()), val(u.src(1))));
         return define(u, r);
       }
       case Op::Shrink: {  // a vector address: its first element's
         const std::string p = tmp();
-        line(fmt::format("{} = getelementptr {}, ptr {}, i64 {}", p, mem_type(u.dtype()),
-                         val(u.src(0)), val(u.src(1).src(0))));
+        line(fmt::format("{} = getelementptr {}, ptr {}, {} {}", p, mem_type(u.dtype()),
+                         val(u.src(0)), ll_type(u.src(1).src(0).dtype()), val(u.src(1).src(0))));
         return define(u, p);
       }
       case Op::Stack: {  // a vector value, built lane by lane
@@ -267,8 +267,9 @@ class Emitter {
       if (b->arg().field("size").as_int() == 0) return val(u.src(1));  // nothing to read
       const std::string i = tmp();
       p = tmp();
-      line(fmt::format("{} = select i1 {}, i64 {}, i64 0", i, val(u.src(2)), val(at.src(1))));
-      line(fmt::format("{} = getelementptr {}, ptr {}, i64 {}", p, mt, val(at.src(0)), i));
+      const std::string it = ll_type(at.src(1).dtype());
+      line(fmt::format("{} = select i1 {}, {} {}, {} 0", i, val(u.src(2)), it, val(at.src(1)), it));
+      line(fmt::format("{} = getelementptr {}, ptr {}, {} {}", p, mt, val(at.src(0)), it, i));
     }
     const std::string raw = tmp();
     line(fmt::format("{} = load {}, ptr {}", raw, mt, p));
@@ -324,9 +325,10 @@ class Emitter {
     block(pre);
     line(fmt::format("br label %{}", l.head));
     block(l.head);
-    line(fmt::format("{} = phi i64 [ 0, %{} ], [ {}.next, %{} ]", l.idx, pre, l.idx, l.latch));
+    const std::string t = ll_type(range.dtype());
+    line(fmt::format("{} = phi {} [ 0, %{} ], [ {}.next, %{} ]", l.idx, t, pre, l.idx, l.latch));
     const std::string c = tmp(), body = label("body");
-    line(fmt::format("{} = icmp slt i64 {}, {}", c, l.idx, bound));
+    line(fmt::format("{} = icmp slt {} {}, {}", c, t, l.idx, bound));
     line(fmt::format("br i1 {}, label %{}, label %{}", c, body, l.exit));
     block(body);
     define(range, l.idx);
@@ -338,7 +340,7 @@ class Emitter {
     const Loop l = loops_.back();
     line(fmt::format("br label %{}", l.latch));
     block(l.latch);
-    line(fmt::format("{}.next = add i64 {}, 1", l.idx, l.idx));
+    line(fmt::format("{}.next = add nsw {} {}, 1", l.idx, ll_type(range.dtype()), l.idx));
     line(fmt::format("br label %{}", l.head));
     block(l.exit);
     loops_.pop_back();

@@ -425,10 +425,10 @@ TEST(KernelAstProgram, MatmulIsThreeNestedLoopsWithAnAccumulator) {
   EXPECT_EQ(regs, 1);
   const std::string ir = render_llvm(lin).ir;
   size_t phis = 0;
-  for (size_t at = ir.find(" = phi i64"); at != std::string::npos;
-       at = ir.find(" = phi i64", at + 1))
+  for (size_t at = ir.find(" = phi i32"); at != std::string::npos;
+       at = ir.find(" = phi i32", at + 1))
     ++phis;
-  EXPECT_EQ(phis, 3u);
+  EXPECT_EQ(phis, 3u);  // the loops count in int32 (their bounds fit it)
 }
 
 // Random reductions (row sums, maxima and products, matmuls; float32, float16, int32, int8;
@@ -1184,4 +1184,26 @@ TEST_P(KernelAst, GatedStoresWriteWhereTheirGateHolds) {
   ASSERT_NE(at_if, ops.end());
   EXPECT_EQ(*(at_if + 1), Op::Store);
   EXPECT_EQ(*(at_if + 2), Op::EndIf);
+}
+
+// rules/decompositions.rw lower_index_dtype: the program's index math is int32 where its bounds
+// fit and int64 where they do not; nothing of the index dtype is left. A loop over 2^30
+// elements counts in int32; its address r * 4 + 3 in the 2^32-element output needs int64.
+TEST(LateCodegen, IndexMathLowersToInt32OrInt64) {
+  const int64_t n = int64_t{1} << 30;
+  // PARAMs shaped after lazy constants: nothing of these sizes is allocated
+  const Params p = {param_like(Tensor::full({4 * n}, 0.0).uop(), 0),
+                    param_like(Tensor::full({n}, 0.0).uop(), 1)};
+  const UOp r = rng(n, 0);
+  const UOp lin = lowered(ast(kernel_store(at(p[0], r * ci(4) + ci(3)), at(p[1], r)), {r}), {});
+  for (const UOp& u : lin.src()) {
+    EXPECT_NE(u.dtype(), dtypes::index) << u.repr(1);
+    if (u.op() == Op::Range) EXPECT_EQ(u.dtype(), dtypes::int32);
+    if (u.op() == Op::Index && u.src(0).op() == Op::Buffer)
+      EXPECT_EQ(u.src(1).dtype(),
+                u.src(0).arg().field("size").as_int() > n ? dtypes::int64 : dtypes::int32);
+  }
+  const std::string ir = render_llvm(lin).ir;
+  EXPECT_NE(ir.find("phi i32"), std::string::npos);
+  EXPECT_NE(ir.find("sext i32"), std::string::npos);  // the loop index widened for the address
 }

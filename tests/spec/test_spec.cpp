@@ -1273,7 +1273,10 @@ TEST(Spec, ProgramsPassTheProgramVerifierAndItsTableEqualsIt) {
       1);
   for (const rw::RuleSetMatcher* v : both_verifiers("spec_program"))
     for (const UOp& prog : programs) EXPECT_NO_THROW(verify(prog, *v)) << render_program(prog);
-  const UOp idx = UOp::make(Op::Index, dtypes::float32, {b1, ci(0)});
+  // a program's index math is int32 (rules/decompositions.rw lower_index_dtype)
+  auto c32 = [](int64_t v) { return UOp::cint(v, dtypes::int32); };
+  const UOp l0 = UOp::range(c32(4), 0);
+  const UOp idx = UOp::make(Op::Index, dtypes::float32, {b1, c32(0)});
   const UOp ld = UOp::make(Op::Load, dtypes::float32, {idx});
   auto make = [](Op op, DType d, std::vector<UOp> src, Arg arg = {}) {
     return UOp::make(op, d, src, std::move(arg));
@@ -1281,16 +1284,17 @@ TEST(Spec, ProgramsPassTheProgramVerifierAndItsTableEqualsIt) {
   const std::vector<std::pair<std::string, UOp>> cases = {
       {"a program ends with its SINK", make(Op::Linear, dtypes::void_, {ld})},
       {"a buffer's arg is a ParamArg", b1.with_arg(Arg::integer(1))},
-      {"ranges count in the index dtype", UOp::range(UOp::cint(4, dtypes::int32), 0)},
-      {"a RANGE's arg is (ids..., axis type name)", r0.with_arg(Arg())},
+      {"a program's ranges count in int32 or int64, as their bound",
+       UOp::range(UOp::cint(4, dtypes::int16), 0)},
+      {"a RANGE's arg is (ids..., axis type name)", l0.with_arg(Arg())},
       {"a RANGE opens after at most one RANGE or END",
-       make(Op::Range, dtypes::index, {ci(4), ci(1)}, r0.arg())},
+       make(Op::Range, dtypes::int32, {c32(4), c32(1)}, l0.arg())},
       {"an END closes one RANGE",
        make(Op::End, dtypes::void_, {make(Op::Store, dtypes::void_, {idx, ld}), ci(0)})},
-      {"a program indexes buffers", make(Op::Index, dtypes::float32, {UOp::cfloat(1.0), ci(0)})},
-      {"an element of a buffer has its dtype", make(Op::Index, dtypes::int32, {b1, ci(0)})},
-      {"an INDEX is one position in the index dtype",
-       make(Op::Index, dtypes::float32, {b1, UOp::cint(0, dtypes::int32)})},
+      {"a program indexes buffers", make(Op::Index, dtypes::float32, {UOp::cfloat(1.0), c32(0)})},
+      {"an element of a buffer has its dtype", make(Op::Index, dtypes::int32, {b1, c32(0)})},
+      {"an INDEX is one position, an int32 or int64",
+       make(Op::Index, dtypes::float32, {b1, ci(0)})},
       {"a LOAD reads an INDEX", make(Op::Load, dtypes::float32, {b1})},
       {"a load keeps its element's dtype", make(Op::Load, dtypes::int32, {idx})},
       {"a gated LOAD has an alternative of its dtype and a bool gate",
@@ -1303,7 +1307,7 @@ TEST(Spec, ProgramsPassTheProgramVerifierAndItsTableEqualsIt) {
       {"an IF gates a store's INDEX on a bool", make(Op::If, dtypes::void_, {ci(1), idx})},
       {"an ENDIF closes an IF", make(Op::EndIf, dtypes::void_, {idx})},
       {"a lane of a vector is a constant position of its dtype",
-       make(Op::Index, dtypes::float32, {make(Op::Stack, dtypes::float32, {ld, ld}), r0})},
+       make(Op::Index, dtypes::float32, {make(Op::Stack, dtypes::float32, {ld, ld}), l0})},
       {"a vector access is a SHRINK of a buffer at one position",  // of a value
        make(Op::Load, dtypes::float32,
             {make(Op::Shrink, dtypes::float32, {ld, shape_to_uop({0}), shape_to_uop({1})})})},
