@@ -150,7 +150,9 @@ std::vector<Opt> default_opts(const UOp& sink) {
     try {
       k = apply_opt(k, o);
       out.push_back(o);
+      return true;
     } catch (const KernelOptError&) {  // this one does not apply: the kernel goes without it
+      return false;
     }
   };
   const std::vector<UOp> rngs = opt_ranges(sink);
@@ -184,7 +186,10 @@ std::vector<Opt> default_opts(const UOp& sink) {
   const auto last = static_cast<int>(outputs.size()) - 1;
   if (!outputs.empty() && (!reduces || reused(outputs.back()))) take({OptOp::Upcast, last, 4});
   if (reduces && outputs.size() > 1 && reused(outputs.front())) take({OptOp::Upcast, 0, 4});
-  if (reduces) take({OptOp::Unroll, 0, 4});
+  // a reduction without a register tile unrolls further: its lanes are independent chains of
+  // one accumulator (rules/reduce.rw keeps_lanes); a tile's registers are spoken for
+  const bool tiled = !out.empty();
+  if (reduces && !(!tiled && take({OptOp::Unroll, 0, 8}))) take({OptOp::Unroll, 0, 4});
   return out;
 }
 

@@ -49,7 +49,8 @@ UOp with_opts(const UOp& sink, std::span<const Opt> opts);
 
 // The opts a generated kernel gets when it names none (until the optimizer's heuristics and BEAM,
 // issue 15, replace this): the last output axis upcast by 4 and, in a reduction, the first output
-// axis too and the first reduce axis unrolled by 4, each where 4 divides it. A reduction's output
+// axis too and the first reduce axis unrolled by 4 (by 8 where no output axis was upcast), each
+// where the amount divides it. A reduction's output
 // axis is upcast only where some buffer read inside the reduction's loop does not vary along it
 // (a matmul's).
 std::vector<Opt> default_opts(const UOp& sink);

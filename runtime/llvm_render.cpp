@@ -36,7 +36,8 @@ bool is_half(DType d) { return d == dtypes::float16 || d == dtypes::bfloat16; }
 
 std::string ll_type(DType d) {
   if (d.is_bool()) return "i1";
-  if (d.is_index()) return "i64";
+  if (d.is_index())  // rules/decompositions.rw lowers every index to int32 or int64
+    throw std::logic_error("CPU: an index-dtype value reached the renderer");
   if (d.is_int()) return fmt::format("i{}", d.itemsize() * 8);
   if (d == dtypes::float32 || is_half(d)) return "float";
   if (d == dtypes::float64) return "double";

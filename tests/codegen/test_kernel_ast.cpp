@@ -1102,18 +1102,22 @@ TEST(Opts, AnOptOfOneLaneIsRefused) {
 }
 
 // The interim default opts: an elementwise kernel upcasts its last axis; a reduction upcasts an
-// output axis only where some read ignores it (a matmul's both, a row sum's none) and unrolls.
+// output axis only where some read in its loop ignores it (a matmul's both, a row sum's none) and
+// unrolls.
 TEST(Opts, DefaultOptsUpcastAReductionsOutputsOnlyWhereReadsAreShared) {
   (realized({16, 32}) + realized({16, 32})).realize();
   EXPECT_EQ(default_opts(last_kernel_asts().at(0)), opts({upcast(1, 4)}));
   realized({16, 32}).matmul(realized({32, 16})).realize();
   EXPECT_EQ(default_opts(last_kernel_asts().at(0)),
             opts({upcast(1, 4), upcast(0, 4), unroll(0, 4)}));
+  // no register tile: the unroll goes to 8 where 8 divides the loop, else 4
   realized({16, 32}).sum({1}).realize();
+  EXPECT_EQ(default_opts(last_kernel_asts().at(0)), opts({unroll(0, 8)}));
+  realized({16, 12}).sum({1}).realize();
   EXPECT_EQ(default_opts(last_kernel_asts().at(0)), opts({unroll(0, 4)}));
   // a scalar read outside the loop serves every lane too, but is no reason to upcast
   (realized({16, 32}) * realized({1, 1}).expand({16, 32})).sum({1}).realize();
-  EXPECT_EQ(default_opts(last_kernel_asts().at(0)), opts({unroll(0, 4)}));
+  EXPECT_EQ(default_opts(last_kernel_asts().at(0)), opts({unroll(0, 8)}));
 }
 
 // The CPU renderer: vector accesses aligned to their size (buffers start 16-byte aligned), and
@@ -1206,4 +1210,16 @@ TEST(LateCodegen, IndexMathLowersToInt32OrInt64) {
   const std::string ir = render_llvm(lin).ir;
   EXPECT_NE(ir.find("phi i32"), std::string::npos);
   EXPECT_NE(ir.find("sext i32"), std::string::npos);  // the loop index widened for the address
+}
+
+// a bool cast to an index is 0 or 1 at the index's width, on both devices: out[r] = in[r + (r < 3)]
+TEST_P(KernelAst, ABoolCastToAnIndexCountsAsZeroOrOne) {
+  const std::vector<float> a = ints(9, 41);
+  auto k = [](const Params& p) {
+    const UOp r = rng(8, 0);
+    return ast(kernel_store(at(p[0], r), at(p[1], r + r.lt(ci(3)).cast(dtypes::index))), {r});
+  };
+  D want;
+  for (int64_t i = 0; i < 8; ++i) want.push_back(a[i + (i < 3 ? 1 : 0)]);
+  EXPECT_EQ(custom_kernel({Tensor::empty({8}), tensor(a, {9})}, k)[0].to_doubles(), want);
 }
