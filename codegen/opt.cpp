@@ -169,8 +169,7 @@ std::vector<Opt> default_opts(const UOp& sink) {
   std::vector<std::vector<UOp>> reads;  // the index math of each read inside a reduction loop
   for (const UOp& u : toposort(sink)) {
     if (u.op() != Op::Index || u.nsrc() < 2) continue;
-    UOp b = u.src(0);
-    while (b.op() == Op::After) b = b.src(0);
+    const UOp b = u.src(0).under(Op::After);
     if (b.op() != Op::Param && b.op() != Op::Buffer) continue;
     std::vector<UOp> below = toposort(UOp::sink({u.src().begin() + 1, u.src().end()}));
     if (std::any_of(below.begin(), below.end(), [](const UOp& x) {

@@ -740,10 +740,7 @@ Value analysis(const Value& recv, Analysis a, std::span<const Value> args) {
   }
   if (a == Analysis::Under) {  // u down through a chain of op nodes (their first source)
     expect_args(name, args, 1, 1);
-    const Op op = args[0].as_op();
-    UOp v = u;
-    while (v.op() == op && v.nsrc() > 0) v = v.src(0);
-    return Value::uop(std::move(v));
+    return Value::uop(u.under(args[0].as_op()));
   }
   if (a == Analysis::Precedes) {
     expect_args(name, args, 1, 1);

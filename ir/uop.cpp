@@ -236,6 +236,12 @@ UOp UOp::constant(DType dtype, const Arg& value) {
   return make(Op::Const, dtype, {}, const_value(dtype, value));
 }
 
+UOp UOp::under(Op op) const {
+  UOp v = *this;
+  while (v.op() == op && v.nsrc() > 0) v = v.src(0);
+  return v;
+}
+
 UOp UOp::variable(std::string_view name, i128 lo, i128 hi, DType dtype, i128 multiple_of) {
   if (lo > hi) {
     throw GraphError(

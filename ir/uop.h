@@ -102,6 +102,9 @@ class UOp {
   UOp with_arg(Arg arg) const;
   UOp with_dtype(DType dtype) const;
   UOp with_tag(Arg tag) const;
+  // this down through a chain of `op` nodes (their first source): a buffer under its AFTERs
+  // (the .rw method `u.under(After)`)
+  UOp under(Op op) const;
   UOp with_op(Op op) const;
 
   // ---- arithmetic; scalar operands become constants of this node's dtype

@@ -62,9 +62,7 @@ class Machine {
 
   // The storage a BUFFER (or an AFTER of one: the buffer once what it orders ran) stands for.
   Storage& storage(const UOp& b) {
-    const UOp* under = &b;
-    while (under->op() == Op::After) under = &under->src(0);
-    const UOp& buf = *under;
+    const UOp buf = b.under(Op::After);
     const int64_t slot = static_cast<int64_t>(buf.arg().field("slot").as_int());
     if (is_register(buf)) {  // an accumulator register of this run
       auto& reg = registers_[buf.node()];

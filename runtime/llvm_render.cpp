@@ -263,9 +263,8 @@ class Emitter {
     const std::string mt = mem_type(at.dtype());
     std::string p = val(at);
     if (u.nsrc() == 3) {
-      const UOp* b = &at.src(0);
-      while (b->op() == Op::After) b = &b->src(0);
-      if (b->arg().field("size").as_int() == 0) return val(u.src(1));  // nothing to read
+      if (at.src(0).under(Op::After).arg().field("size").as_int() == 0)
+        return val(u.src(1));  // nothing to read
       const std::string i = tmp();
       p = tmp();
       const std::string it = ll_type(at.src(1).dtype());
@@ -305,8 +304,7 @@ class Emitter {
   // lines would only evict the inputs before a reader comes back for them, and the read of each
   // line before its write (for ownership) is saved, as memcpy does for large copies.
   static bool bypasses_cache(const UOp& buffer_state) {
-    UOp b = buffer_state;
-    while (b.op() == Op::After) b = b.src(0);
+    const UOp b = buffer_state.under(Op::After);
     return b.op() == Op::Buffer && !is_register(b) &&
            b.arg().field("size").as_int() * b.dtype().itemsize() >= kNonTemporalBytes;
   }

@@ -344,10 +344,7 @@ struct Realizer {
       u = u.src(0);
     return u;
   }
-  static UOp base_view(UOp u) {
-    while (u.op() == Op::After) u = u.src(0);
-    return u;
-  }
+  static UOp base_view(const UOp& u) { return u.under(Op::After); }
   static int64_t storage_of(const UOp& view) {
     const UOp b = view.op() == Op::Reshape ? view.src(0) : view;
     if (b.op() != Op::Buffer) throw TensorError("an assignment target must be a realized buffer");
