@@ -22,6 +22,7 @@
 #include "rules_gen/expander.h"
 #include "rules_gen/linearize.h"
 #include "rules_gen/reduce.h"
+#include "rules_gen/transcendental.h"
 
 #include <fmt/format.h>
 
@@ -395,8 +396,9 @@ std::vector<UOp> linearize(const UOp& sink) {
   return order;
 }
 
-UOp linearize_kernel(const UOp& bound, const StageTrace& trace, bool default_opts_if_none) {
-  rw::KernelContext ctx;
+UOp linearize_kernel(const UOp& bound, const StageTrace& trace, bool default_opts_if_none,
+                     const Target& target) {
+  rw::KernelContext ctx{.target = &target};
   UOp sink = bound;
   auto stage = [&](const char* name, const Matcher& rules, void* context = nullptr,
                    bool bottom_up = false) {
@@ -425,7 +427,8 @@ UOp linearize_kernel(const UOp& bound, const StageTrace& trace, bool default_opt
   stage("devectorize", rules::devectorize());
   stage("move gates from index", rules::move_gates_from_index());
   stage("lower index dtype", rules::lower_index_dtype());
-  stage("late decompositions", rules::late_decompositions());
+  stage("transcendental", rules::transcendental(), &ctx);
+  stage("late decompositions", rules::late_decompositions(), &ctx);
   stage("split ends", rules::split_ends());
   stage("add control flow", rules::add_control_flow());
   const UOp program = UOp::make(Op::Linear, dtypes::void_, linearize(sink));

@@ -10,7 +10,9 @@
 //                         coalescing into vector LOADs/STOREs of SHRINK(buffer, first, n))
 //   rules/linearize.rw    move_gates_from_index
 //   rules/decompositions.rw lower_index_dtype (index math in int32, or int64 where it needs it),
-//                         late_decompositions (powers of two as shifts and masks)
+//                         late_decompositions (what the target's renderer does not compute:
+//                         codegen/target.h; powers of two as shifts and masks, division by
+//                         constants as multiply and shift, rules/transcendental.rw)
 //   rules/linearize.rw    split_ends, add_control_flow
 // then `linearize` orders the graph (a priority toposort, tinygrad's linearizer). The program:
 //   BUFFER                           a buffer (a negative slot: a register of the run)
@@ -34,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/target.h"
 #include "ir/uop.h"
 
 namespace tinyrw {
@@ -60,12 +63,14 @@ bool is_register(const UOp& buffer);
 std::vector<UOp> param_buffers(const UOp& sink);
 // A bound kernel through the late stages, as a LINEAR program: its loops merged where they index
 // as one (rules/expander.rw simplify_ranges), its KernelInfo's opts_to_apply applied (codegen/
-// opt.h; with none, default_opts when `default_opts_if_none`), then the rule sets above.
+// opt.h; with none, default_opts when `default_opts_if_none`), then the rule sets above, whose
+// decompositions leave the ops `target`'s renderer computes.
 // `trace` (may be empty) sees each stage's name and result (DEBUG prints them; VIZ records every
 // rewrite itself).
 using StageTrace = std::function<void(const std::string& stage, const UOp& result)>;
 UOp linearize_kernel(const UOp& bound, const StageTrace& trace = {},
-                     bool default_opts_if_none = false);
+                     bool default_opts_if_none = false,
+                     const Target& target = Target::of("INTERP"));
 // The order of a lowered kernel's instructions (tinygrad's linearize): sources before users, and
 // among the orders that allows, the one closest to placing instructions that run fewer times
 // first (by the product of the sizes of their loops), then definitions, loads, other values,

@@ -482,11 +482,7 @@ class Emitter {
         return r;
       case Op::Sqrt:
         return intrinsic("sqrt", 1);
-      case Op::Exp2:
-        return intrinsic("exp2", 1);
-      case Op::Log2:
-        return intrinsic("log2", 1);
-      case Op::Sin:
+      case Op::Sin:  // float64 only (codegen/target.h)
         return intrinsic("sin", 1);
       case Op::Trunc:
         return fl ? intrinsic("trunc", 1) : a[0];
@@ -507,18 +503,24 @@ class Emitter {
   // Integer division without a hardware trap: a zero divisor records the op in the error flag
   // (%err, returned by the kernel; the host raises) and divides by 1 instead; so does
   // INT_MIN / -1 (signed), whose wrapped quotient INT_MIN and remainder 0 are what x / 1 gives.
-  // A constant divisor other than 0 and -1 (index math) needs neither guard, and a dividend
-  // that cannot be negative divided by a positive constant rounds the same toward zero and -inf.
+  // A constant divisor other than 0 and -1 (index math) needs neither guard. Floor division
+  // and modulo arrive as these (rules/decompositions.rw); their CDiv and CMod carry the name of
+  // the op the user wrote as their arg, for the error.
   std::string divmod(const UOp& u, const std::string& x, const std::string& y) {
     const Op op = u.op();
+    if (op != Op::CDiv && op != Op::CMod)
+      throw std::invalid_argument(
+          fmt::format("CPU: cannot render {} (rules/decompositions.rw lowers it to CDiv and CMod)",
+                      op_name(op)));
     const DType sd = u.src(0).dtype();
     const std::string t = ll_type(sd);
     const bool un = sd.is_unsigned() || sd.is_bool();
     const UOp& divisor = u.src(1);
     const i128 c = divisor.op() == Op::Const ? truncate_int(sd, divisor.arg().as_int()) : 0;
-    const bool safe = c != 0 && (un || c != -1);
     std::string b = y;
-    if (!safe) {
+    if (c == 0 || (!un && c == -1)) {
+      Op named = op;
+      if (u.arg().is_string()) named = op_from_name(u.arg().as_string()).value_or(op);
       const std::string z = tmp(), e0 = tmp(), e1 = tmp();
       b = tmp();
       line(fmt::format("{} = icmp eq {} {}, 0", z, t, y));
@@ -526,7 +528,7 @@ class Emitter {
       const std::string first = tmp(), rec = tmp();  // the first division by zero is kept
       line(fmt::format("{} = icmp eq i32 {}, 0", first, e0));
       line(fmt::format("{} = and i1 {}, {}", rec, z, first));
-      line(fmt::format("{} = select i1 {}, i32 {}, i32 {}", e1, rec, error_code(op), e0));
+      line(fmt::format("{} = select i1 {}, i32 {}, i32 {}", e1, rec, error_code(named), e0));
       line(fmt::format("store i32 {}, ptr %err", e1));
       std::string guard = z;
       if (!un) {
@@ -539,31 +541,9 @@ class Emitter {
       }
       line(fmt::format("{} = select i1 {}, {} 1, {} {}", b, guard, t, t, y));
     }
-    const bool trunc =
-        un || op == Op::CDiv || op == Op::CMod || (safe && c > 0 && u.src(0).vmin() >= Num::of(0));
-    const std::string q = tmp(), m = tmp();
-    if (op == Op::CDiv || op == Op::FloorDiv || !trunc)
-      line(fmt::format("{} = {} {} {}, {}", q, un ? "udiv" : "sdiv", t, x, b));
-    if (op == Op::CMod || op == Op::FloorMod || !trunc)
-      line(fmt::format("{} = {} {} {}, {}", m, un ? "urem" : "srem", t, x, b));
-    if (trunc) return op == Op::CDiv || op == Op::FloorDiv ? q : m;
-    // floor semantics: when the remainder is nonzero and its sign differs from the divisor's,
-    // the quotient is one lower and the modulo one divisor higher.
-    const std::string nz = tmp(), sm = tmp(), sb = tmp(), diff = tmp(), adj = tmp(), r = tmp();
-    line(fmt::format("{} = icmp ne {} {}, 0", nz, t, m));
-    line(fmt::format("{} = icmp slt {} {}, 0", sm, t, m));
-    line(fmt::format("{} = icmp slt {} {}, 0", sb, t, b));
-    line(fmt::format("{} = xor i1 {}, {}", diff, sm, sb));
-    line(fmt::format("{} = and i1 {}, {}", adj, nz, diff));
-    if (op == Op::FloorDiv) {
-      const std::string q1 = tmp();
-      line(fmt::format("{} = sub {} {}, 1", q1, t, q));
-      line(fmt::format("{} = select i1 {}, {} {}, {} {}", r, adj, t, q1, t, q));
-    } else {
-      const std::string m1 = tmp();
-      line(fmt::format("{} = add {} {}, {}", m1, t, m, b));
-      line(fmt::format("{} = select i1 {}, {} {}, {} {}", r, adj, t, m1, t, m));
-    }
+    const std::string r = tmp();
+    line(fmt::format("{} = {} {} {}, {}", r,
+                     op == Op::CDiv ? (un ? "udiv" : "sdiv") : (un ? "urem" : "srem"), t, x, b));
     return r;
   }
 

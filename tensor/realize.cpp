@@ -78,7 +78,7 @@ struct Realizer {
     g_kernel_outputs.push_back(n);
     const std::string device = default_device();
     const auto t0 = std::chrono::steady_clock::now();
-    const bool fresh = !g_compiled[device].contains(sink);
+    const bool fresh = !g_compiled[compile_key(device)].contains(sink);
     const CompiledKernel& k = compile(sink, device);
     g_kernel_names.push_back(k.name);
     g_kernel_asts.push_back(sink);
@@ -106,16 +106,23 @@ struct Realizer {
     // CPU: the PARAM slot of each argument after the unused 0th
     std::vector<int64_t> input_slots{};
   };
-  // Identical kernel ASTs compile once per device (linearize, render, LLVM).
+  // Identical kernel ASTs compile once per device and codegen settings (linearize, render, LLVM).
   static inline std::map<std::string, std::unordered_map<UOp, CompiledKernel>> g_compiled;
+  // The device and the settings that change what the late stages make of a kernel AST.
+  static std::string compile_key(const std::string& device) {
+    std::string key = device + (noopt() ? ",NOOPT" : "");
+    for (const char* setting : {"TRANSCENDENTAL", "DISABLE_FAST_IDIV"})
+      if (const char* v = std::getenv(setting)) key += fmt::format(",{}={}", setting, v);
+    return key;
+  }
 
   static const CompiledKernel& compile(const UOp& sink, const std::string& device) {
-    auto& cache = g_compiled[device];
+    auto& cache = g_compiled[compile_key(device)];
     if (auto it = cache.find(sink); it != cache.end()) return it->second;
     const UOp bound = bind_kernel(sink, param_buffers(sink));
     CompiledKernel k{.name = KernelInfo::of(sink).name};
     // a kernel that names no opts gets the default ones (none under NOOPT=1, as tinygrad's)
-    k.program = lower(bound, k.name, !noopt());
+    k.program = lower(bound, k.name, device, !noopt());
     if (device == "CPU") {
       const RenderedKernel r = render_llvm(k.program);
       k.fn = cpu_compile(r.ir);
@@ -128,14 +135,15 @@ struct Realizer {
 
   // The late stages (codegen/linearize.h) on a bound kernel: DEBUG=5 prints the program after
   // each, SPEC=1 verifies the result.
-  static UOp lower(const UOp& bound, const std::string& name, bool default_opts = false) {
+  static UOp lower(const UOp& bound, const std::string& name, const std::string& device,
+                   bool default_opts = false) {
     StageTrace trace;
     if (debug_level() >= 5)
       trace = [&](const std::string& stage, const UOp& u) {
         std::fprintf(stderr, "kernel %s after %s:\n%s\n", name.c_str(), stage.c_str(),
                      render_program(u).c_str());
       };
-    const UOp program = linearize_kernel(bound, trace, default_opts);
+    const UOp program = linearize_kernel(bound, trace, default_opts, Target::of(device));
     if (spec_enabled()) verify(program, rules::spec_program());
     return program;
   }
@@ -167,7 +175,8 @@ struct Realizer {
           Arg::record("ParamArg", {{"slot", Arg::integer(slot)}, {"size", Arg::integer(n)}})));
     }
     const UOp& body = call.src(0).op() == Op::Program ? call.src(0).src(0) : call.src(0);
-    const UOp program = linearize_kernel(bind_kernel(body, bufs));
+    const UOp program =
+        linearize_kernel(bind_kernel(body, bufs), {}, false, Target::of(default_device()));
     if (default_device() == "CPU") render_llvm(program);
   }
 
@@ -179,7 +188,7 @@ struct Realizer {
     // a PROGRAM body runs from the SINK it was compiled from
     const UOp& body = call.src(0).op() == Op::Program ? call.src(0).src(0) : call.src(0);
     const std::string name = CallInfo::of(call).name;
-    const UOp program = lower(bind_kernel(body, bufs), name);
+    const UOp program = lower(bind_kernel(body, bufs), name, default_device());
     record_stage("linearize", call.src(0), program);
     ++g_kernel_count;
     g_kernel_outputs.push_back(0);

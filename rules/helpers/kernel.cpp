@@ -1,9 +1,11 @@
 // The one fact the kernel verifiers of rules/spec.rw read from C++, the axis type names of
-// ir/axis.h (a table, not a rewrite), the register numbering of rules/reduce.rw, and the record
-// args of the kernels rules/rangeify.rw's split_kernels builds.
+// ir/axis.h (a table, not a rewrite), the register numbering of rules/reduce.rw, the target of
+// rules/decompositions.rw, and the record args of the kernels rules/rangeify.rw's split_kernels
+// builds.
 #include "rules/helpers/kernel.h"
 
 #include "codegen/kernel_name.h"
+#include "codegen/target.h"
 #include "dsl/typed_helper.h"
 #include "ir/axis.h"
 #include "ir/call.h"
@@ -33,6 +35,15 @@ const HelperRegistrar kAccumulator(typed_helper(
                        Arg::record("ParamArg", {{"slot", Arg::integer(slot)},
                                                 {"size", Arg::integer(lanes)},
                                                 {"addrspace", Arg::string("REG")}}));
+    }));
+
+// Whether the renderer of the program's target computes `op` giving `dtype` (codegen/target.h):
+// the late decompositions rewrite the ops it does not.
+const HelperRegistrar kRenders(typed_helper(
+    "renders", +[](RewriteContext& ctx, Op op, DType dtype) {
+      if (!ctx.user || !ctx.as<KernelContext>().target)
+        throw EvalError("renders() needs a KernelContext with a target");
+      return ctx.as<KernelContext>().target->renders(op, dtype);
     }));
 
 // The record args of a kernel (no .rw literal spells a record): a PARAM's, the kernel SINK's (its

@@ -1,0 +1,29 @@
+// What a device's renderer computes itself. The late decompositions (rules/decompositions.rw,
+// rules/transcendental.rw) turn every other op into ops it does compute, as tinygrad keys its
+// decompositions on a renderer's code_for_op.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir/dtype.h"
+#include "ir/ops.h"
+
+namespace tinyrw {
+
+struct Target {
+  struct Decomposed {
+    Op op;
+    std::vector<DType> dtypes;  // of its result; empty: every dtype
+  };
+  std::string device;
+  std::vector<Decomposed> decomposed;  // what its renderer leaves to the late decompositions
+  bool renders(Op op, DType dtype) const;
+  // INTERP runs every op; CPU (LLVM) has no floor division or modulo and computes exp2, log2
+  // and sin as polynomials (LLVM's intrinsics call the C library one lane at a time), except a
+  // float64 sin, which the C library gets right beyond 2^32 (tinygrad's polynomial does not:
+  // docs/tinygrad-differences.md).
+  static const Target& of(const std::string& device);
+};
+
+}  // namespace tinyrw
