@@ -385,13 +385,20 @@ class Emitter {
       // As INTERP (cast_value): truncate toward zero, then wrap to the int type; a magnitude of
       // 2^119 or more, or NaN, gives 0. fptosi alone would be poison out of range.
       // i128 holds every in-range truncation; `select` does not pass on the unchosen arm's poison.
+      // Where the int type's bits and the float's mantissa fit 63 bits together (float32 to 32
+      // bits), i64 does: every magnitude of 2^63 or more wraps to 0 (its low bits are zeros).
+      const int mantissa = from == dtypes::float64 ? 53 : from == dtypes::float32 ? 24 : 11;
+      const bool narrow = to.itemsize() * 8 + mantissa <= 63;
+      const std::string w = narrow ? "i64" : "i128";
+      const char* bound = narrow ? "0x43E0000000000000" : "0x4760000000000000";  // 2^63, 2^119
       const std::string wide = tmp(), lo = tmp(), hi = tmp(), ok = tmp(), sel = tmp();
-      line(fmt::format("{} = fptosi {} {} to i128", wide, ft, x));
-      line(fmt::format("{} = fcmp ogt {} {}, 0xC760000000000000", lo, ft, x));
-      line(fmt::format("{} = fcmp olt {} {}, 0x4760000000000000", hi, ft, x));
+      line(fmt::format("{} = fptosi {} {} to {}", wide, ft, x, w));
+      line(fmt::format("{} = fcmp ogt {} {}, {}", lo, ft, x,
+                       narrow ? "0xC3E0000000000000" : "0xC760000000000000"));
+      line(fmt::format("{} = fcmp olt {} {}, {}", hi, ft, x, bound));
       line(fmt::format("{} = and i1 {}, {}", ok, lo, hi));
-      line(fmt::format("{} = select i1 {}, i128 {}, i128 0", sel, ok, wide));
-      line(fmt::format("{} = trunc i128 {} to {}", r, sel, tt));
+      line(fmt::format("{} = select i1 {}, {} {}, {} 0", sel, ok, w, wide, w));
+      line(fmt::format("{} = trunc {} {} to {}", r, w, sel, tt));
     } else if (to.is_float()) {
       line(fmt::format("{} = {} {} {} to {}", r,
                        from.is_unsigned() || from.is_bool() ? "uitofp" : "sitofp", ft, x, tt));
