@@ -88,7 +88,12 @@ class Jit {
     llvm::FunctionAnalysisManager fam;
     llvm::CGSCCAnalysisManager cgam;
     llvm::ModuleAnalysisManager mam;
-    llvm::PassBuilder pb(tm_.get());
+    // SLP vectorization is off by default in a PassBuilder (clang turns it on at O2 and up): it
+    // packs the renderer's per-lane scalar ops back into vector instructions.
+    llvm::PipelineTuningOptions tuning;
+    tuning.SLPVectorization = true;
+    tuning.LoopVectorization = true;
+    llvm::PassBuilder pb(tm_.get(), tuning);
     pb.registerModuleAnalyses(mam);
     pb.registerCGSCCAnalyses(cgam);
     pb.registerFunctionAnalyses(fam);
