@@ -17,11 +17,7 @@ const Target& Target::of(const std::string& device) {
   static const Target interp{.device = "INTERP", .decomposed = {}};
   static const Target cpu{
       .device = "CPU",
-      .decomposed = {{Op::FloorDiv, {}},
-                     {Op::FloorMod, {}},
-                     {Op::Exp2, {}},
-                     {Op::Log2, {}},
-                     {Op::Sin, {dtypes::float16, dtypes::bfloat16, dtypes::float32}}},
+      .decomposed = {{Op::FloorDiv, {}}, {Op::FloorMod, {}}, {Op::Exp2, {}}, {Op::Log2, {}}},
   };
   if (device == "INTERP") return interp;
   if (device == "CPU") return cpu;

@@ -489,7 +489,7 @@ class Emitter {
         return r;
       case Op::Sqrt:
         return intrinsic("sqrt", 1);
-      case Op::Sin:  // float64 only (codegen/target.h)
+      case Op::Sin:
         return intrinsic("sin", 1);
       case Op::Trunc:
         return fl ? intrinsic("trunc", 1) : a[0];
