@@ -396,8 +396,8 @@ std::vector<UOp> linearize(const UOp& sink) {
   return order;
 }
 
-UOp linearize_kernel(const UOp& bound, const StageTrace& trace, bool default_opts_if_none,
-                     const Target& target) {
+UOp linearize_kernel(const UOp& bound, const Target& target, const StageTrace& trace,
+                     bool default_opts_if_none) {
   rw::KernelContext ctx{.target = &target};
   UOp sink = bound;
   auto stage = [&](const char* name, const Matcher& rules, void* context = nullptr,

@@ -9,10 +9,11 @@
 //   rules/devectorizer.rw expand_broadcast, devectorize (one scalar op per lane, memory
 //                         coalescing into vector LOADs/STOREs of SHRINK(buffer, first, n))
 //   rules/linearize.rw    move_gates_from_index
-//   rules/decompositions.rw lower_index_dtype (index math in int32, or int64 where it needs it),
-//                         late_decompositions (what the target's renderer does not compute:
-//                         codegen/target.h; powers of two as shifts and masks, division by
-//                         constants as multiply and shift, rules/transcendental.rw)
+//   rules/decompositions.rw lower_index_dtype (index math in int32, or int64 where it needs it)
+//   rules/transcendental.rw transcendental (exp2, log2, sin as polynomials where the target's
+//                         renderer lacks them: codegen/target.h)
+//   rules/decompositions.rw late_decompositions (what else the renderer lacks; powers of two as
+//                         shifts and masks, division by constants as multiply and shift)
 //   rules/linearize.rw    split_ends, add_control_flow
 // then `linearize` orders the graph (a priority toposort, tinygrad's linearizer). The program:
 //   BUFFER                           a buffer (a negative slot: a register of the run)
@@ -68,9 +69,8 @@ std::vector<UOp> param_buffers(const UOp& sink);
 // `trace` (may be empty) sees each stage's name and result (DEBUG prints them; VIZ records every
 // rewrite itself).
 using StageTrace = std::function<void(const std::string& stage, const UOp& result)>;
-UOp linearize_kernel(const UOp& bound, const StageTrace& trace = {},
-                     bool default_opts_if_none = false,
-                     const Target& target = Target::of("INTERP"));
+UOp linearize_kernel(const UOp& bound, const Target& target, const StageTrace& trace = {},
+                     bool default_opts_if_none = false);
 // The order of a lowered kernel's instructions (tinygrad's linearize): sources before users, and
 // among the orders that allows, the one closest to placing instructions that run fewer times
 // first (by the product of the sizes of their loops), then definitions, loads, other values,

@@ -92,7 +92,6 @@ class Jit {
     // packs the renderer's per-lane scalar ops back into vector instructions.
     llvm::PipelineTuningOptions tuning;
     tuning.SLPVectorization = true;
-    tuning.LoopVectorization = true;
     llvm::PassBuilder pb(tm_.get(), tuning);
     pb.registerModuleAnalyses(mam);
     pb.registerCGSCCAnalyses(cgam);

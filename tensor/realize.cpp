@@ -143,7 +143,7 @@ struct Realizer {
         std::fprintf(stderr, "kernel %s after %s:\n%s\n", name.c_str(), stage.c_str(),
                      render_program(u).c_str());
       };
-    const UOp program = linearize_kernel(bound, trace, default_opts, Target::of(device));
+    const UOp program = linearize_kernel(bound, Target::of(device), trace, default_opts);
     if (spec_enabled()) verify(program, rules::spec_program());
     return program;
   }
@@ -175,8 +175,7 @@ struct Realizer {
           Arg::record("ParamArg", {{"slot", Arg::integer(slot)}, {"size", Arg::integer(n)}})));
     }
     const UOp& body = call.src(0).op() == Op::Program ? call.src(0).src(0) : call.src(0);
-    const UOp program =
-        linearize_kernel(bind_kernel(body, bufs), {}, false, Target::of(default_device()));
+    const UOp program = linearize_kernel(bind_kernel(body, bufs), Target::of(default_device()));
     if (default_device() == "CPU") render_llvm(program);
   }
 

@@ -12,8 +12,8 @@ struct Target;
 namespace tinyrw::rw {
 
 struct KernelContext {
-  int64_t accumulators = 0;        // register buffers get slots -1, -2, ...
-  const Target* target = nullptr;  // what the late decompositions leave to the renderer
+  int64_t accumulators = 0;                  // register buffers get slots -1, -2, ...
+  const ::tinyrw::Target* target = nullptr;  // what the late decompositions leave to the renderer
 };
 
 }  // namespace tinyrw::rw

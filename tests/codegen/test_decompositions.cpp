@@ -47,8 +47,9 @@ int64_t ulps(F a, F b) {
     const I i = std::bit_cast<I>(v);
     return i < 0 ? std::numeric_limits<I>::min() - i : i;
   };
-  const I x = ordered(a), y = ordered(b);
-  return x > y ? static_cast<int64_t>(x - y) : static_cast<int64_t>(y - x);
+  const __int128 x = ordered(a), y = ordered(b), d = x > y ? x - y : y - x;  // never wraps
+  return d > std::numeric_limits<int64_t>::max() ? std::numeric_limits<int64_t>::max()
+                                                 : static_cast<int64_t>(d);
 }
 
 // Inputs over every magnitude, both signs, denormals and the special values.
@@ -156,35 +157,39 @@ TEST_P(Decomposed, HalfTranscendentalsComputeInFloat32) {
   }
 }
 
-// Integer division and modulo by constants (multiply and shift where the dividend is never
-// negative, shifts for powers of two, the floor correction for negative dividends) equal plain
-// division, in every integer width.
+// Integer division and modulo of loaded values by constants, positive and negative (multiply
+// and shift where the dtype cannot be negative, shifts for powers of two, the floor correction
+// where the signs differ) equal plain division, in every integer width. (A signed value that is
+// never negative, index math, is DecompositionTargets' below.)
 TEST_P(Decomposed, DivisionByConstantsEqualsPlainDivision) {
   std::mt19937 g(3);
-  for (DType d : {dtypes::uint8, dtypes::uint16, dtypes::uint32, dtypes::int32, dtypes::int64}) {
-    const int64_t lo = d.is_unsigned() ? 0 : -100000, hi = d == dtypes::uint8    ? 255
-                                                           : d == dtypes::uint16 ? 65535
-                                                           : d == dtypes::int32  ? 2147483647
-                                                                                 : 4000000000;
-    std::vector<int64_t> xs = {lo, hi, 0, 1, 254};
+  for (DType d : {dtypes::uint8, dtypes::uint16, dtypes::uint32, dtypes::uint64, dtypes::int8,
+                  dtypes::int16, dtypes::int32, dtypes::int64}) {
+    const bool wide = d.itemsize() == 8;
+    const int64_t hi = wide ? 4000000000 : static_cast<int64_t>(d.int_max()),
+                  lo = d.is_unsigned() ? 0
+                       : wide          ? -4000000000
+                                       : -hi - 1;
+    std::vector<int64_t> xs = {lo, hi, 0, 1, d.is_unsigned() ? 2 : -1, 126};
     std::uniform_int_distribution<int64_t> u(lo, hi);
     for (int k = 0; k < 300; ++k) xs.push_back(u(g));
     Tensor x = Tensor::from_vector(xs, {static_cast<int64_t>(xs.size())}, d);
-    for (int64_t c : {3, 7, 10, 64, 100, 641, 65537}) {
-      if (c > hi) continue;  // the constant must fit the dtype
+    const std::vector<int64_t> in = x.data<int64_t>();
+    for (int64_t c : {3, 7, 10, 64, 100, 641, 65537, -3, -7, -64}) {
+      if (c > hi || (c < 0 && d.is_unsigned())) continue;  // the constant must fit the dtype
       const Tensor k = Tensor::full({static_cast<int64_t>(xs.size())}, static_cast<double>(c), d);
       const std::vector<int64_t> gotc = Tensor::alu(Op::CDiv, {x, k}).data<int64_t>(),
                                  getm = Tensor::alu(Op::CMod, {x, k}).data<int64_t>(),
                                  gotf = Tensor::alu(Op::FloorDiv, {x, k}).data<int64_t>(),
                                  getf = Tensor::alu(Op::FloorMod, {x, k}).data<int64_t>();
-      const std::vector<int64_t> in = x.data<int64_t>();
       for (size_t i = 0; i < in.size(); ++i) {
         const int64_t q = in[i] / c, r = in[i] % c;
-        const bool down = r != 0 && in[i] < 0;
-        EXPECT_EQ(gotc[i], q) << d.repr() << " " << in[i] << " / " << c;
-        EXPECT_EQ(getm[i], r) << d.repr() << " " << in[i] << " % " << c;
-        EXPECT_EQ(gotf[i], down ? q - 1 : q) << d.repr() << " " << in[i] << " // " << c;
-        EXPECT_EQ(getf[i], down ? r + c : r) << d.repr() << " " << in[i] << " %% " << c;
+        const bool down = r != 0 && (r < 0) != (c < 0);  // floor is one lower
+        const std::string at = d.repr() + " " + std::to_string(in[i]) + ", " + std::to_string(c);
+        EXPECT_EQ(gotc[i], q) << "CDiv " << at;
+        EXPECT_EQ(getm[i], r) << "CMod " << at;
+        EXPECT_EQ(gotf[i], down ? q - 1 : q) << "FloorDiv " << at;
+        EXPECT_EQ(getf[i], down ? r + c : r) << "FloorMod " << at;
       }
     }
   }
@@ -194,20 +199,20 @@ INSTANTIATE_TEST_SUITE_P(Devices, Decomposed, ::testing::Values("INTERP", "CPU")
 
 // ---- what each target's programs keep
 
-// out[r] = in[r] // 7 + exp2(in[r]) over an n-element range: the index math divides a never
-// negative range, the value a loaded float.
-UOp kernel_with_division(int64_t n, Op div) {
+// out[r] = r // 7 (+ exp2(in[r]) + log2(in[r]) with `transcendental`) over an n-element range:
+// the index math divides a never negative range, the rest a loaded float.
+UOp kernel_with_division(int64_t n, Op div, bool transcendental = true) {
   const UOp in = param_like(Tensor::full({n}, 0.0).uop(), 1),
             out = param_like(Tensor::full({n}, 0.0).uop(), 0);
   const UOp r = UOp::range(UOp::cint(n), 0);
-  const UOp q = r.alu(div, {UOp::cint(7)}).cast(dtypes::float32);
+  UOp value = r.alu(div, {UOp::cint(7)}).cast(dtypes::float32);
   const UOp v = kernel_index(in, {r});
-  const UOp value = q.alu(Op::Add, {v.alu(Op::Exp2, {})}).alu(Op::Add, {v.alu(Op::Log2, {})});
+  if (transcendental)
+    value = value.alu(Op::Add, {v.alu(Op::Exp2, {})}).alu(Op::Add, {v.alu(Op::Log2, {})});
   return kernel_sink({kernel_end(kernel_store(kernel_index(out, {r}), value), {r})}, "k");
 }
 std::vector<Op> ops_of(const UOp& sink, const std::string& device) {
-  const UOp program =
-      linearize_kernel(bind_kernel(sink, param_buffers(sink)), {}, false, Target::of(device));
+  const UOp program = linearize_kernel(bind_kernel(sink, param_buffers(sink)), Target::of(device));
   std::vector<Op> out;
   for (const UOp& u : program.src()) out.push_back(u.op());
   return out;
@@ -219,7 +224,11 @@ TEST(DecompositionTargets, CpuProgramsKeepOnlyWhatLlvmRenders) {
     const std::vector<Op> cpu = ops_of(kernel_with_division(1000, div), "CPU");
     for (Op gone : {Op::FloorDiv, Op::FloorMod, Op::CDiv, Op::Exp2, Op::Log2})
       EXPECT_FALSE(has(cpu, gone)) << op_name(gone);
-    EXPECT_TRUE(has(cpu, Op::Shr));  // the quotient's shift
+    // the quotient is a multiply and a shift
+    const std::vector<Op> division = ops_of(kernel_with_division(1000, div, false), "CPU");
+    EXPECT_TRUE(has(division, Op::Shr));
+    EXPECT_TRUE(has(division, Op::Mul));
+    EXPECT_FALSE(has(division, Op::CDiv));
   }
   const std::vector<Op> interp = ops_of(kernel_with_division(1000, Op::FloorDiv), "INTERP");
   EXPECT_TRUE(has(interp, Op::Exp2));
@@ -253,11 +262,13 @@ TEST(DecompositionTargets, FastDivisionWidensWhereTheProductOverflows) {
   const UOp out_param = param_like(Tensor::full({n}, 0.0, dtypes::int64).uop(), 0);
   const std::vector<Op> cpu = ops_of(body({out_param}), "CPU");
   EXPECT_FALSE(has(cpu, Op::CDiv));
-  set_default_device("CPU");
+  struct OnCpu {
+    OnCpu() { set_default_device("CPU"); }
+    ~OnCpu() { set_default_device(""); }
+  } on_cpu;
   Tensor out = Tensor::from_vector(std::vector<int64_t>(n, 0), {n}, dtypes::int64);
   const std::vector<int64_t> v = custom_kernel({out}, body)[0].data<int64_t>();
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(v[i], i * 429000 / 641) << i;
-  set_default_device("");
 }
 
 }  // namespace

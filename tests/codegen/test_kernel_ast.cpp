@@ -373,7 +373,7 @@ TEST_P(KernelAst, OutOfBoundsReadsAreRefused) {
 INSTANTIATE_TEST_SUITE_P(Devices, KernelAst, ::testing::Values("INTERP", "CPU"));
 
 namespace {
-// The kernel bound to placeholder buffers of these sizes, lowered to its LINEAR program.
+// The kernel bound to placeholder buffers of these sizes, lowered to its LINEAR program for CPU.
 UOp program(const UOp& sink, const std::vector<int64_t>& sizes) {
   std::vector<UOp> bufs;
   for (size_t k = 0; k < sizes.size(); ++k)
@@ -381,7 +381,7 @@ UOp program(const UOp& sink, const std::vector<int64_t>& sizes) {
         UOp::make(Op::Buffer, dtypes::float32, {},
                   Arg::record("ParamArg", {{"slot", Arg::integer(static_cast<int64_t>(k))},
                                            {"size", Arg::integer(sizes[k])}})));
-  return linearize_kernel(bind_kernel(sink, bufs));
+  return linearize_kernel(bind_kernel(sink, bufs), Target::of("CPU"));
 }
 std::vector<Op> ops_of(const UOp& linear) {
   std::vector<Op> out;
@@ -834,10 +834,10 @@ TEST(Opts, EveryOptListGivesTheValuesOfNoOpts) {
 // ---- memory coalescing: tinygrad's expectations (test/opt/test_gen_float4.py)
 
 namespace {
-// A kernel AST lowered with `o` (its PARAMs bound to buffers of their sizes).
+// A kernel AST lowered with `o` for CPU (its PARAMs bound to buffers of their sizes).
 UOp lowered(const UOp& kernel, const std::vector<Opt>& o) {
   const UOp ast = with_opts(kernel, o);
-  return linearize_kernel(bind_kernel(ast, param_buffers(ast)));
+  return linearize_kernel(bind_kernel(ast, param_buffers(ast)), Target::of("CPU"));
 }
 // The kernel the last realize ran, lowered with `o`.
 UOp lowered_last_kernel(const std::vector<Opt>& o) {

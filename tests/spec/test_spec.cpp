@@ -1257,7 +1257,9 @@ UOp kafter(const UOp& b, const UOp& call) { return UOp::make(Op::After, b.dtype(
 TEST(Spec, ProgramsPassTheProgramVerifierAndItsTableEqualsIt) {
   expect_table_equals_verifier("spec_program", "program");
   const UOp b0 = kbuffer(0, 4), b1 = kbuffer(1, 16);
-  auto lower = [&](const UOp& sink) { return linearize_kernel(bind_kernel(sink, {b0, b1})); };
+  auto lower = [&](const UOp& sink) {
+    return linearize_kernel(bind_kernel(sink, {b0, b1}), Target::of("INTERP"));
+  };
   const UOp p0 = kparam(0, 4), p1 = kparam(1, 16), r0 = krange(4, 0),
             red = krange(4, 1, AxisType::Reduce);
   const UOp gated = UOp::constant(dtypes::index, Arg::invalid());
