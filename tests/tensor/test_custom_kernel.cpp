@@ -146,6 +146,29 @@ TEST_P(CustomKernel, EmptyKernel) {
   EXPECT_EQ(a.to_doubles(), (D{1}));
 }
 
+// An effect beyond the tuple size limit (which order_effects walks) is refused by name, on the
+// kernel's SINK of several effects and in a loop's body alike.
+TEST_P(CustomKernel, EffectsBeyondTheTupleSizeLimitAreRefusedByName) {
+  for (bool two_effects : {true, false}) {
+    Tensor out = vec({0, 0, 0, 0});
+    const Tensor in = vec({1, 2, 3, 4});
+    Tensor k = custom_kernel({out, in}, [&](const Params& p) {
+      const UOp r = UOp::range(UOp::cint(4), 0);
+      const UOp x = kernel_index(p[1], {r});
+      UOp v = x;  // 80,000 nodes that fold to nothing smaller
+      for (int i = 0; i < 40000; ++i) v = v.alu(Op::Add, {x}).alu(Op::Max, {x});
+      const UOp big = kernel_end(kernel_store(kernel_index(p[0], {r}), v), {r});
+      if (!two_effects) return kernel_sink({big}, "big");
+      const UOp r2 = UOp::range(UOp::cint(4), 1);
+      return kernel_sink(
+          {big, kernel_end(kernel_store(kernel_index(p[0], {r2}), kernel_index(p[1], {r2})), {r2})},
+          "big");
+    })[0];
+    expect_error([&] { k.realize(); }, two_effects ? "an effect of more than 65536 nodes"
+                                                   : "a loop body of more than 65536 nodes");
+  }
+}
+
 TEST_P(CustomKernel, BadKernelsAreRefused) {
   expect_error([] { custom_kernel({vec({1})}, [](const Params& p) { return p[0]; }); },
                "must return a SINK");
