@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
+#include <optional>
 #include <random>
 
 #include "codegen/linearize.h"
@@ -18,22 +19,11 @@
 #include "on_device.h"
 #include "tensor/function.h"
 #include "tensor/tensor.h"
+#include "tests/scoped_env.h"
 
 using namespace tinyrw;
 
 namespace {
-
-// Sets an environment variable for one scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
-  ~ScopedEnv() { unsetenv(name_); }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-};
 
 // The distance in representable values between a and b (0 for two NaNs or equal values).
 template <class F>
@@ -93,12 +83,15 @@ class Decomposed : public OnDevice {
   // INTERP renders every op: decomposing there takes TRANSCENDENTAL=2
   void SetUp() override {
     OnDevice::SetUp();
-    if (GetParam() == "INTERP") setenv("TRANSCENDENTAL", "2", 1);
+    if (GetParam() == "INTERP") forced_.emplace("TRANSCENDENTAL", "2");
   }
   void TearDown() override {
-    unsetenv("TRANSCENDENTAL");
+    forced_.reset();
     OnDevice::TearDown();
   }
+
+ private:
+  std::optional<ScopedEnv> forced_;
 };
 
 // exp2 and log2 within 1 ULP of the C library's (correctly rounded from double) in float32,

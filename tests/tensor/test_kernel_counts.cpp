@@ -12,6 +12,7 @@
 #include "ir/graph.h"
 #include "on_device.h"
 #include "tensor/tensor.h"
+#include "tests/scoped_env.h"
 
 using namespace tinyrw;
 
@@ -473,18 +474,6 @@ TEST_P(KernelCounts, Debug2PrintsTinygradKernelNames) {
        {"kernel 1 r_4_4", "kernel 1 r_4_32", "kernel 2 r_4_32", "kernel 3 E_4_32"})
     EXPECT_NE(err.find(line + on), std::string::npos) << line << " in\n" << err;
 }
-
-// An environment setting for one scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
-  ~ScopedEnv() { unsetenv(name_); }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-};
 
 // tinygrad's split_reduceop (on by default): a reduction of at least 32768 elements into each
 // output splits one reduced, not broadcast, axis by the first of 256..8 that divides it, into a
