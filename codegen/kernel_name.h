@@ -1,6 +1,7 @@
-// A kernel's name as tinygrad prints it before the optimizer runs: "r" when the kernel reduces,
-// else "E", then "_size" for each RANGE of bound > 1, sorted by (axis type position, ids), e.g.
-// r_16_32 for a row sum over (16, 32), E_16_8 for an (8, 16) transpose.
+// A kernel's name as tinygrad prints it: "r" when the kernel reduces, else "E", then "_size" for
+// each RANGE of bound > 1, sorted by (axis type position, ids), e.g. r_16_32 for a row sum over
+// (16, 32) and E_16_8 for an (8, 16) transpose before opts; after them (the name realize gives a
+// kernel, codegen/linearize.h) the UPCAST and UNROLL ranges show too: E_16_2_4.
 #pragma once
 
 #include <string>

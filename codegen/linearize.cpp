@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "codegen/kernel_name.h"
 #include "codegen/opt.h"
 #include "ir/axis.h"
 #include "ir/builders.h"
@@ -397,7 +398,7 @@ std::vector<UOp> linearize(const UOp& sink) {
 }
 
 UOp linearize_kernel(const UOp& bound, const Target& target, const StageTrace& trace,
-                     bool default_opts_if_none) {
+                     bool default_opts_if_none, std::string* optimized_name) {
   rw::KernelContext ctx{.target = &target};
   UOp sink = bound;
   auto stage = [&](const char* name, const Matcher& rules, void* context = nullptr,
@@ -411,12 +412,13 @@ UOp linearize_kernel(const UOp& bound, const Target& target, const StageTrace& t
   if (const auto& opts = KernelInfo::of(sink).opts_to_apply) {
     for (const Arg& a : *opts) todo.push_back(opt_from_arg(a));
   } else if (default_opts_if_none) {
-    todo = default_opts(sink);
+    todo = hand_coded_opts(sink);
   }
   if (!todo.empty()) {
     sink = apply_opts(sink, todo);
     if (trace) trace("apply opts", sink);
   }
+  if (optimized_name) *optimized_name = kernel_name(sink);
   stage("order effects", rules::order_effects(), nullptr, /*bottom_up=*/true);
   stage("add loads", rules::add_loads());
   stage("expander", rules::expander());

@@ -64,13 +64,15 @@ bool is_register(const UOp& buffer);
 std::vector<UOp> param_buffers(const UOp& sink);
 // A bound kernel through the late stages, as a LINEAR program: its loops merged where they index
 // as one (rules/expander.rw simplify_ranges), its KernelInfo's opts_to_apply applied (codegen/
-// opt.h; with none, default_opts when `default_opts_if_none`), then the rule sets above, whose
+// opt.h; with none, hand_coded_opts when `default_opts_if_none`), then the rule sets above, whose
 // decompositions leave the ops `target`'s renderer computes.
 // `trace` (may be empty) sees each stage's name and result (DEBUG prints them; VIZ records every
 // rewrite itself).
 using StageTrace = std::function<void(const std::string& stage, const UOp& result)>;
+// `optimized_name` (may be null) receives the kernel's name after its opts (tinygrad names a
+// kernel by its optimized ranges: codegen/kernel_name.h).
 UOp linearize_kernel(const UOp& bound, const Target& target, const StageTrace& trace = {},
-                     bool default_opts_if_none = false);
+                     bool default_opts_if_none = false, std::string* optimized_name = nullptr);
 // The order of a lowered kernel's instructions (tinygrad's linearize): sources before users, and
 // among the orders that allows, the one closest to placing instructions that run fewer times
 // first (by the product of the sizes of their loops), then definitions, loads, other values,

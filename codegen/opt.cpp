@@ -1,6 +1,7 @@
 #include "codegen/opt.h"
 
 #include <algorithm>
+#include <optional>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -143,7 +144,64 @@ std::vector<UOp> opt_ranges(const UOp& sink) {
   return out;
 }
 
-std::vector<Opt> default_opts(const UOp& sink) {
+namespace {
+
+bool is_output_axis(AxisType t) {
+  return t == AxisType::Global || t == AxisType::Local || t == AxisType::Weak ||
+         t == AxisType::Loop;
+}
+bool is_reduce_axis(AxisType t) { return t == AxisType::Reduce || t == AxisType::GroupReduce; }
+
+// The kernel as tinygrad's Scheduler sees it for the heuristics (codegen/opt/postrange.py).
+struct KernelView {
+  std::vector<UOp> rngs;   // opt_ranges
+  std::vector<UOp> index;  // each INDEX's index math, without its gate (bufs' get_idx())
+  explicit KernelView(const UOp& k) : rngs(opt_ranges(k)) {
+    for (const UOp& u : toposort(k)) {
+      if (u.op() != Op::Index || u.nsrc() < 2) continue;
+      UOp i = u.src(1);
+      if (i.op() == Op::Where && i.src(2).op() == Op::Const && i.src(2).arg().is_invalid())
+        i = i.src(1);
+      index.push_back(i);
+    }
+  }
+  int64_t size(size_t axis) const { return size_of(rngs[axis]); }
+  AxisType type(size_t axis) const { return axis_type_of(rngs[axis]); }
+  std::vector<int> axes(bool (*pred)(AxisType)) const {
+    std::vector<int> out;
+    for (size_t a = 0; a < rngs.size(); ++a)
+      if (pred(type(a)) && size(a) > 1) out.push_back(static_cast<int>(a));
+    return out;
+  }
+  std::vector<int> upcastable() const { return axes(is_output_axis); }
+  std::vector<int> unrollable() const { return axes(is_reduce_axis); }
+  std::vector<UOp> lanes() const {  // the UPCAST and UNROLL ranges
+    std::vector<UOp> out;
+    for (const UOp& r : rngs)
+      if (axis_type_of(r) == AxisType::Upcast || axis_type_of(r) == AxisType::Unroll)
+        out.push_back(r);
+    return out;
+  }
+  int64_t upcast_size() const {
+    int64_t n = 1;
+    for (const UOp& r : lanes()) n *= size_of(r);
+    return n;
+  }
+};
+
+// Whether the index math uses range r. tinygrad asks `rng in idx.backward_slice`, which leaves
+// out an index that is the bare range: a reduction's lone output axis then counts as ignored by
+// the output itself and is upcast (its row sums of 4096^2 are r_1024_4_1024_4). Here it counts:
+// the first kernel of a 16M-float sum ran 2.3x slower upcast (docs/tinygrad-differences.md).
+bool uses(const UOp& idx, const UOp& r) {
+  if (idx == r) return true;
+  const std::vector<UOp> below = toposort(idx);
+  return std::find(below.begin(), below.end(), r) != below.end();
+}
+
+}  // namespace
+
+std::vector<Opt> hand_coded_opts(const UOp& sink) {
   std::vector<Opt> out;
   UOp k = sink;
   auto take = [&](const Opt& o) {
@@ -155,40 +213,94 @@ std::vector<Opt> default_opts(const UOp& sink) {
       return false;
     }
   };
-  const std::vector<UOp> rngs = opt_ranges(sink);
-  std::vector<UOp> outputs;
-  bool reduces = false;
-  for (const UOp& r : rngs) {
-    const AxisType t = axis_type_of(r);
-    if (t == AxisType::Reduce) reduces = true;
-    if (t == AxisType::Weak || t == AxisType::Loop || t == AxisType::Global) outputs.push_back(r);
+  // small output axes that gate a where (a stack's, a pad's) are upcast whole, up to 7 x 7 lanes
+  {
+    const KernelView v(k);
+    std::vector<UOp> gated;
+    for (const UOp& u : toposort(k))
+      if (u.op() == Op::Where)
+        for (const UOp& x : toposort(u.src(0)))
+          if (x.op() == Op::Range) gated.push_back(x);
+    std::vector<int> to_upcast;
+    int64_t lanes = 1;
+    for (int a : v.upcastable()) {
+      const bool masked = std::find(gated.begin(), gated.end(), v.rngs[a]) != gated.end();
+      if (v.size(a) <= 7 && masked && lanes * v.size(a) <= 49) {
+        to_upcast.push_back(a);
+        lanes *= v.size(a);
+      }
+    }
+    for (auto a = to_upcast.rbegin(); a != to_upcast.rend(); ++a) take({OptOp::Upcast, *a, 0});
   }
-  // An output axis of a reduction is upcast where some buffer read inside the reduction's loop
-  // ignores it (a matmul's: each value read serves every lane). Elsewhere its lanes read one more
-  // stream each, which only slows the loop.
-  std::vector<std::vector<UOp>> reads;  // the index math of each read inside a reduction loop
-  for (const UOp& u : toposort(sink)) {
-    if (u.op() != Op::Index || u.nsrc() < 2) continue;
-    const UOp b = u.src(0).under(Op::After);
-    if (b.op() != Op::Param && b.op() != Op::Buffer) continue;
-    std::vector<UOp> below = toposort(UOp::sink({u.src().begin() + 1, u.src().end()}));
-    if (std::any_of(below.begin(), below.end(), [](const UOp& x) {
-          return x.op() == Op::Range && axis_type_of(x) == AxisType::Reduce;
-        }))
-      reads.push_back(std::move(below));
+  // more upcasts of output axes that some buffer's index ignores (a matmul's), fewest and smallest
+  // strides first, while the outputs number 1024 or more and the lanes fewer than 32
+  std::vector<int> upcast_axes;
+  for (;;) {
+    const KernelView v(k);
+    int64_t outputs = 1;
+    for (int a : v.upcastable()) outputs *= v.size(a);
+    if (outputs < 1024 || v.upcast_size() >= 32) break;
+    const std::vector<UOp> lanes = v.lanes();
+    std::optional<std::tuple<int64_t, int64_t, int, int64_t>> best;
+    for (int a : v.upcastable()) {
+      for (int64_t amount : {3, 4}) {
+        if (std::ranges::find(upcast_axes, a) != upcast_axes.end() || v.size(a) % amount != 0)
+          continue;
+        const UOp& r = v.rngs[a];
+        const bool ignored = std::any_of(v.index.begin(), v.index.end(), [&](const UOp& idx) {
+          return !uses(idx, r) && std::all_of(lanes.begin(), lanes.end(),
+                                              [&](const UOp& l) { return uses(idx, l); });
+        });
+        if (!ignored) continue;
+        int64_t num = 0, sum = 0;
+        for (const UOp& idx : v.index) {
+          if (uses(idx, r)) ++num;
+          for (const UOp& c : idx.split(Op::Add)) {
+            if (c == r) sum += 1;
+            if (c.op() == Op::Mul && c.src(0) == r && c.src(1).op() == Op::Const)
+              sum += static_cast<int64_t>(c.src(1).arg().as_int());
+            if (c.op() == Op::Mul && c.src(1) == r && c.src(0).op() == Op::Const)
+              sum += static_cast<int64_t>(c.src(0).arg().as_int());
+          }
+        }
+        const auto choice = std::tuple(num, sum, a, amount);
+        if (!best || choice < *best) best = choice;
+      }
+    }
+    if (!best) break;
+    take({OptOp::Upcast, std::get<2>(*best), std::get<3>(*best)});
+    upcast_axes.push_back(std::get<2>(*best));
   }
-  auto reused = [&](const UOp& r) {
-    return std::any_of(reads.begin(), reads.end(), [&](const std::vector<UOp>& below) {
-      return std::find(below.begin(), below.end(), r) == below.end();
+  // the last reduce axis unrolls whole up to 32 (and a second one too where both are tiny), by 4
+  // beyond
+  {
+    const KernelView v(k);
+    const std::vector<int> red = v.unrollable();
+    const bool unrolled = std::any_of(v.rngs.begin(), v.rngs.end(), [](const UOp& r) {
+      return axis_type_of(r) == AxisType::Unroll;
     });
-  };
-  const auto last = static_cast<int>(outputs.size()) - 1;
-  if (!outputs.empty() && (!reduces || reused(outputs.back()))) take({OptOp::Upcast, last, 4});
-  if (reduces && outputs.size() > 1 && reused(outputs.front())) take({OptOp::Upcast, 0, 4});
-  // a reduction without a register tile unrolls further: its lanes are independent chains of
-  // one accumulator (rules/reduce.rw keeps_lanes); a tile's registers are spoken for
-  const bool tiled = !out.empty();
-  if (reduces && !(!tiled && take({OptOp::Unroll, 0, 8}))) take({OptOp::Unroll, 0, 4});
+    if (!red.empty() && (v.upcast_size() <= 4 || !unrolled) && v.upcast_size() < 64) {
+      const int last = static_cast<int>(red.size()) - 1;
+      const int64_t s = v.size(static_cast<size_t>(red.back()));
+      if (s <= 32) {
+        if (take({OptOp::Unroll, last, 0})) {
+          const KernelView w(k);
+          const std::vector<int> rest = w.unrollable();
+          if (!rest.empty() && s <= 3 && w.size(static_cast<size_t>(rest.back())) <= 3)
+            take({OptOp::Unroll, static_cast<int>(rest.size()) - 1, 0});
+        }
+      } else if (s % 4 == 0) {
+        take({OptOp::Unroll, last, 4});
+      }
+    }
+  }
+  // where nothing is upcast or unrolled yet, the last output axis is upcast by 4
+  {
+    const KernelView v(k);
+    const std::vector<int> up = v.upcastable();
+    if (v.lanes().empty() && !up.empty() && v.size(static_cast<size_t>(up.back())) % 4 == 0)
+      take({OptOp::Upcast, up.back(), 4});
+  }
   return out;
 }
 

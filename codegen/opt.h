@@ -47,13 +47,13 @@ UOp apply_opts(const UOp& sink, std::span<const Opt> opts);
 // KernelInfo(opts_to_apply=...): a custom kernel's opts by hand.
 UOp with_opts(const UOp& sink, std::span<const Opt> opts);
 
-// The opts a generated kernel gets when it names none (until the optimizer's heuristics and BEAM,
-// issue 15, replace this): the last output axis upcast by 4 and, in a reduction, the first output
-// axis too and the first reduce axis unrolled by 4 (by 8 where no output axis was upcast), each
-// where the amount divides it. A reduction's output
-// axis is upcast only where some buffer read inside the reduction's loop does not vary along it
-// (a matmul's).
-std::vector<Opt> default_opts(const UOp& sink);
+// The opts a generated kernel gets when it names none: tinygrad's hand_coded_optimizations
+// (codegen/opt/heuristic.py), its CPU part without threads. Small output axes that gate a where
+// are upcast whole; while 1024 outputs or more remain and fewer than 32 lanes, an output axis
+// some buffer's index ignores is upcast by 3 or 4 (fewest indexes using it, then smallest
+// strides); the last reduce axis is unrolled whole up to 32, else by 4; a kernel with no lanes
+// yet has its last output axis upcast by 4.
+std::vector<Opt> hand_coded_opts(const UOp& sink);
 
 class KernelOptError : public std::runtime_error {
  public:

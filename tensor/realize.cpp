@@ -121,8 +121,9 @@ struct Realizer {
     if (auto it = cache.find(sink); it != cache.end()) return it->second;
     const UOp bound = bind_kernel(sink, param_buffers(sink));
     CompiledKernel k{.name = KernelInfo::of(sink).name};
-    // a kernel that names no opts gets the default ones (none under NOOPT=1, as tinygrad's)
-    k.program = lower(bound, k.name, device, !noopt());
+    // a kernel that names no opts gets the hand-coded ones (none under NOOPT=1, as tinygrad's);
+    // it is named by its ranges after them, as tinygrad's
+    k.program = lower(bound, KernelInfo::of(sink).name, device, !noopt(), &k.name);
     if (device == "CPU") {
       const RenderedKernel r = render_llvm(k.program);
       k.fn = cpu_compile(r.ir);
@@ -136,14 +137,15 @@ struct Realizer {
   // The late stages (codegen/linearize.h) on a bound kernel: DEBUG=5 prints the program after
   // each, SPEC=1 verifies the result.
   static UOp lower(const UOp& bound, const std::string& name, const std::string& device,
-                   bool default_opts = false) {
+                   bool default_opts = false, std::string* optimized_name = nullptr) {
     StageTrace trace;
     if (debug_level() >= 5)
       trace = [&](const std::string& stage, const UOp& u) {
         std::fprintf(stderr, "kernel %s after %s:\n%s\n", name.c_str(), stage.c_str(),
                      render_program(u).c_str());
       };
-    const UOp program = linearize_kernel(bound, Target::of(device), trace, default_opts);
+    const UOp program =
+        linearize_kernel(bound, Target::of(device), trace, default_opts, optimized_name);
     if (spec_enabled()) verify(program, rules::spec_program());
     return program;
   }

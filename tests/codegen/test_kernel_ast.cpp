@@ -495,26 +495,28 @@ TEST_P(GeneratedKernels, RowSumIsNamedR_16_32) {
     EXPECT_EQ(got[static_cast<size_t>(i)], static_cast<float>(32 * (32 * i) + 31 * 32 / 2)) << i;
 }
 
-// a.T.contiguous() of (8, 16): the output's ranges in its own order, (16, 8)
-TEST_P(GeneratedKernels, TransposeIsNamedE_16_8) {
+// a.T.contiguous() of (8, 16): the output's ranges in its own order, (16, 8), the last upcast by
+// 4 (tinygrad's name, checked with its DEBUG=4: E_16_2_4)
+TEST_P(GeneratedKernels, TransposeIsNamedE_16_2_4) {
   Tensor a = tensor(iota(8 * 16), {8, 16});
   Tensor t = a.transpose().contiguous();
   t.realize();
-  EXPECT_EQ(last_kernel_names(), Names{"E_16_8"});
+  EXPECT_EQ(last_kernel_names(), Names{"E_16_2_4"});
   EXPECT_EQ(t.data<float>()[1], 16.0f);
 }
 
-// no range of size 1 in a name; a full sum has only REDUCE ranges; two kernels in order
+// no range of size 1 in a name; a full sum has only REDUCE ranges; two kernels in order; each
+// named after its opts (tinygrad's names, checked with its DEBUG=4 on one thread)
 TEST_P(GeneratedKernels, NamesOfSeveralKernels) {
   Tensor a = tensor(iota(16 * 16), {16, 16});
   Tensor full = a.sum();
   full.realize();
-  EXPECT_EQ(last_kernel_names(), Names{"r_16_16"});
+  EXPECT_EQ(last_kernel_names(), Names{"r_64_4"});  // the 256 merged, unrolled by 4
   EXPECT_EQ(full.data<float>()[0], 255.0f * 256.0f / 2.0f);
   Tensor b = tensor(iota(16), {16, 1});
   Tensor e = (a + b.expand({16, 16})) * a;
   e.realize();
-  EXPECT_EQ(last_kernel_names(), Names{"E_16_16"});
+  EXPECT_EQ(last_kernel_names(), Names{"E_16_4_4"});
   Tensor c = tensor(iota(16), {4, 4});
   Tensor d = c - c.sum({1}, true);
   d.realize();
@@ -1101,23 +1103,30 @@ TEST(Opts, AnOptOfOneLaneIsRefused) {
                                "UNROLL(0, 1): one lane splits nothing off");
 }
 
-// The interim default opts: an elementwise kernel upcasts its last axis; a reduction upcasts an
-// output axis only where some read in its loop ignores it (a matmul's both, a row sum's none) and
-// unrolls.
-TEST(Opts, DefaultOptsUpcastAReductionsOutputsOnlyWhereReadsAreShared) {
+// The hand-coded opts give tinygrad's (its hand_coded_optimizations on the same kernels, CPU
+// without threads): an elementwise kernel upcasts its merged axis by 4; a reduction of 32 or less
+// unrolls whole, a longer one by 4; a matmul of 1024 outputs or more upcasts both output axes
+// (the one some read ignores with the smallest strides first).
+TEST(Opts, HandCodedOptsAreTinygrads) {
+  auto opts_of_last = [] { return hand_coded_opts(simplify_ranges(last_kernel_asts().at(0))); };
   (realized({16, 32}) + realized({16, 32})).realize();
-  EXPECT_EQ(default_opts(last_kernel_asts().at(0)), opts({upcast(1, 4)}));
+  EXPECT_EQ(opts_of_last(), opts({upcast(0, 4)}));  // E_128_4
   realized({16, 32}).matmul(realized({32, 16})).realize();
-  EXPECT_EQ(default_opts(last_kernel_asts().at(0)),
-            opts({upcast(1, 4), upcast(0, 4), unroll(0, 4)}));
-  // no register tile: the unroll goes to 8 where 8 divides the loop, else 4
+  EXPECT_EQ(opts_of_last(), opts({unroll(0, 0)}));  // r_16_16_32: 256 outputs
+  realized({64, 64}).matmul(realized({64, 64})).realize();
+  EXPECT_EQ(opts_of_last(), opts({upcast(1, 4), upcast(0, 4), unroll(0, 4)}));
+  EXPECT_EQ(last_kernel_names().at(0), "r_16_16_4_4_16_4");
   realized({16, 32}).sum({1}).realize();
-  EXPECT_EQ(default_opts(last_kernel_asts().at(0)), opts({unroll(0, 8)}));
+  EXPECT_EQ(opts_of_last(), opts({unroll(0, 0)}));  // r_16_32
+  EXPECT_EQ(last_kernel_names().at(0), "r_16_32");
   realized({16, 12}).sum({1}).realize();
-  EXPECT_EQ(default_opts(last_kernel_asts().at(0)), opts({unroll(0, 4)}));
-  // a scalar read outside the loop serves every lane too, but is no reason to upcast
-  (realized({16, 32}) * realized({1, 1}).expand({16, 32})).sum({1}).realize();
-  EXPECT_EQ(default_opts(last_kernel_asts().at(0)), opts({unroll(0, 8)}));
+  EXPECT_EQ(opts_of_last(), opts({unroll(0, 0)}));  // r_16_12
+  realized({256, 256}).sum({0}).realize();
+  EXPECT_EQ(opts_of_last(), opts({unroll(0, 4)}));  // r_256_64_4
+  EXPECT_EQ(last_kernel_names().at(0), "r_256_64_4");
+  // a stack's small gated axis is upcast whole
+  Tensor::stack({realized({16, 32}), realized({16, 32})}, -1).realize();
+  EXPECT_EQ(last_kernel_names().at(0), "E_512_2");
 }
 
 // The CPU renderer: vector accesses aligned to their size (buffers start 16-byte aligned), and

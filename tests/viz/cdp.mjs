@@ -35,7 +35,9 @@ export async function launch(exe, {width = 1600, height = 1000} = {}) {
   ];
   const proc = spawn(exe, args, {stdio: ['ignore', 'ignore', 'pipe', 'pipe', 'pipe']});
   const b = new Browser(proc, dir, width, height);
-  await b.send('Browser.getVersion');
+  // the first answer waits for chromium to start, which takes far longer on a loaded machine
+  // (a CI run's other tests) than any later command
+  await b.send('Browser.getVersion', {}, undefined, 120000);
   return b;
 }
 
