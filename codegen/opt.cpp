@@ -8,6 +8,7 @@
 
 #include "codegen/kernel_name.h"
 #include "ir/axis.h"
+#include "ir/builders.h"
 #include "ir/graph.h"
 #include "ir/kernel_info.h"
 #include "ir/rewrite.h"
@@ -154,15 +155,17 @@ bool is_reduce_axis(AxisType t) { return t == AxisType::Reduce || t == AxisType:
 
 // The kernel as tinygrad's Scheduler sees it for the heuristics (codegen/opt/postrange.py).
 struct KernelView {
-  std::vector<UOp> rngs;   // opt_ranges
-  std::vector<UOp> index;  // each INDEX's index math, without its gate (bufs' get_idx())
+  std::vector<UOp> rngs;                  // opt_ranges
+  std::vector<std::vector<UOp>> indexes;  // each INDEX's index sources, ungated (get_idx())
+  bool reduces = false;
   explicit KernelView(const UOp& k) : rngs(opt_ranges(k)) {
     for (const UOp& u : toposort(k)) {
+      if (u.op() == Op::Reduce) reduces = true;
       if (u.op() != Op::Index || u.nsrc() < 2) continue;
-      UOp i = u.src(1);
-      if (i.op() == Op::Where && i.src(2).op() == Op::Const && i.src(2).arg().is_invalid())
-        i = i.src(1);
-      index.push_back(i);
+      std::vector<UOp> parts;
+      for (size_t s = 1; s < u.nsrc(); ++s)
+        parts.push_back(is_gated_index(u.src(s)) ? u.src(s).src(1) : u.src(s));
+      indexes.push_back(std::move(parts));
     }
   }
   int64_t size(size_t axis) const { return size_of(rngs[axis]); }
@@ -175,6 +178,12 @@ struct KernelView {
   }
   std::vector<int> upcastable() const { return axes(is_output_axis); }
   std::vector<int> unrollable() const { return axes(is_reduce_axis); }
+  // UNROLL's axis for range `axis`: its place among the reduce ranges (apply_opt's numbering)
+  int unroll_axis(int axis) const {
+    int n = 0;
+    for (int a = 0; a < axis; ++a) n += is_reduce_axis(type(static_cast<size_t>(a)));
+    return n;
+  }
   std::vector<UOp> lanes() const {  // the UPCAST and UNROLL ranges
     std::vector<UOp> out;
     for (const UOp& r : rngs)
@@ -189,14 +198,23 @@ struct KernelView {
   }
 };
 
-// Whether the index math uses range r. tinygrad asks `rng in idx.backward_slice`, which leaves
-// out an index that is the bare range: a reduction's lone output axis then counts as ignored by
-// the output itself and is upcast (its row sums of 4096^2 are r_1024_4_1024_4). Here it counts:
-// the first kernel of a 16M-float sum ran 2.3x slower upcast (docs/tinygrad-differences.md).
-bool uses(const UOp& idx, const UOp& r) {
-  if (idx == r) return true;
-  const std::vector<UOp> below = toposort(idx);
-  return std::find(below.begin(), below.end(), r) != below.end();
+// Whether index sources `parts` use range r: r is one of them or below one.
+bool uses(const std::vector<UOp>& parts, const UOp& r) {
+  return std::any_of(parts.begin(), parts.end(), [&](const UOp& p) {
+    const std::vector<UOp> below = toposort(p);
+    return std::find(below.begin(), below.end(), r) != below.end();
+  });
+}
+// Whether they use r as tinygrad's heuristics read it: `rng in idx.backward_slice` leaves out an
+// index that is the bare range. In a reduction this deviates: there the bare range counts, else
+// a reduction's lone output axis counts as ignored by the output itself and is upcast (its row
+// sums of 4096^2 are r_1024_4_1024_4), and the first kernel of a 16M-float sum ran 2.3x slower
+// upcast (docs/tinygrad-differences.md). An elementwise kernel keeps tinygrad's reading (3072
+// elements: E_1024_3).
+bool uses_as_tinygrad(const std::vector<UOp>& parts, const UOp& r, bool reduces) {
+  if (reduces) return uses(parts, r);
+  return std::any_of(parts.begin(), parts.end(),
+                     [&](const UOp& p) { return p != r && uses({p}, r); });
 }
 
 }  // namespace
@@ -204,14 +222,10 @@ bool uses(const UOp& idx, const UOp& r) {
 std::vector<Opt> hand_coded_opts(const UOp& sink) {
   std::vector<Opt> out;
   UOp k = sink;
-  auto take = [&](const Opt& o) {
-    try {
-      k = apply_opt(k, o);
-      out.push_back(o);
-      return true;
-    } catch (const KernelOptError&) {  // this one does not apply: the kernel goes without it
-      return false;
-    }
+  // every opt below applies by construction (a refusal is a bug and raises), but the unroll
+  auto apply = [&](const Opt& o) {
+    k = apply_opt(k, o);
+    out.push_back(o);
   };
   // small output axes that gate a where (a stack's, a pad's) are upcast whole, up to 7 x 7 lanes
   {
@@ -230,7 +244,7 @@ std::vector<Opt> hand_coded_opts(const UOp& sink) {
         lanes *= v.size(a);
       }
     }
-    for (auto a = to_upcast.rbegin(); a != to_upcast.rend(); ++a) take({OptOp::Upcast, *a, 0});
+    for (auto a = to_upcast.rbegin(); a != to_upcast.rend(); ++a) apply({OptOp::Upcast, *a, 0});
   }
   // more upcasts of output axes that some buffer's index ignores (a matmul's), fewest and smallest
   // strides first, while the outputs number 1024 or more and the lanes fewer than 32
@@ -247,59 +261,62 @@ std::vector<Opt> hand_coded_opts(const UOp& sink) {
         if (std::ranges::find(upcast_axes, a) != upcast_axes.end() || v.size(a) % amount != 0)
           continue;
         const UOp& r = v.rngs[a];
-        const bool ignored = std::any_of(v.index.begin(), v.index.end(), [&](const UOp& idx) {
-          return !uses(idx, r) && std::all_of(lanes.begin(), lanes.end(),
-                                              [&](const UOp& l) { return uses(idx, l); });
-        });
+        // (a lane counts where it is the bare index: tinygrad's whole-range upcast leaves r*n+u)
+        const bool ignored =
+            std::any_of(v.indexes.begin(), v.indexes.end(), [&](const std::vector<UOp>& idx) {
+              return !uses_as_tinygrad(idx, r, v.reduces) &&
+                     std::all_of(lanes.begin(), lanes.end(),
+                                 [&](const UOp& l) { return uses(idx, l); });
+            });
         if (!ignored) continue;
         int64_t num = 0, sum = 0;
-        for (const UOp& idx : v.index) {
-          if (uses(idx, r)) ++num;
-          for (const UOp& c : idx.split(Op::Add)) {
-            if (c == r) sum += 1;
-            if (c.op() == Op::Mul && c.src(0) == r && c.src(1).op() == Op::Const)
-              sum += static_cast<int64_t>(c.src(1).arg().as_int());
-            if (c.op() == Op::Mul && c.src(1) == r && c.src(0).op() == Op::Const)
-              sum += static_cast<int64_t>(c.src(0).arg().as_int());
-          }
+        for (const std::vector<UOp>& idx : v.indexes) {
+          if (uses_as_tinygrad(idx, r, v.reduces)) ++num;
+          for (const UOp& part : idx)
+            for (const UOp& c : part.split(Op::Add)) {
+              if (c == r) sum += 1;
+              if (c.op() == Op::Mul && c.src(0) == r && c.src(1).op() == Op::Const)
+                sum += static_cast<int64_t>(c.src(1).arg().as_int());
+              if (c.op() == Op::Mul && c.src(1) == r && c.src(0).op() == Op::Const)
+                sum += static_cast<int64_t>(c.src(0).arg().as_int());
+            }
         }
         const auto choice = std::tuple(num, sum, a, amount);
         if (!best || choice < *best) best = choice;
       }
     }
     if (!best) break;
-    take({OptOp::Upcast, std::get<2>(*best), std::get<3>(*best)});
+    apply({OptOp::Upcast, std::get<2>(*best), std::get<3>(*best)});
     upcast_axes.push_back(std::get<2>(*best));
   }
   // the last reduce axis unrolls whole up to 32 (and a second one too where both are tiny), by 4
-  // beyond
-  {
+  // beyond; as tinygrad's, a refused unroll (a multireduce whose sizes differ) is skipped
+  try {
     const KernelView v(k);
     const std::vector<int> red = v.unrollable();
     const bool unrolled = std::any_of(v.rngs.begin(), v.rngs.end(), [](const UOp& r) {
       return axis_type_of(r) == AxisType::Unroll;
     });
     if (!red.empty() && (v.upcast_size() <= 4 || !unrolled) && v.upcast_size() < 64) {
-      const int last = static_cast<int>(red.size()) - 1;
       const int64_t s = v.size(static_cast<size_t>(red.back()));
       if (s <= 32) {
-        if (take({OptOp::Unroll, last, 0})) {
-          const KernelView w(k);
-          const std::vector<int> rest = w.unrollable();
-          if (!rest.empty() && s <= 3 && w.size(static_cast<size_t>(rest.back())) <= 3)
-            take({OptOp::Unroll, static_cast<int>(rest.size()) - 1, 0});
-        }
+        apply({OptOp::Unroll, v.unroll_axis(red.back()), 0});
+        const KernelView w(k);
+        const std::vector<int> rest = w.unrollable();
+        if (!rest.empty() && s <= 3 && w.size(static_cast<size_t>(rest.back())) <= 3)
+          apply({OptOp::Unroll, w.unroll_axis(rest.back()), 0});
       } else if (s % 4 == 0) {
-        take({OptOp::Unroll, last, 4});
+        apply({OptOp::Unroll, v.unroll_axis(red.back()), 4});
       }
     }
+  } catch (const KernelOptError&) {
   }
   // where nothing is upcast or unrolled yet, the last output axis is upcast by 4
   {
     const KernelView v(k);
     const std::vector<int> up = v.upcastable();
     if (v.lanes().empty() && !up.empty() && v.size(static_cast<size_t>(up.back())) % 4 == 0)
-      take({OptOp::Upcast, up.back(), 4});
+      apply({OptOp::Upcast, up.back(), 4});
   }
   return out;
 }

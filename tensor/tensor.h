@@ -336,6 +336,6 @@ void set_default_device(const std::string& name);
 std::string default_device();
 bool device_available(const std::string& name);
 int debug_level();  // $DEBUG (2: print each kernel's source)
-bool noopt();       // $NOOPT=1: generated kernels get no opts (codegen/opt.h default_opts)
+bool noopt();       // $NOOPT=1: generated kernels get no opts (codegen/opt.h hand_coded_opts)
 
 }  // namespace tinyrw

@@ -1127,6 +1127,13 @@ TEST(Opts, HandCodedOptsAreTinygrads) {
   // a stack's small gated axis is upcast whole
   Tensor::stack({realized({16, 32}), realized({16, 32})}, -1).realize();
   EXPECT_EQ(last_kernel_names().at(0), "E_512_2");
+  // an elementwise kernel's merged axis upcasts by 3 before 4, also where 4 would not divide
+  (realized({3072}) + realized({3072})).realize();
+  EXPECT_EQ(last_kernel_names().at(0), "E_1024_3");
+  (realized({1029}) + realized({1029})).realize();
+  EXPECT_EQ(last_kernel_names().at(0), "E_343_3");
+  realized({48, 64}).transpose().contiguous().realize();
+  EXPECT_EQ(last_kernel_names().at(0), "E_64_12_4");
 }
 
 // The CPU renderer: vector accesses aligned to their size (buffers start 16-byte aligned), and
