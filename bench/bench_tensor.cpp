@@ -1,7 +1,8 @@
 // Tensor programs on the CPU device (LLVM JIT): elementwise add over 16M floats against memcpy
 // bandwidth measured in the same run, a 512x512 float32 matmul in GFLOPS (as a Tensor program and
-// as a kernel AST), and an MLP training
-// step against its forward pass. Kernels are
+// as a kernel AST) and a 1024x1024 one, an MLP training step against its forward pass, and an
+// MNIST-sized MLP's forward pass, warm and on its first run (bench/side_by_side.py compares the
+// matmuls and this MLP with tinygrad and OpenBLAS). Kernels are
 // compiled on the first iteration and cached afterwards. Building and differentiating 10k- and
 // 100k-op chains shows that graph construction is linear; scheduling a 20-layer MLP and a
 // transformer block (nothing run) times the scheduler alone.
@@ -100,7 +101,28 @@ void BM_Matmul512(benchmark::State& state) {
   state.counters["GFLOPS"] = benchmark::Counter(2.0 * 512 * 512 * 512 * 1e-9,
                                                 benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_Matmul512)->Unit(benchmark::kMillisecond)->Iterations(3);
+// Real time: the GFLOPS counter (a rate) is otherwise over the main thread's CPU time, which
+// misses the work of a kernel launched over several threads (CPU_THREADS).
+BENCHMARK(BM_Matmul512)->Unit(benchmark::kMillisecond)->Iterations(3)->UseRealTime();
+
+// The same at 1024x1024 (2.1 GFLOP a run), for bench/side_by_side.py's comparison with tinygrad and
+// OpenBLAS; the kernel is compiled before timing.
+void BM_Matmul1024(benchmark::State& state) {
+  set_default_device("CPU");
+  Tensor a = Tensor::full({1024, 1024}, 0.5).contiguous(),
+         b = Tensor::full({1024, 1024}, 0.25).contiguous();
+  a.realize();
+  b.realize();
+  a.matmul(b).realize();  // compiles the kernel: the loop measures running it
+  for (auto _ : state) {
+    Tensor c = a.matmul(b);
+    c.realize();
+    benchmark::DoNotOptimize(c.uop());
+  }
+  state.counters["GFLOPS"] = benchmark::Counter(2.0 * 1024 * 1024 * 1024 * 1e-9,
+                                                benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_Matmul1024)->Unit(benchmark::kMillisecond)->Iterations(5)->UseRealTime();
 
 // The same matmul given as a kernel AST, SINK(END(STORE(INDEX(P0, i*512+j),
 // REDUCE(INDEX(P1, i*512+k) * INDEX(P2, k*512+j), k)), i, j)), run through custom_kernel: the
@@ -160,6 +182,46 @@ void BM_MlpForward(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_MlpForward)->Unit(benchmark::kMillisecond)->Iterations(20);
+
+// An MNIST-sized MLP forward pass, 784 -> 256 -> 10 on a batch of 64 (the logits, no loss), for
+// bench/side_by_side.py's comparison with tinygrad and OpenBLAS: 26 MFLOP a run.
+struct Mlp784 {
+  Tensor x = Tensor::rand({64, 784}, 1).realize();
+  Tensor w1 = Tensor::rand({784, 256}, 2).realize(), b1 = Tensor::rand({1, 256}, 3).realize();
+  Tensor w2 = Tensor::rand({256, 10}, 4).realize(), b2 = Tensor::rand({1, 10}, 5).realize();
+  Tensor forward() const { return (x.matmul(w1) + b1).relu().matmul(w2) + b2; }
+};
+constexpr double kMlp784Flop = 2.0 * 64 * (784 * 256 + 256 * 10);
+
+// Its first run: graph build, schedule, optimize, compile (LLVM) and run. There is no API that
+// clears the compiled-kernel cache (tensor/realize.cpp's Realizer::g_compiled), so only the first
+// run in the process is cold: one iteration, registered before BM_MlpForward784 (which compiles
+// the same kernels). --benchmark_repetitions above 1 or random interleaving make the later runs
+// warm ones.
+void BM_MlpForward784FirstRun(benchmark::State& state) {
+  set_default_device("CPU");
+  Mlp784 m;  // parameters realized before timing
+  for (auto _ : state) {
+    Tensor out = m.forward();
+    benchmark::DoNotOptimize(out.realize().uop());
+  }
+  state.counters["GFLOPS"] =
+      benchmark::Counter(kMlp784Flop * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_MlpForward784FirstRun)->Unit(benchmark::kMillisecond)->Iterations(1)->UseRealTime();
+
+void BM_MlpForward784(benchmark::State& state) {
+  set_default_device("CPU");
+  Mlp784 m;
+  m.forward().realize();  // kernels compiled before timing
+  for (auto _ : state) {
+    Tensor out = m.forward();
+    benchmark::DoNotOptimize(out.realize().uop());
+  }
+  state.counters["GFLOPS"] =
+      benchmark::Counter(kMlp784Flop * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_MlpForward784)->Unit(benchmark::kMillisecond)->Iterations(20)->UseRealTime();
 
 void BM_MlpTrainStep(benchmark::State& state) {
   set_default_device("CPU");

@@ -21,6 +21,7 @@
 #include "rules_gen/decompositions.h"
 #include "rules_gen/devectorizer.h"
 #include "rules_gen/expander.h"
+#include "rules_gen/gpudims.h"
 #include "rules_gen/linearize.h"
 #include "rules_gen/reduce.h"
 #include "rules_gen/transcendental.h"
@@ -406,19 +407,20 @@ UOp linearize_kernel(const UOp& bound, const Target& target, const StageTrace& t
     sink = graph_rewrite(sink, &rules, {.ctx = context, .bottom_up = bottom_up, .name = name});
     if (trace) trace(name, sink);
   };
-  sink = simplify_ranges(sink);
+  sink = convert_loop_to_global(simplify_ranges(sink), target);
   if (trace) trace("simplify ranges", sink);
   std::vector<Opt> todo;
   if (const auto& opts = KernelInfo::of(sink).opts_to_apply) {
     for (const Arg& a : *opts) todo.push_back(opt_from_arg(a));
   } else if (default_opts_if_none) {
-    todo = hand_coded_opts(sink);
+    todo = hand_coded_opts(sink, target);
   }
   if (!todo.empty()) {
-    sink = apply_opts(sink, todo);
+    sink = apply_opts(sink, todo, target);
     if (trace) trace("apply opts", sink);
   }
   if (optimized_name) *optimized_name = kernel_name(sink);
+  stage("add gpudims", rules::add_gpudims());
   stage("order effects", rules::order_effects(), nullptr, /*bottom_up=*/true);
   stage("add loads", rules::add_loads());
   stage("expander", rules::expander());

@@ -2,6 +2,7 @@
 // program form every device runs (INTERP executes it, CPU renders it to LLVM IR). The stages,
 // in tinygrad's order (codegen/__init__.py full_rewrite_to_sink), are rule sets:
 //   rules/expander.rw     simplify_ranges (loop merging); then the opts (codegen/opt.h)
+//   rules/gpudims.rw      add_gpudims: a THREAD range becomes the launch's SPECIAL core_id
 //   rules/linearize.rw    order_effects (a SINK's and GROUP's effects in order)
 //   rules/devectorizer.rw add_loads
 //   rules/expander.rw     expander: UPCAST/UNROLL ranges become vector lanes
@@ -18,6 +19,8 @@
 // then `linearize` orders the graph (a priority toposort, tinygrad's linearizer). The program:
 //   BUFFER                           a buffer (a negative slot: a register of the run)
 //   CONST, ALU ops, CAST, BITCAST    compute a value from earlier instructions
+//   SPECIAL(bound) "core_id"         the thread this run of the kernel is (0..bound-1): the
+//                                    kernel runs once per thread
 //   RANGE(bound, after?)             opens a loop; its value is the loop index (`after`: the
 //                                    instruction the loop must follow, control flow only)
 //   END(effect, range)               closes the loop of that RANGE

@@ -1,8 +1,11 @@
 #include "codegen/opt.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <optional>
 #include <tuple>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -11,6 +14,7 @@
 #include "ir/builders.h"
 #include "ir/graph.h"
 #include "ir/kernel_info.h"
+#include "ir/render.h"
 #include "ir/rewrite.h"
 #include "rules_gen/expander.h"
 
@@ -18,32 +22,19 @@ namespace tinyrw {
 
 namespace {
 
-// tinygrad's axis_to_pos: the order of a kernel's axes for opts
-int opt_position(AxisType t) {
-  switch (t) {
-    case AxisType::Loop:
-    case AxisType::Weak:
-      return -1;
-    case AxisType::Thread:
-      return 0;
-    case AxisType::Global:
-      return 1;
-    case AxisType::Warp:
-      return 2;
-    case AxisType::Local:
-      return 3;
-    case AxisType::Upcast:
-      return 4;
-    case AxisType::GroupReduce:
-      return 5;
-    case AxisType::Reduce:
-      return 6;
-    case AxisType::Unroll:
-      return 7;
-    default:
-      return 8;
-  }
+constexpr std::pair<OptOp, const char*> kOptNames[] = {
+    {OptOp::Upcast, "UPCAST"}, {OptOp::Unroll, "UNROLL"},     {OptOp::Local, "LOCAL"},
+    {OptOp::Group, "GROUP"},   {OptOp::GroupTop, "GROUPTOP"}, {OptOp::Thread, "THREAD"},
+    {OptOp::Padto, "PADTO"},   {OptOp::Swap, "SWAP"},         {OptOp::Nolocals, "NOLOCALS"}};
+
+const char* opt_name(OptOp op) {
+  for (const auto& [o, name] : kOptNames)
+    if (o == op) return name;
+  throw std::logic_error("an OptOp without a name");
 }
+
+// the order of a kernel's axes for opts and in its name (tinygrad's axis_to_pos)
+int opt_position(AxisType t) { return axis_info(t).position.value_or(9); }
 
 std::vector<i128> ids_of(const UOp& r) {
   std::vector<i128> ids;
@@ -57,54 +48,116 @@ int64_t size_of(const UOp& r) {
   return static_cast<int64_t>(r.src(0).arg().as_int());
 }
 
-UOp apply_opt(const UOp& sink, const Opt& opt) {
-  const std::string what = opt_repr(opt);
-  const std::vector<UOp> rngs = opt_ranges(sink);
-  std::vector<UOp> candidates;
-  for (const UOp& r : rngs) {
-    const AxisType t = axis_type_of(r);
-    if (opt.op == OptOp::Unroll ? (t == AxisType::Reduce || t == AxisType::GroupReduce) : true)
-      candidates.push_back(r);
+bool is_output_axis(AxisType t) {
+  return t == AxisType::Global || t == AxisType::Local || t == AxisType::Weak ||
+         t == AxisType::Loop;
+}
+bool is_reduce_axis(AxisType t) { return t == AxisType::Reduce || t == AxisType::GroupReduce; }
+
+void check(bool ok, const Opt& opt, std::string_view why) {
+  if (!ok) throw KernelOptError(fmt::format("{}: {}", opt_repr(opt), why));
+}
+
+// The output ranges every output of the kernel loops over, of a type a THREAD opt may split
+// (tinygrad's _globalizable_rngs; an output that runs in every thread would be written by each).
+std::vector<UOp> globalizable_ranges(const UOp& sink) {
+  std::vector<UOp> effects;
+  std::vector<UOp> todo(sink.src().begin(), sink.src().end());
+  while (!todo.empty()) {
+    const UOp e = todo.back();
+    todo.pop_back();
+    if (e.op() == Op::Group)
+      todo.insert(todo.end(), e.src().begin(), e.src().end());
+    else
+      effects.push_back(e);
   }
-  if (opt.axis < 0 || static_cast<size_t>(opt.axis) >= candidates.size())
-    throw KernelOptError(fmt::format("{}: the kernel has {} {} axes", what, candidates.size(),
-                                     opt.op == OptOp::Unroll ? "reduce" : "opt"));
-  const UOp& r = candidates[static_cast<size_t>(opt.axis)];
-  const AxisType t = axis_type_of(r);
-  if (opt.op == OptOp::Upcast && t != AxisType::Global && t != AxisType::Local &&
-      t != AxisType::Weak && t != AxisType::Loop)
-    throw KernelOptError(
-        fmt::format("{}: upcast is for output axes, not {}", what, axis_type_name(t)));
-  const int64_t size = size_of(r);
-  const int64_t amount = opt.arg == 0 ? size : opt.arg;
-  if (size <= 0 || amount <= 0 || size % amount != 0)
-    throw KernelOptError(
-        fmt::format("{}: {} does not divide the range's size {}", what, amount, size));
-  if (amount == 1) throw KernelOptError(fmt::format("{}: one lane splits nothing off", what));
-  const int64_t limit = opt.op == OptOp::Upcast ? 16 : 32;
-  if (amount > limit)
-    throw KernelOptError(fmt::format("{}: {} lanes, more than {}", what, amount, limit));
-  // the new range's id: one past the kernel's largest
+  std::optional<std::vector<UOp>> common;
+  for (const UOp& e : effects) {
+    std::vector<UOp> mine;
+    if (e.op() == Op::End)
+      for (size_t s = 1; s < e.nsrc(); ++s)
+        for (const UOp& r : toposort(e.src(s)))
+          if (r.op() == Op::Range &&
+              (axis_type_of(r) == AxisType::Weak || axis_type_of(r) == AxisType::Loop))
+            mine.push_back(r);
+    if (!common) {
+      common = mine;
+    } else {
+      std::erase_if(*common,
+                    [&](const UOp& r) { return std::ranges::find(mine, r) == mine.end(); });
+    }
+  }
+  return common.value_or(std::vector<UOp>{});
+}
+
+// A fresh range id: one past the kernel's largest.
+int next_range_id(const UOp& sink) {
   i128 next = 0;
   for (const UOp& u : toposort(sink))
     if (u.op() == Op::Range) next = std::max(next, ids_of(u).front() + 1);
-  const UOp lanes = UOp::range(UOp::cint(amount), static_cast<int>(next),
-                               opt.op == OptOp::Upcast ? AxisType::Upcast : AxisType::Unroll);
-  // the lanes take the whole range: no loop is left (a range of one would stay a loop)
-  const UOp split =
-      size == amount ? lanes : r.with_src({UOp::cint(size / amount)}) * UOp::cint(amount) + lanes;
-  UOp out = substitute(sink, {{r, split}});
-  out = graph_rewrite(out, &rules::flatten_range(), {.name = "flatten range"});
-  KernelInfo info = KernelInfo::of(sink);
-  info.applied_opts.push_back(opt_to_arg(opt));
-  info.name = kernel_name(out);
-  return out.with_arg(info.to_arg());
+  return static_cast<int>(next);
+}
+
+// tinygrad's shift_to: r (size s) becomes r' * n + u (or u * (s/n) + r' at the top), u a new
+// range of size n and type t.
+UOp shift_to(const UOp& sink, const Opt& opt, const UOp& r, int64_t amount, AxisType t, bool top) {
+  const int64_t size = size_of(r);
+  check(size > 0 && amount > 0 && size % amount == 0, opt,
+        fmt::format("{} does not divide the range's size {}", amount,
+                    size < 0 ? render(r.src(0)) : std::to_string(size)));
+  check(amount != 1, opt, "one lane splits nothing off");
+  const UOp lanes = UOp::range(UOp::cint(amount), next_range_id(sink), t);
+  // the new range takes the whole range: no loop is left (a range of one would stay a loop)
+  const UOp rest = r.with_src({UOp::cint(size / amount)});
+  const UOp split = size == amount ? lanes
+                    : top          ? lanes * UOp::cint(size / amount) + rest
+                                   : rest * UOp::cint(amount) + lanes;
+  return substitute(sink, {{r, split}});
+}
+
+// PADTO: r runs to `padded`; accesses that use it are gated to its old size (a read there reads
+// nothing, a write writes nothing), and reductions over it reduce their identity there.
+UOp pad_to(const UOp& sink, const UOp& r, int64_t padded) {
+  const int64_t size = size_of(r);
+  const UOp wider = r.with_src({UOp::cint(padded)});
+  const UOp out = substitute(sink, {{r, wider}});
+  const UOp valid = wider.lt(size);
+  std::unordered_map<UOp, UOp> gated;
+  for (const UOp& u : toposort(out)) {
+    const auto uses_wider = [&](const UOp& x) {
+      const std::vector<UOp> below = toposort(x);
+      return std::ranges::find(below, wider) != below.end();
+    };
+    if (u.op() == Op::Index && u.nsrc() == 2 && uses_wider(u.src(1))) {
+      const UOp& i = u.src(1);
+      const UOp gate = is_gated_index(i) ? (valid & i.src(0)) : valid;
+      const UOp flat = is_gated_index(i) ? i.src(1) : i;
+      gated.emplace(
+          u,
+          u.with_src({u.src(0), gate.where(flat, UOp::constant(dtypes::index, Arg::invalid()))}));
+    }
+    if (u.op() == Op::Reduce &&
+        std::find(u.src().begin() + 1, u.src().end(), wider) != u.src().end()) {
+      const Op op = u.arg().items()[0].as_op();
+      const DType d = u.dtype();
+      const UOp identity =
+          op == Op::Max
+              ? UOp::constant(d, d.is_float() ? Arg::real(-INFINITY) : Arg::integer(d.int_min()))
+              : UOp::constant(d, d.is_float() ? Arg::real(op == Op::Mul ? 1.0 : 0.0)
+                                              : Arg::integer(op == Op::Mul ? 1 : 0));
+      std::vector<UOp> src(u.src().begin(), u.src().end());
+      src[0] = valid.where(src[0], identity);
+      gated.emplace(u, u.with_src(src));
+    }
+  }
+  return gated.empty() ? out : substitute(out, gated);
 }
 
 }  // namespace
 
 std::string opt_repr(const Opt& o) {
-  return fmt::format("{}({}, {})", o.op == OptOp::Upcast ? "UPCAST" : "UNROLL", o.axis, o.arg);
+  if (o.op == OptOp::Nolocals) return "NOLOCALS";
+  return fmt::format("{}({}, {})", opt_name(o.op), o.axis, o.arg);
 }
 
 UOp simplify_ranges(const UOp& sink) {
@@ -112,18 +165,21 @@ UOp simplify_ranges(const UOp& sink) {
 }
 
 Arg opt_to_arg(const Opt& o) {
-  return Arg::tuple({Arg::string(o.op == OptOp::Upcast ? "UPCAST" : "UNROLL"), Arg::integer(o.axis),
-                     Arg::integer(o.arg)});
+  return Arg::tuple({Arg::string(opt_name(o.op)), Arg::integer(o.axis), Arg::integer(o.arg)});
 }
 
 Opt opt_from_arg(const Arg& a) {
   const bool ok = a.is_tuple() && a.items().size() == 3 && a.items()[0].is_string() &&
                   a.items()[1].is_int() && a.items()[2].is_int();
-  const std::string op = ok ? a.items()[0].as_string() : "";
-  if (op != "UPCAST" && op != "UNROLL")
-    throw KernelOptError("an opt is (\"UPCAST\" or \"UNROLL\", axis, size), got " + a.repr());
-  return Opt{op == "UPCAST" ? OptOp::Upcast : OptOp::Unroll,
-             static_cast<int>(a.items()[1].as_int()), static_cast<int64_t>(a.items()[2].as_int())};
+  const std::string name = ok ? a.items()[0].as_string() : "";
+  for (const auto& [op, n] : kOptNames)
+    if (name == n)
+      return Opt{op, static_cast<int>(a.items()[1].as_int()),
+                 static_cast<int64_t>(a.items()[2].as_int())};
+  throw KernelOptError(
+      "an opt is (name, axis, arg) with a name of UPCAST, UNROLL, LOCAL, GROUP, GROUPTOP, THREAD, "
+      "PADTO, SWAP or NOLOCALS, got " +
+      a.repr());
 }
 
 UOp with_opts(const UOp& sink, std::span<const Opt> opts) {
@@ -145,28 +201,199 @@ std::vector<UOp> opt_ranges(const UOp& sink) {
   return out;
 }
 
-namespace {
-
-bool is_output_axis(AxisType t) {
-  return t == AxisType::Global || t == AxisType::Local || t == AxisType::Weak ||
-         t == AxisType::Loop;
+UOp convert_loop_to_global(const UOp& sink, const Target& target) {
+  if (!target.has_local) return sink;
+  std::unordered_map<UOp, UOp> global;
+  for (const UOp& r : globalizable_ranges(sink)) {
+    const auto items = r.arg().items();
+    std::vector<Arg> arg(items.begin(), items.end());
+    arg.back() = Arg::string(axis_type_name(AxisType::Global));
+    global.emplace(r, r.with_arg(Arg::tuple(std::move(arg))));
+  }
+  return global.empty() ? sink : substitute(sink, global);
 }
-bool is_reduce_axis(AxisType t) { return t == AxisType::Reduce || t == AxisType::GroupReduce; }
+
+UOp apply_opt(const UOp& sink, const Opt& opt, const Target& target) {
+  KernelInfo info = KernelInfo::of(sink);
+  const std::vector<UOp> rngs = opt_ranges(sink);
+  auto types = [&](std::initializer_list<AxisType> ts) {
+    return std::any_of(rngs.begin(), rngs.end(), [&](const UOp& r) {
+      return std::ranges::find(ts, axis_type_of(r)) != ts.end();
+    });
+  };
+  auto finish = [&](const UOp& out) {
+    info.applied_opts.push_back(opt_to_arg(opt));
+    info.name = kernel_name(out);
+    return out.with_arg(info.to_arg());
+  };
+  if (opt.op == OptOp::Nolocals) {
+    check(!types({AxisType::Warp, AxisType::Local, AxisType::GroupReduce}), opt,
+          "the kernel has locals already");
+    info.dont_use_locals = true;
+    return finish(sink);
+  }
+  if (opt.op == OptOp::Local || opt.op == OptOp::Group || opt.op == OptOp::GroupTop)
+    check(target.has_local, opt,
+          fmt::format("{} has no local memory or workgroups", target.device));
+  // the range the opt addresses (tinygrad's real_axis)
+  std::vector<UOp> candidates;
+  std::string among = "opt";
+  for (const UOp& r : rngs) {
+    const AxisType t = axis_type_of(r);
+    if (opt.op == OptOp::Unroll) {
+      among = "reduce";
+      if (is_reduce_axis(t) && size_of(r) > 1) candidates.push_back(r);
+    } else if (opt.op == OptOp::Group || opt.op == OptOp::GroupTop) {
+      among = "REDUCE";
+      if (t == AxisType::Reduce) candidates.push_back(r);
+    } else {
+      candidates.push_back(r);
+    }
+  }
+  check(opt.axis >= 0 && static_cast<size_t>(opt.axis) < candidates.size(), opt,
+        fmt::format("the kernel has {} {} axes", candidates.size(), among));
+  const UOp r = candidates[static_cast<size_t>(opt.axis)];
+  const AxisType t = axis_type_of(r);
+  std::optional<UOp> reduce;  // the kernel's first REDUCE
+  for (const UOp& u : toposort(sink))
+    if (u.op() == Op::Reduce) {
+      reduce = u;
+      break;
+    }
+  if (opt.op == OptOp::Padto) {
+    check(size_of(r) > 0, opt, "only a range of constant size pads");
+    check(t != AxisType::Upcast && t != AxisType::Unroll, opt, "an upcast range does not pad");
+    check(t != AxisType::Thread, opt, "a thread range does not pad");
+    check(opt.arg > 0, opt, "pads to a positive multiple");
+    const int64_t padded = (size_of(r) + opt.arg - 1) / opt.arg * opt.arg;
+    check(size_of(r) > padded / 4, opt, "the pad more than quadruples the work");
+    return finish(pad_to(sink, r, padded));
+  }
+  if (opt.op == OptOp::Swap) {
+    check(opt.arg >= 0 && static_cast<size_t>(opt.arg) < rngs.size(), opt,
+          fmt::format("the kernel has {} opt axes", rngs.size()));
+    const UOp& other = rngs[static_cast<size_t>(opt.arg)];
+    check(t == AxisType::Global && axis_type_of(other) == AxisType::Global, opt,
+          "swap is for GLOBAL ranges");
+    auto renumbered = [](const UOp& x, const UOp& ids_from) {
+      const auto from = ids_from.arg().items();
+      std::vector<Arg> items(from.begin(), from.end());
+      items.back() = x.arg().items().back();
+      return x.with_arg(Arg::tuple(std::move(items)));
+    };
+    return finish(substitute(sink, {{r, renumbered(r, other)}, {other, renumbered(other, r)}}));
+  }
+  const int64_t amount = opt.arg == 0 ? size_of(r) : opt.arg;
+  const bool groups = opt.op == OptOp::Group || opt.op == OptOp::GroupTop;
+  if (reduce && (groups || types({AxisType::GroupReduce}))) {
+    int64_t lanes = 1;
+    for (const UOp& x : rngs)
+      if (axis_type_of(x) == AxisType::Upcast || axis_type_of(x) == AxisType::Warp ||
+          axis_type_of(x) == AxisType::Local || axis_type_of(x) == AxisType::GroupReduce)
+        lanes *= std::max<int64_t>(size_of(x), 1);
+    const int64_t bytes = amount * lanes * reduce->dtype().itemsize();
+    check(bytes <= target.shared_max, opt,
+          fmt::format("needs {} bytes of shared memory, {} has {}", bytes, target.device,
+                      target.shared_max));
+  }
+  AxisType to = AxisType::Upcast;
+  switch (opt.op) {
+    case OptOp::Unroll:
+      check(amount <= 32, opt, fmt::format("{} lanes, more than 32", amount));
+      check(is_reduce_axis(t), opt, "unroll is for reduce ranges");
+      to = AxisType::Unroll;
+      break;
+    case OptOp::Upcast:
+      check(amount <= 16, opt, fmt::format("{} lanes, more than 16", amount));
+      check(is_output_axis(t), opt,
+            fmt::format("upcast is for output axes, not {}", axis_type_name(t)));
+      break;
+    case OptOp::Local:
+      check(!info.dont_use_locals, opt, "the kernel uses no locals (NOLOCALS)");
+      check(t == AxisType::Global || t == AxisType::Weak || t == AxisType::Loop, opt,
+            "local is for output ranges of the launch grid");
+      to = AxisType::Local;
+      break;
+    case OptOp::Thread: {
+      check(target.has_threads, opt, fmt::format("{} runs no threads", target.device));
+      check(amount <= target.thread_limit(), opt,
+            fmt::format("{} threads, more than the {} this target runs", amount,
+                        target.thread_limit()));
+      check(!types({AxisType::Thread}), opt, "the kernel is threaded already");
+      const std::vector<UOp> g = globalizable_ranges(sink);
+      check(std::ranges::find(g, r) != g.end(), opt,
+            "threads split only an output range every output loops over");
+      to = AxisType::Thread;
+      break;
+    }
+    case OptOp::Group:
+    case OptOp::GroupTop: {
+      check(!info.dont_use_locals, opt, "the kernel uses no locals (NOLOCALS)");
+      check(t == AxisType::Reduce, opt, "group is for REDUCE ranges");
+      for (const UOp& u : toposort(sink))
+        if (u.op() == Op::Reduce &&
+            std::find(u.src().begin() + 1, u.src().end(), r) != u.src().end())
+          for (const UOp& o : open_ranges(u))
+            check(axis_type_of(o) != AxisType::Reduce && axis_type_of(o) != AxisType::Unroll &&
+                      axis_type_of(o) != AxisType::GroupReduce,
+                  opt, "a group inside another reduction");
+      to = AxisType::GroupReduce;
+      break;
+    }
+    default:
+      throw std::logic_error("apply_opt: an opt without a case");
+  }
+  UOp out = shift_to(sink, opt, r, amount, to,
+                     /*top=*/opt.op == OptOp::GroupTop || opt.op == OptOp::Thread);
+  out = graph_rewrite(out, &rules::flatten_range(), {.name = "flatten range"});
+  return finish(out);
+}
+
+namespace {
 
 // The kernel as tinygrad's Scheduler sees it for the heuristics (codegen/opt/postrange.py).
 struct KernelView {
-  std::vector<UOp> rngs;                  // opt_ranges
-  std::vector<std::vector<UOp>> indexes;  // each INDEX's index sources, ungated (get_idx())
+  // An INDEX's index sources, ungated (tinygrad's get_idx()), with the ranges below each.
+  struct Access {
+    std::vector<UOp> parts;
+    std::vector<std::unordered_set<UOp>> ranges;
+    // whether it uses range r: r is one of its parts or below one
+    bool uses(const UOp& r) const {
+      return std::any_of(ranges.begin(), ranges.end(),
+                         [&](const auto& s) { return s.contains(r); });
+    }
+    // Whether it uses r as tinygrad's heuristics read it: `rng in idx.backward_slice` leaves out
+    // an index that is the bare range. In a reduction this deviates: there the bare range counts,
+    // else a reduction's lone output axis counts as ignored by the output itself and is upcast
+    // (its row sums of 4096^2 are r_1024_4_1024_4), and the first kernel of a 16M-float sum ran
+    // 2.3x slower upcast (docs/tinygrad-differences.md). An elementwise kernel keeps tinygrad's
+    // reading (3072 elements: E_1024_3).
+    bool uses_as_tinygrad(const UOp& r, bool reduces) const {
+      if (reduces) return uses(r);
+      for (size_t p = 0; p < parts.size(); ++p)
+        if (parts[p] != r && ranges[p].contains(r)) return true;
+      return false;
+    }
+  };
+  std::vector<UOp> rngs;  // opt_ranges
+  std::vector<Access> accesses;
+  std::optional<UOp> reduce;  // the first REDUCE
   bool reduces = false;
   explicit KernelView(const UOp& k) : rngs(opt_ranges(k)) {
     for (const UOp& u : toposort(k)) {
-      if (u.op() == Op::Reduce) reduces = true;
+      if (u.op() == Op::Reduce && !reduce) reduce = u;
       if (u.op() != Op::Index || u.nsrc() < 2) continue;
-      std::vector<UOp> parts;
-      for (size_t s = 1; s < u.nsrc(); ++s)
-        parts.push_back(is_gated_index(u.src(s)) ? u.src(s).src(1) : u.src(s));
-      indexes.push_back(std::move(parts));
+      Access a;
+      for (size_t s = 1; s < u.nsrc(); ++s) {
+        a.parts.push_back(is_gated_index(u.src(s)) ? u.src(s).src(1) : u.src(s));
+        std::unordered_set<UOp> below;
+        for (const UOp& x : toposort(a.parts.back()))
+          if (x.op() == Op::Range) below.insert(x);
+        a.ranges.push_back(std::move(below));
+      }
+      accesses.push_back(std::move(a));
     }
+    reduces = reduce.has_value();
   }
   int64_t size(size_t axis) const { return size_of(rngs[axis]); }
   AxisType type(size_t axis) const { return axis_type_of(rngs[axis]); }
@@ -174,6 +401,12 @@ struct KernelView {
     std::vector<int> out;
     for (size_t a = 0; a < rngs.size(); ++a)
       if (pred(type(a)) && size(a) > 1) out.push_back(static_cast<int>(a));
+    return out;
+  }
+  std::vector<int> axes_of(std::initializer_list<AxisType> ts) const {
+    std::vector<int> out;
+    for (size_t a = 0; a < rngs.size(); ++a)
+      if (std::ranges::find(ts, type(a)) != ts.end()) out.push_back(static_cast<int>(a));
     return out;
   }
   std::vector<int> upcastable() const { return axes(is_output_axis); }
@@ -196,50 +429,97 @@ struct KernelView {
     for (const UOp& r : lanes()) n *= size_of(r);
     return n;
   }
+  // the elements of the output (reduce axes count 1), and every range's product
+  int64_t outputs() const {
+    int64_t n = 1;
+    for (int a : upcastable()) n *= size(static_cast<size_t>(a));
+    return n;
+  }
+  int64_t work() const {
+    int64_t n = 1;
+    for (size_t a = 0; a < rngs.size(); ++a) n *= std::max<int64_t>(size(a), 1);
+    return n;
+  }
 };
 
-// Whether index sources `parts` use range r: r is one of them or below one.
-bool uses(const std::vector<UOp>& parts, const UOp& r) {
-  return std::any_of(parts.begin(), parts.end(), [&](const UOp& p) {
-    const std::vector<UOp> below = toposort(p);
-    return std::find(below.begin(), below.end(), r) != below.end();
-  });
-}
-// Whether they use r as tinygrad's heuristics read it: `rng in idx.backward_slice` leaves out an
-// index that is the bare range. In a reduction this deviates: there the bare range counts, else
-// a reduction's lone output axis counts as ignored by the output itself and is upcast (its row
-// sums of 4096^2 are r_1024_4_1024_4), and the first kernel of a 16M-float sum ran 2.3x slower
-// upcast (docs/tinygrad-differences.md). An elementwise kernel keeps tinygrad's reading (3072
-// elements: E_1024_3).
-bool uses_as_tinygrad(const std::vector<UOp>& parts, const UOp& r, bool reduces) {
-  if (reduces) return uses(parts, r);
-  return std::any_of(parts.begin(), parts.end(),
-                     [&](const UOp& p) { return p != r && uses({p}, r); });
+// tinygrad's matvec heuristic (targets with locals and shared memory): a sum of products of two
+// reads whose first index walks the first reduce range, and whose second read uses every range
+// the first does, is grouped by 8 threads a row, 4 rows a workgroup, 4 rows a thread.
+std::optional<std::vector<Opt>> matvec_opts(const UOp& k, const Target& target) {
+  constexpr int64_t kBlock = 4, kThreadsPerRow = 8, kRowsPerThread = 4;
+  const KernelView v(k);
+  if (!target.has_local || !target.has_shared || !v.reduce || v.rngs.size() < 2) return {};
+  const UOp& red = *v.reduce;
+  const UOp& mul = red.src(0);
+  if (red.arg().items()[0].as_op() != Op::Add || mul.op() != Op::Mul ||
+      mul.src(0).op() != Op::Index || mul.src(1).op() != Op::Index)
+    return {};
+  const std::vector<int> reduce_axes = v.axes_of({AxisType::Reduce});
+  if (reduce_axes.empty()) return {};
+  const UOp first = v.rngs[static_cast<size_t>(reduce_axes.front())];
+  const KernelView::Access a0 = KernelView(mul.src(0)).accesses.back();
+  const KernelView::Access a1 = KernelView(mul.src(1)).accesses.back();
+  const std::vector<UOp> terms = a0.parts.front().split(Op::Add);
+  if (std::ranges::find(terms, first) == terms.end()) return {};
+  for (const UOp& r : a0.ranges.front())
+    if (!a1.uses(r)) return {};
+  for (int g : v.axes_of({AxisType::Global})) {
+    if (size_of(first) % kThreadsPerRow != 0 ||
+        v.size(static_cast<size_t>(g)) % (kBlock * kRowsPerThread) != 0)
+      continue;
+    std::vector<Opt> out;
+    UOp t = k;
+    try {
+      t = apply_opt(t, {OptOp::Group, 0, kThreadsPerRow}, target);
+      out.push_back({OptOp::Group, 0, kThreadsPerRow});
+    } catch (const KernelOptError&) {
+    }
+    out.push_back({OptOp::Local, g, kBlock});
+    out.push_back({OptOp::Upcast, g, kRowsPerThread});
+    return out;
+  }
+  return {};
 }
 
 }  // namespace
 
-std::vector<Opt> hand_coded_opts(const UOp& sink) {
+std::vector<Opt> hand_coded_opts(const UOp& sink, const Target& target) {
   std::vector<Opt> out;
   UOp k = sink;
-  // every opt below applies by construction (a refusal is a bug and raises), but the unroll
+  // every opt below applies by construction (a refusal is a bug and raises), but those tried
   auto apply = [&](const Opt& o) {
-    k = apply_opt(k, o);
+    k = apply_opt(k, o, target);
     out.push_back(o);
   };
+  auto try_apply = [&](const Opt& o) {
+    try {
+      apply(o);
+      return true;
+    } catch (const KernelOptError&) {
+      return false;
+    }
+  };
+  if (std::optional<std::vector<Opt>> mv = matvec_opts(k, target)) {
+    for (const Opt& o : *mv) apply(o);
+    return out;
+  }
+  // are we grouping? (a reduction with few outputs, on a target with locals)
+  if (KernelView(k).outputs() <= (std::getenv("NOLOCALS") ? 240 : 2048))
+    for (int axis : {0, 1, 2})
+      if (try_apply({OptOp::GroupTop, axis, 16})) break;
+  if (!KernelView(k).axes_of({AxisType::GroupReduce}).empty()) return out;
   // small output axes that gate a where (a stack's, a pad's) are upcast whole, up to 7 x 7 lanes
   {
     const KernelView v(k);
-    std::vector<UOp> gated;
+    std::unordered_set<UOp> gated;
     for (const UOp& u : toposort(k))
       if (u.op() == Op::Where)
         for (const UOp& x : toposort(u.src(0)))
-          if (x.op() == Op::Range) gated.push_back(x);
+          if (x.op() == Op::Range) gated.insert(x);
     std::vector<int> to_upcast;
     int64_t lanes = 1;
     for (int a : v.upcastable()) {
-      const bool masked = std::find(gated.begin(), gated.end(), v.rngs[a]) != gated.end();
-      if (v.size(a) <= 7 && masked && lanes * v.size(a) <= 49) {
+      if (v.size(a) <= 7 && gated.contains(v.rngs[a]) && lanes * v.size(a) <= 49) {
         to_upcast.push_back(a);
         lanes *= v.size(a);
       }
@@ -251,9 +531,7 @@ std::vector<Opt> hand_coded_opts(const UOp& sink) {
   std::vector<int> upcast_axes;
   for (;;) {
     const KernelView v(k);
-    int64_t outputs = 1;
-    for (int a : v.upcastable()) outputs *= v.size(a);
-    if (outputs < 1024 || v.upcast_size() >= 32) break;
+    if (v.outputs() < 1024 || v.upcast_size() >= 32) break;
     const std::vector<UOp> lanes = v.lanes();
     std::optional<std::tuple<int64_t, int64_t, int, int64_t>> best;
     for (int a : v.upcastable()) {
@@ -263,16 +541,16 @@ std::vector<Opt> hand_coded_opts(const UOp& sink) {
         const UOp& r = v.rngs[a];
         // (a lane counts where it is the bare index: tinygrad's whole-range upcast leaves r*n+u)
         const bool ignored =
-            std::any_of(v.indexes.begin(), v.indexes.end(), [&](const std::vector<UOp>& idx) {
-              return !uses_as_tinygrad(idx, r, v.reduces) &&
+            std::any_of(v.accesses.begin(), v.accesses.end(), [&](const KernelView::Access& idx) {
+              return !idx.uses_as_tinygrad(r, v.reduces) &&
                      std::all_of(lanes.begin(), lanes.end(),
-                                 [&](const UOp& l) { return uses(idx, l); });
+                                 [&](const UOp& l) { return idx.uses(l); });
             });
         if (!ignored) continue;
         int64_t num = 0, sum = 0;
-        for (const std::vector<UOp>& idx : v.indexes) {
-          if (uses_as_tinygrad(idx, r, v.reduces)) ++num;
-          for (const UOp& part : idx)
+        for (const KernelView::Access& idx : v.accesses) {
+          if (idx.uses_as_tinygrad(r, v.reduces)) ++num;
+          for (const UOp& part : idx.parts)
             for (const UOp& c : part.split(Op::Add)) {
               if (c == r) sum += 1;
               if (c.op() == Op::Mul && c.src(0) == r && c.src(1).op() == Op::Const)
@@ -318,12 +596,66 @@ std::vector<Opt> hand_coded_opts(const UOp& sink) {
     if (v.lanes().empty() && !up.empty() && v.size(static_cast<size_t>(up.back())) % 4 == 0)
       apply({OptOp::Upcast, up.back(), 4});
   }
+  // workgroups: output axes some buffer ignores first, then later axes, up to 128 threads
+  if (target.has_local) {
+    if (std::getenv("NOLOCALS")) {
+      apply({OptOp::Nolocals});
+    } else {
+      const KernelView v(k);
+      std::vector<std::pair<bool, int>> ranking;
+      for (int a : v.axes_of({AxisType::Global, AxisType::Weak, AxisType::Loop})) {
+        if (v.size(static_cast<size_t>(a)) < 0) continue;
+        const bool ignored =
+            std::any_of(v.accesses.begin(), v.accesses.end(), [&](const KernelView::Access& idx) {
+              return !idx.uses(v.rngs[static_cast<size_t>(a)]);
+            });
+        ranking.emplace_back(ignored, a);
+      }
+      std::sort(ranking.begin(), ranking.end(), [](const auto& x, const auto& y) { return x > y; });
+      std::vector<std::pair<int, int64_t>> to_local;
+      for (const auto& [ignored, a] : ranking) {
+        int64_t threads = 1;
+        for (const auto& l : to_local) threads *= l.second;
+        std::vector<int64_t> sizes{16, 8, 4, 3, 2};
+        if (a == 0) sizes.insert(sizes.begin(), 32);
+        for (int64_t n : sizes)
+          if (v.size(static_cast<size_t>(a)) % n == 0 && threads * n <= 128) {
+            to_local.emplace_back(a, n);
+            break;
+          }
+      }
+      if (to_local.size() > 3) to_local.resize(3);
+      std::sort(to_local.begin(), to_local.end());
+      int deleted = 0;
+      for (const auto& [axis, n] : to_local) {
+        const int a = axis - deleted;
+        const bool whole = KernelView(k).size(static_cast<size_t>(a)) == n;
+        apply({OptOp::Local, a, n});
+        if (whole) ++deleted;
+      }
+    }
+  }
+  // threads: the most that leave each 128Ki operations, split off the first output axis they
+  // divide
+  if (target.has_threads) {
+    for (int64_t threads : {32, 16, 12, 8, 6, 5, 4, 3, 2}) {
+      const KernelView v(k);
+      if (threads > target.thread_limit() || v.work() / (128 << 10) < threads) continue;
+      bool applied = false;
+      for (int a : v.axes_of({AxisType::Weak, AxisType::Loop}))
+        if (v.size(static_cast<size_t>(a)) > 0 && v.size(static_cast<size_t>(a)) % threads == 0) {
+          applied = try_apply({OptOp::Thread, a, threads});
+          break;
+        }
+      if (applied) break;
+    }
+  }
   return out;
 }
 
-UOp apply_opts(const UOp& sink, std::span<const Opt> opts) {
+UOp apply_opts(const UOp& sink, std::span<const Opt> opts, const Target& target) {
   UOp out = sink;
-  for (const Opt& o : opts) out = apply_opt(out, o);
+  for (const Opt& o : opts) out = apply_opt(out, o, target);
   return out;
 }
 

@@ -3,6 +3,7 @@
 // decompositions on a renderer's code_for_op.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -18,14 +19,28 @@ struct Target {
   };
   std::string device;
   std::vector<Decomposed> decomposed;  // what its renderer leaves to the late decompositions
+  // What the optimizer may shape a kernel into (tinygrad's Renderer fields): workgroups with
+  // local ids and shared memory (GPUs), or a launch over threads that each run the kernel with
+  // their own core_id (CPU), and the limits of each.
+  bool has_local = false, has_shared = false, has_threads = false;
+  std::vector<int64_t> local_max{};  // per local dimension
+  int64_t shared_max = 0;            // bytes of shared memory a workgroup may use
   bool renders(Op op, DType dtype) const;
+  // The most threads a THREAD opt may launch: cpu_threads() on a target that has threads, else 1.
+  int64_t thread_limit() const;
   // INTERP runs every op; CPU (LLVM) has no floor division or modulo and computes float32 (and
   // narrower) exp2 and log2 as polynomials, which vectorize (LLVM's intrinsics call the C
   // library one lane at a time: 2-2.4x slower on 16M floats). float64's need 64-bit float-to-int
   // casts, which x86 does through a library call: the C library's are faster. Its sin is the C
   // library's: tinygrad's polynomial computes both of its range reductions for every lane (4x
   // slower), and its float64 one is wrong beyond 2^32 (docs/tinygrad-differences.md).
+  // CUDA and HIP are codegen targets before they are devices (issue 16): the optimizer's LOCAL
+  // and GROUP opts are checked against their limits.
   static const Target& of(const std::string& device);
 };
+
+// The threads a CPU kernel launch runs on: $CPU_THREADS, else every core the machine has.
+// Throws std::invalid_argument for a CPU_THREADS that is not a positive integer.
+int64_t cpu_threads();
 
 }  // namespace tinyrw

@@ -1,9 +1,12 @@
 #include "runtime/cpu.h"
 
+#include "runtime/thread_pool.h"
+
 #include <map>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
+#include <vector>
 
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
@@ -110,6 +113,17 @@ class Jit {
 }  // namespace
 
 KernelFn cpu_compile(const std::string& ir) { return Jit::get().compile(ir); }
+
+int32_t cpu_launch(KernelFn fn, void** bufs, int64_t threads) {
+  if (threads <= 1) return fn(bufs, 0);
+  std::vector<int32_t> codes(static_cast<size_t>(threads), 0);
+  parallel_for(threads, threads, [&](int64_t t) {
+    codes[static_cast<size_t>(t)] = fn(bufs, static_cast<int32_t>(t));
+  });
+  for (int32_t c : codes)
+    if (c != 0) return c;
+  return 0;
+}
 
 bool cpu_available() {
   try {

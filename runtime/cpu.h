@@ -6,9 +6,14 @@
 
 namespace tinyrw {
 
-// A compiled kernel: bufs[0] is unused, bufs[1..] the buffers in the renderer's order. It
-// returns 0, or an error code (see kernel_error_op in runtime/llvm_render.h).
-using KernelFn = int32_t (*)(void** bufs);
+// A compiled kernel: bufs[0] is unused, bufs[1..] the buffers in the renderer's order; core_id the
+// thread this call runs (runtime/llvm_render.h). It returns 0, or an error code (see
+// kernel_error_op in runtime/llvm_render.h).
+using KernelFn = int32_t (*)(void** bufs, int32_t core_id);
+
+// Calls `fn` once per thread 0..threads-1 on the thread pool (runtime/thread_pool.h), returning the
+// first nonzero code any call returned (0 when none did).
+int32_t cpu_launch(KernelFn fn, void** bufs, int64_t threads);
 
 // Compiles (and caches by IR text) a module whose function is named `kernel`. Throws
 // std::runtime_error with LLVM's message when the IR does not compile.

@@ -20,8 +20,9 @@ bool is_int_division(Op op) {
 
 class Machine {
  public:
-  Machine(const UOp& program, const std::map<int64_t, std::shared_ptr<Storage>>& buffers)
-      : code_(program.src().begin(), program.src().end()), buffers_(buffers) {
+  Machine(const UOp& program, const std::map<int64_t, std::shared_ptr<Storage>>& buffers,
+          int64_t core_id)
+      : code_(program.src().begin(), program.src().end()), buffers_(buffers), core_id_(core_id) {
     std::vector<size_t> open, gates;
     for (size_t i = 0; i < code_.size(); ++i) {
       if (code_[i].op() == Op::If) gates.push_back(i);
@@ -112,6 +113,9 @@ class Machine {
       }
       case Op::If:  // what runs up to its ENDIF runs where the gate holds
         return value(u.src(0)).as_bool() ? pc + 1 : end_of_.at(pc) + 1;
+      case Op::Special:  // the thread this run is
+        set(u, Arg::integer(core_id_));
+        return pc + 1;
       case Op::EndIf:
       case Op::Const:
       case Op::Buffer:
@@ -206,6 +210,7 @@ class Machine {
 
   std::vector<UOp> code_;
   const std::map<int64_t, std::shared_ptr<Storage>>& buffers_;
+  int64_t core_id_;
   std::unordered_map<const UOpNode*, Arg> values_;
   std::unordered_map<size_t, size_t> end_of_, start_of_;
   std::unordered_map<const UOpNode*, std::unique_ptr<Storage>> registers_;
@@ -215,7 +220,11 @@ class Machine {
 
 void interp_run(const UOp& program, const std::map<int64_t, std::shared_ptr<Storage>>& buffers) {
   if (program.op() != Op::Linear) throw std::logic_error("INTERP runs LINEAR programs");
-  Machine(program, buffers).run();
+  // a threaded kernel's threads run one after another, each with its own registers
+  int64_t threads = 1;
+  for (const UOp& u : program.src())
+    if (u.op() == Op::Special) threads = static_cast<int64_t>(u.src(0).arg().as_int());
+  for (int64_t t = 0; t < threads; ++t) Machine(program, buffers, t).run();
 }
 
 }  // namespace tinyrw

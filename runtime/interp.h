@@ -10,7 +10,8 @@
 
 namespace tinyrw {
 
-// `buffers` maps BUFFER slots to host storage; accumulators (REG buffers) live in the run.
+// `buffers` maps BUFFER slots to host storage; accumulators (REG buffers) live in the run. A
+// threaded program (SPECIAL core_id) runs once per thread, one after another.
 void interp_run(const UOp& program, const std::map<int64_t, std::shared_ptr<Storage>>& buffers);
 
 }  // namespace tinyrw

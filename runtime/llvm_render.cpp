@@ -134,6 +134,7 @@ class Emitter {
 
   std::map<int64_t, int> buffer_index;  // slot -> argument position (output is 0)
   std::vector<int64_t> input_slots;     // slots in argument order
+  int64_t threads = 1;                  // the launch's core_id bound
   std::string allocas_, body_;
   std::set<std::string> intrinsics_;
   bool streams_ = false;  // a non-temporal store was emitted
@@ -231,6 +232,15 @@ class Emitter {
         block(gates_.back());
         gates_.pop_back();
         return;
+      }
+      case Op::Special: {  // the thread this call runs: the function's second argument
+        if (u.arg().as_string() != "core_id")
+          throw std::logic_error("CPU: a launch dimension other than core_id: " + u.arg().repr());
+        threads = static_cast<int64_t>(u.src(0).arg().as_int());
+        if (u.dtype() == dtypes::int32) return define(u, "%core_id");
+        const std::string v = tmp();
+        line(fmt::format("{} = sext i32 %core_id to {}", v, ll_type(u.dtype())));
+        return define(u, v);
       }
       case Op::Range:
         return open_loop(u);
@@ -573,15 +583,15 @@ RenderedKernel render_llvm(const UOp& program) {
   if (program.op() != Op::Linear) throw std::logic_error("CPU renders LINEAR programs");
   Emitter e;
   e.program(program);
-  RenderedKernel out{.ir = "", .input_slots = e.input_slots};
+  RenderedKernel out{.ir = "", .input_slots = e.input_slots, .threads = e.threads};
   std::string params;
   for (size_t i = 0; i <= out.input_slots.size(); ++i)
     params += fmt::format(
         "  %p{0} = getelementptr ptr, ptr %bufs, i64 {0}\n  %b{0} = load ptr, ptr %p{0}\n", i);
   out.ir = "; tinyrw kernel\n";
   for (const std::string& d : e.intrinsics_) out.ir += d + "\n";
-  out.ir += "\ndefine i32 @kernel(ptr %bufs) {\nentry:\n  %err = alloca i32\n" + e.allocas_ +
-            "  store i32 0, ptr %err\n" + params + e.body_ +
+  out.ir += "\ndefine i32 @kernel(ptr %bufs, i32 %core_id) {\nentry:\n  %err = alloca i32\n" +
+            e.allocas_ + "  store i32 0, ptr %err\n" + params + e.body_ +
             // non-temporal stores are weakly ordered: a fence makes them visible to whoever
             // reads the buffer after the kernel returns (another thread too)
             (e.streams_ ? "  fence seq_cst\n" : "") +

@@ -1,5 +1,7 @@
 // Renders a LINEAR program (codegen/linearize.h) as LLVM IR text: one function
-// `i32 kernel(ptr bufs)` whose argument is an array of buffer pointers. It returns 0, or the
+// `i32 kernel(ptr bufs, i32 core_id)` whose first argument is an array of buffer pointers and whose
+// second is the thread the call runs (SPECIAL core_id: a threaded kernel is called once per
+// thread, 0..threads-1; any other is called once with 0). It returns 0, or the
 // error code of an integer division or modulo by zero it met (kernel_error_op names the op): a
 // kernel never traps, it runs to the end and the host raises.
 #pragma once
@@ -16,6 +18,7 @@ namespace tinyrw {
 struct RenderedKernel {
   std::string ir;                    // the module text; the function is named `kernel`
   std::vector<int64_t> input_slots;  // buffer slots in argument order (after the unused 0th)
+  int64_t threads = 1;               // the calls a launch makes, one per core_id
 };
 
 // The program as that function; argument 0 is unused, the buffers follow in `input_slots` order

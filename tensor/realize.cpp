@@ -78,8 +78,9 @@ struct Realizer {
     g_kernel_outputs.push_back(n);
     const std::string device = default_device();
     const auto t0 = std::chrono::steady_clock::now();
-    const bool fresh = !g_compiled[compile_key(device)].contains(sink);
-    const CompiledKernel& k = compile(sink, device);
+    auto& cache = g_compiled[compile_key(device)];
+    const bool fresh = !cache.contains(sink);
+    const CompiledKernel& k = compile(sink, device, cache);
     g_kernel_names.push_back(k.name);
     g_kernel_asts.push_back(sink);
     if (debug_level() >= 2 && fresh)
@@ -105,19 +106,23 @@ struct Realizer {
     std::string ir{};       // CPU: the LLVM IR
     // CPU: the PARAM slot of each argument after the unused 0th
     std::vector<int64_t> input_slots{};
+    int64_t threads = 1;  // CPU: the calls a launch makes, one per core_id
   };
   // Identical kernel ASTs compile once per device and codegen settings (linearize, render, LLVM).
   static inline std::map<std::string, std::unordered_map<UOp, CompiledKernel>> g_compiled;
-  // The device and the settings that change what the late stages make of a kernel AST.
+  // The device and the settings that change what the late stages make of a kernel AST (the
+  // thread count the heuristics split kernels for among them).
   static std::string compile_key(const std::string& device) {
-    std::string key = device + (noopt() ? ",NOOPT" : "");
+    std::string key =
+        device + (noopt() ? ",NOOPT" : "") + fmt::format(",threads={}", cpu_threads());
     for (const char* setting : {"TRANSCENDENTAL", "DISABLE_FAST_IDIV"})
       if (const char* v = std::getenv(setting)) key += fmt::format(",{}={}", setting, v);
     return key;
   }
 
-  static const CompiledKernel& compile(const UOp& sink, const std::string& device) {
-    auto& cache = g_compiled[compile_key(device)];
+  using CompileCache = std::unordered_map<UOp, CompiledKernel>;
+  static const CompiledKernel& compile(const UOp& sink, const std::string& device,
+                                       CompileCache& cache) {
     if (auto it = cache.find(sink); it != cache.end()) return it->second;
     const UOp bound = bind_kernel(sink, param_buffers(sink));
     CompiledKernel k{.name = KernelInfo::of(sink).name};
@@ -129,6 +134,7 @@ struct Realizer {
       k.fn = cpu_compile(r.ir);
       k.ir = r.ir;
       k.input_slots = r.input_slots;
+      k.threads = r.threads;
     }
     ++g_compile_count;
     return cache.emplace(sink, std::move(k)).first->second;
@@ -155,7 +161,7 @@ struct Realizer {
     if (k.fn) {
       std::vector<void*> ptrs{nullptr};  // argument 0 (an output of its own) is unused
       for (int64_t p : k.input_slots) ptrs.push_back(storage(slots.at(p))->bytes.data());
-      check_kernel_result(k.fn(ptrs.data()));
+      check_kernel_result(cpu_launch(k.fn, ptrs.data(), k.threads));
       return;
     }
     std::map<int64_t, std::shared_ptr<Storage>> bound;
@@ -199,7 +205,7 @@ struct Realizer {
         std::fprintf(stderr, "custom kernel %s\n%s\n", name.c_str(), k.ir.c_str());
       std::vector<void*> ptrs{nullptr};  // argument 0 (an output of its own) is unused
       for (int64_t slot : k.input_slots) ptrs.push_back(storage(slot)->bytes.data());
-      check_kernel_result(cpu_compile(k.ir)(ptrs.data()));
+      check_kernel_result(cpu_launch(cpu_compile(k.ir), ptrs.data(), k.threads));
     } else {
       if (debug_level() >= 2)
         std::fprintf(stderr, "custom kernel %s\n%s\n", name.c_str(),

@@ -24,6 +24,7 @@
 #include "tensor/function.h"
 #include "tensor/tensor.h"
 #include "tests/expect_error.h"
+#include "tests/scoped_env.h"
 
 using namespace tinyrw;
 
@@ -677,7 +678,7 @@ TEST(Opts, ApplyOptsSplitsARangeAndRefusesBadOnes) {
   std::vector<std::string> labels;
   for (const UOp& r : opt_ranges(k)) labels.push_back(range_label(r));
   EXPECT_EQ(labels, (std::vector<std::string>{"L0", "L1", "R2"}));
-  const UOp o = apply_opts(k, opts({upcast(1, 4), unroll(0, 2)}));
+  const UOp o = apply_opts(k, opts({upcast(1, 4), unroll(0, 2)}), Target::of("CPU"));
   labels.clear();
   for (const UOp& r : opt_ranges(o)) labels.push_back(range_label(r));
   EXPECT_EQ(labels, (std::vector<std::string>{"L0", "L1", "u3", "R2", "r4"}));
@@ -685,17 +686,157 @@ TEST(Opts, ApplyOptsSplitsARangeAndRefusesBadOnes) {
   ASSERT_EQ(info.applied_opts.size(), 2u);
   EXPECT_EQ(opt_from_arg(info.applied_opts[0]), upcast(1, 4));
   EXPECT_EQ(opt_from_arg(info.applied_opts[1]), unroll(0, 2));
-  expect_error<KernelOptError>([&] { apply_opts(k, opts({upcast(3, 2)})); },
+  expect_error<KernelOptError>([&] { apply_opts(k, opts({upcast(3, 2)}), Target::of("CPU")); },
                                "UPCAST(3, 2): the kernel has 3 opt axes");
-  expect_error<KernelOptError>([&] { apply_opts(k, opts({upcast(0, 3)})); },
+  expect_error<KernelOptError>([&] { apply_opts(k, opts({upcast(0, 3)}), Target::of("CPU")); },
                                "UPCAST(0, 3): 3 does not divide the range's size 4");
-  expect_error<KernelOptError>([&] { apply_opts(k, opts({upcast(2, 4)})); },
+  expect_error<KernelOptError>([&] { apply_opts(k, opts({upcast(2, 4)}), Target::of("CPU")); },
                                "upcast is for output axes, not REDUCE");
-  expect_error<KernelOptError>([&] { apply_opts(k, opts({upcast(2, 32)})); }, "32");
-  expect_error<KernelOptError>([&] { apply_opts(k, opts({unroll(0, 64)})); },
+  expect_error<KernelOptError>([&] { apply_opts(k, opts({upcast(2, 32)}), Target::of("CPU")); },
+                               "32");
+  expect_error<KernelOptError>([&] { apply_opts(k, opts({unroll(0, 64)}), Target::of("CPU")); },
                                "UNROLL(0, 64): 64 lanes, more than 32");
-  expect_error<KernelOptError>([&] { apply_opts(k, opts({unroll(1, 2)})); },
+  expect_error<KernelOptError>([&] { apply_opts(k, opts({unroll(1, 2)}), Target::of("CPU")); },
                                "UNROLL(1, 2): the kernel has 1 reduce axes");
+}
+
+namespace {
+std::vector<std::string> range_labels(const UOp& k) {
+  std::vector<std::string> labels;
+  for (const UOp& r : opt_ranges(k)) labels.push_back(range_label(r));
+  return labels;
+}
+// row sums of a (rows, cols) PARAM 1 into PARAM 0
+UOp row_sum_ast(const Params& p, int64_t rows, int64_t cols) {
+  const UOp r0 = rng(rows, 0), r1 = red_rng(cols, 1);
+  return ast(kernel_store(at(p[0], r0), reduce(Op::Add, at(p[1], r0 * ci(cols) + r1), {r1})), {r0});
+}
+}  // namespace
+
+// Every kind of opt is refused where tinygrad's Scheduler refuses it, naming the opt and why.
+TEST(Opts, EveryKindOfOptIsCheckedAsTinygrad) {
+  const ScopedEnv two_threads("CPU_THREADS", "2");
+  const Target &cpu = Target::of("CPU"), &cuda = Target::of("CUDA");
+  const UOp k = matmul_reduce_ast(params({{4, 34}, {4, 66}, {66, 34}}), 4, 66, 34);
+  auto refused = [&](const std::vector<Opt>& o, const Target& t, const std::string& why) {
+    expect_error<KernelOptError>([&] { apply_opts(k, o, t); }, why);
+  };
+  refused({upcast(1, 17)}, cpu, "UPCAST(1, 17): 17 lanes, more than 16");
+  refused({upcast(0, 3)}, cpu, "UPCAST(0, 3): 3 does not divide the range's size 4");
+  refused({unroll(0, 33)}, cpu, "UNROLL(0, 33): 33 lanes, more than 32");
+  refused({unroll(0, 2), unroll(1, 2)}, cpu, "UNROLL(1, 2): the kernel has 1 reduce axes");
+  refused({{OptOp::Local, 0, 2}}, cpu, "LOCAL(0, 2): CPU has no local memory or workgroups");
+  refused({{OptOp::GroupTop, 0, 2}}, cpu, "GROUPTOP(0, 2): CPU has no local memory");
+  refused({{OptOp::Thread, 0, 2}}, cuda, "THREAD(0, 2): CUDA runs no threads");
+  refused({{OptOp::Thread, 0, 4}}, cpu, "THREAD(0, 4): 4 threads, more than the 2");
+  refused({{OptOp::Thread, 0, 2}, {OptOp::Thread, 0, 2}}, cpu, "the kernel is threaded already");
+  refused({{OptOp::Thread, 2, 2}}, cpu,
+          "THREAD(2, 2): threads split only an output range every output loops over");
+  refused({{OptOp::Padto, 0, 32}}, cpu, "PADTO(0, 32): the pad more than quadruples the work");
+  refused({upcast(1, 2), {OptOp::Padto, 2, 4}}, cpu, "an upcast range does not pad");
+  refused({{OptOp::Thread, 0, 2}, {OptOp::Padto, 2, 4}}, cpu, "a thread range does not pad");
+  refused({{OptOp::Swap, 0, 1}}, cpu, "SWAP(0, 1): swap is for GLOBAL ranges");
+  refused({{OptOp::Nolocals}, {OptOp::Local, 0, 2}}, cuda, "the kernel uses no locals (NOLOCALS)");
+  refused({{OptOp::Local, 0, 2}, {OptOp::Nolocals}}, cuda, "NOLOCALS: the kernel has locals");
+  refused({{OptOp::Group, 1, 2}}, cuda, "GROUP(1, 2): the kernel has 1 REDUCE axes");
+  // a group's partial sums live in shared memory: 16384 floats are 64 KiB, CUDA has 48
+  const UOp big = row_sum_ast(params({{2}, {2, 32768}}), 2, 32768);
+  expect_error<KernelOptError>(
+      [&] {
+        apply_opt(big, {OptOp::Group, 0, 16384}, cuda);
+      },
+      "needs 65536 bytes of shared memory, CUDA has 49152");
+  expect_error<KernelOptError>(
+      [] {
+        opt_from_arg(Arg::tuple({Arg::string("TC"), Arg::integer(0), Arg::integer(0)}));
+      },
+      "an opt is (name, axis, arg)");
+  // every kind round-trips through the KernelInfo
+  for (const Opt& o : opts({upcast(0, 2),
+                            unroll(1, 4),
+                            {OptOp::Local, 1, 2},
+                            {OptOp::Group, 0, 2},
+                            {OptOp::GroupTop, 0, 2},
+                            {OptOp::Thread, 0, 2},
+                            {OptOp::Padto, 0, 8},
+                            {OptOp::Swap, 0, 1},
+                            {OptOp::Nolocals}}))
+    EXPECT_EQ(opt_from_arg(opt_to_arg(o)), o) << opt_repr(o);
+}
+
+// The opts that reshape a kernel for workgroups (checked on the CUDA target; lowering them is the
+// GPU devices' work): output loops become GLOBAL, LOCAL splits one, GROUPTOP splits a reduction
+// with the group outermost, SWAP trades two GLOBAL ranges' ids, THREAD splits the first output
+// range with the threads outermost; PADTO rounds a range up.
+TEST(Opts, OptsReshapeTheKernelsRanges) {
+  const ScopedEnv two_threads("CPU_THREADS", "2");
+  const Target &cpu = Target::of("CPU"), &cuda = Target::of("CUDA");
+  const UOp k = matmul_reduce_ast(params({{4, 8}, {4, 64}, {64, 8}}), 4, 64, 8);
+  const UOp g = convert_loop_to_global(k, cuda);
+  EXPECT_EQ(range_labels(g), (std::vector<std::string>{"g0", "g1", "R2"}));
+  EXPECT_EQ(convert_loop_to_global(k, cpu), k);
+  EXPECT_EQ(range_labels(apply_opts(g, opts({{OptOp::Local, 1, 4}}), cuda)),
+            (std::vector<std::string>{"g0", "g1", "l3", "R2"}));
+  const UOp grouped = apply_opts(g, opts({{OptOp::GroupTop, 0, 16}}), cuda);
+  EXPECT_EQ(range_labels(grouped), (std::vector<std::string>{"g0", "g1", "G3", "R2"}));
+  EXPECT_EQ(KernelInfo::of(grouped).name, "r_4_8_16_4");
+  EXPECT_EQ(range_labels(apply_opts(g, opts({{OptOp::Swap, 0, 1}}), cuda)),
+            (std::vector<std::string>{"g0", "g1", "R2"}));
+  const UOp swapped = apply_opts(g, opts({{OptOp::Swap, 0, 1}}), cuda);
+  EXPECT_EQ(KernelInfo::of(swapped).name, "r_8_4_64") << "sizes follow the swapped ids";
+  const UOp threaded = apply_opts(k, opts({{OptOp::Thread, 0, 2}}), cpu);
+  EXPECT_EQ(range_labels(threaded), (std::vector<std::string>{"L0", "L1", "t3", "R2"}));
+  EXPECT_EQ(KernelInfo::of(threaded).name, "r_2_8_2_64");
+  const UOp padded = apply_opts(k, opts({{OptOp::Padto, 1, 5}}), cpu);
+  EXPECT_EQ(KernelInfo::of(padded).name, "r_4_10_64");
+  EXPECT_TRUE(KernelInfo::of(apply_opts(g, opts({{OptOp::Nolocals}}), cuda)).dont_use_locals);
+}
+
+// The heuristics on a target with workgroups, as tinygrad's: a matrix-vector product groups 8
+// threads a row, 4 rows a workgroup and 4 a thread; a reduction with few outputs groups by 16 and
+// takes nothing more; a matmul upcasts, unrolls and takes workgroups over its output axes.
+TEST(Opts, HandCodedOptsForWorkgroups) {
+  const Target& cuda = Target::of("CUDA");
+  auto hand_coded = [&](const UOp& k) {
+    return hand_coded_opts(convert_loop_to_global(simplify_ranges(k), cuda), cuda);
+  };
+  const Params mv = params({{512}, {512}, {512, 512}});
+  const UOp r1 = rng(512, 1), r2 = red_rng(512, 2);
+  const UOp matvec =
+      ast(kernel_store(at(mv[0], r1),
+                       reduce(Op::Add, at(mv[1], r2) * at(mv[2], r2 * ci(512) + r1), {r2})),
+          {r1});
+  EXPECT_EQ(hand_coded(matvec), opts({{OptOp::Group, 0, 8}, {OptOp::Local, 0, 4}, upcast(0, 4)}));
+  EXPECT_EQ(hand_coded(row_sum_ast(params({{4}, {4, 4096}}), 4, 4096)),
+            opts({{OptOp::GroupTop, 0, 16}}));
+  const std::vector<Opt> mm =
+      hand_coded(matmul_reduce_ast(params({{64, 64}, {64, 64}, {64, 64}}), 64, 64, 64));
+  EXPECT_EQ(std::ranges::count_if(mm, [](const Opt& o) { return o.op == OptOp::Local; }), 2);
+  EXPECT_EQ(std::ranges::count_if(mm, [](const Opt& o) { return o.op == OptOp::Thread; }), 0);
+}
+
+// THREAD: tinygrad's heuristics split a kernel of enough work over the threads the CPU runs (the
+// largest of 32, 16, 12, 8, 6, 5, 4, 3, 2 that leaves each 128Ki operations); the threaded kernel
+// runs once per thread (each its own core_id) and computes what the one-thread kernel does.
+TEST(Opts, ThreadsSplitKernelsAsTinygrad) {
+  if (!device_available("CPU")) GTEST_SKIP() << "no CPU device (LLVM JIT) in this build";
+  set_default_device("CPU");
+  const Tensor a = Tensor::rand({512, 512}).realize(), b = Tensor::rand({512, 512}).realize();
+  std::vector<double> one;
+  for (const char* threads : {"1", "2", "8"}) {
+    const ScopedEnv env("CPU_THREADS", threads);
+    const std::vector<double> got = a.matmul(b).to_doubles();
+    const std::string name = last_kernel_names().at(0);
+    if (one.empty()) one = got;
+    EXPECT_EQ(got, one) << threads << " threads";
+    EXPECT_EQ(name, std::string(threads) == "1"   ? "r_128_128_4_4_128_4"
+                    : std::string(threads) == "2" ? "r_64_128_2_4_4_128_4"
+                                                  : "r_16_128_8_4_4_128_4");
+    // a kernel of little work is not threaded
+    (a.shrink({{0, 1}, {0, 7}}) + 1).realize();
+    EXPECT_EQ(last_kernel_names().at(0), "E_7");
+  }
+  set_default_device("");
 }
 
 // tinygrad's 64x64 matmul with UPCAST(1, 4), UPCAST(0, 2), UNROLL(0, 2): one accumulator of 8
@@ -776,35 +917,55 @@ std::vector<SweepKernel> sweep_kernels() {
        }},
   };
 }
-// The opt lists to sweep: none, each valid single opt, and each valid pair.
+// The opt lists to sweep: none, each valid single opt, each valid pair of upcasts and unrolls,
+// and a bounded random sample of valid lists of three opts of any kind the CPU takes (upcasts,
+// unrolls, threads, pads), seeded.
 std::vector<std::vector<Opt>> opt_lists(const UOp& kernel) {
-  std::vector<Opt> singles;
+  std::vector<Opt> lanes, others;
   for (int axis = 0; axis < 3; ++axis)
-    for (int64_t n : {0, 2, 4, 8}) singles.push_back(upcast(axis, n));
-  for (int64_t n : {0, 2, 4, 8}) singles.push_back(unroll(0, n));
+    for (int64_t n : {0, 2, 4, 8}) lanes.push_back(upcast(axis, n));
+  for (int64_t n : {0, 2, 4, 8}) lanes.push_back(unroll(0, n));
+  for (int axis = 0; axis < 3; ++axis) {
+    for (int64_t n : {2, 4}) others.push_back({OptOp::Thread, axis, n});
+    for (int64_t n : {3, 5}) others.push_back({OptOp::Padto, axis, n});
+  }
   auto valid = [&](const std::vector<Opt>& o) {
     try {
-      apply_opts(kernel, o);
+      apply_opts(kernel, o, Target::of("CPU"));
       return true;
     } catch (const KernelOptError&) {
       return false;
     }
   };
   std::vector<std::vector<Opt>> out{{}};
-  for (const Opt& x : singles) {
+  for (const Opt& x : lanes) {
     if (!valid({x})) continue;
     out.push_back({x});
-    for (const Opt& y : singles)
+    for (const Opt& y : lanes)
       if (valid({x, y})) out.push_back({x, y});
+  }
+  for (const Opt& x : others)
+    if (valid({x})) out.push_back({x});
+  std::vector<Opt> every = lanes;
+  every.insert(every.end(), others.begin(), others.end());
+  std::mt19937 gen(15);
+  std::uniform_int_distribution<size_t> pick(0, every.size() - 1);
+  for (int tries = 0, kept = 0; tries < 200 && kept < 12; ++tries) {
+    const std::vector<Opt> o = {every[pick(gen)], every[pick(gen)], every[pick(gen)]};
+    if (valid(o)) {
+      out.push_back(o);
+      ++kept;
+    }
   }
   return out;
 }
 }  // namespace
 
-// Every valid opt list (none, one, two) on each kernel computes what the kernel without opts
-// computes, on INTERP (the reference) and on CPU.
+// Every valid opt list of the sweep on each kernel computes what the kernel without opts
+// computes, on INTERP (the reference) and on CPU (threaded kernels on 4 threads).
 TEST(Opts, EveryOptListGivesTheValuesOfNoOpts) {
-  int compared = 0;
+  const ScopedEnv threads("CPU_THREADS", "4");
+  int compared = 0, threaded = 0, padded = 0;
   for (const SweepKernel& k : sweep_kernels()) {
     Params shapes;
     for (size_t i = 0; i < k.inputs.size(); ++i) shapes.push_back(param_like(k.inputs[i].uop(), i));
@@ -813,6 +974,8 @@ TEST(Opts, EveryOptListGivesTheValuesOfNoOpts) {
     for (const std::vector<Opt>& o : opt_lists(plain)) {
       std::string what = k.name;
       for (const Opt& x : o) what += " " + opt_repr(x);
+      threaded += std::ranges::any_of(o, [](const Opt& x) { return x.op == OptOp::Thread; });
+      padded += std::ranges::any_of(o, [](const Opt& x) { return x.op == OptOp::Padto; });
       SCOPED_TRACE(what);
       for (const char* dev : {"INTERP", "CPU"}) {
         if (!device_available(dev)) continue;
@@ -831,6 +994,8 @@ TEST(Opts, EveryOptListGivesTheValuesOfNoOpts) {
     }
   }
   EXPECT_GT(compared, 100);
+  EXPECT_GT(threaded, 10);
+  EXPECT_GT(padded, 10);
 }
 
 // ---- memory coalescing: tinygrad's expectations (test/opt/test_gen_float4.py)
@@ -1097,9 +1262,9 @@ TEST(Opts, AnUnrolledSumKeepsItsLanesUntilTheLoopEnds) {
 TEST(Opts, AnOptOfOneLaneIsRefused) {
   const Params p = params({{4, 8}, {4, 64}, {64, 8}});
   const UOp k = matmul_reduce_ast(p, 4, 64, 8);
-  expect_error<KernelOptError>([&] { apply_opts(k, opts({upcast(0, 1)})); },
+  expect_error<KernelOptError>([&] { apply_opts(k, opts({upcast(0, 1)}), Target::of("CPU")); },
                                "UPCAST(0, 1): one lane splits nothing off");
-  expect_error<KernelOptError>([&] { apply_opts(k, opts({unroll(0, 1)})); },
+  expect_error<KernelOptError>([&] { apply_opts(k, opts({unroll(0, 1)}), Target::of("CPU")); },
                                "UNROLL(0, 1): one lane splits nothing off");
 }
 
@@ -1108,7 +1273,10 @@ TEST(Opts, AnOptOfOneLaneIsRefused) {
 // unrolls whole, a longer one by 4; a matmul of 1024 outputs or more upcasts both output axes
 // (the one some read ignores with the smallest strides first).
 TEST(Opts, HandCodedOptsAreTinygrads) {
-  auto opts_of_last = [] { return hand_coded_opts(simplify_ranges(last_kernel_asts().at(0))); };
+  const ScopedEnv one_thread("CPU_THREADS", "1");  // tinygrad's names on one thread
+  auto opts_of_last = [] {
+    return hand_coded_opts(simplify_ranges(last_kernel_asts().at(0)), Target::of("CPU"));
+  };
   (realized({16, 32}) + realized({16, 32})).realize();
   EXPECT_EQ(opts_of_last(), opts({upcast(0, 4)}));  // E_128_4
   realized({16, 32}).matmul(realized({32, 16})).realize();
