@@ -20,6 +20,7 @@
 
 #include "codegen/linearize.h"
 #include "codegen/opt.h"
+#include "codegen/search.h"
 #include "dsl/verify.h"
 #include "ir/alu.h"
 #include "ir/builders.h"
@@ -115,7 +116,7 @@ struct Realizer {
   static std::string compile_key(const std::string& device) {
     std::string key =
         device + (noopt() ? ",NOOPT" : "") + fmt::format(",threads={}", cpu_threads());
-    for (const char* setting : {"TRANSCENDENTAL", "DISABLE_FAST_IDIV"})
+    for (const char* setting : {"TRANSCENDENTAL", "DISABLE_FAST_IDIV", "BEAM"})
       if (const char* v = std::getenv(setting)) key += fmt::format(",{}={}", setting, v);
     return key;
   }
@@ -124,8 +125,11 @@ struct Realizer {
   static const CompiledKernel& compile(const UOp& sink, const std::string& device,
                                        CompileCache& cache) {
     if (auto it = cache.find(sink); it != cache.end()) return it->second;
-    const UOp bound = bind_kernel(sink, param_buffers(sink));
+    UOp bound = bind_kernel(sink, param_buffers(sink));
     CompiledKernel k{.name = KernelInfo::of(sink).name};
+    // BEAM=N: the opts a search times on the device, for a kernel that names none
+    if (const int64_t width = beam_width(sink); width > 0 && !KernelInfo::of(sink).opts_to_apply)
+      bound = with_opts(bound, beam_opts(bound, device, width));
     // a kernel that names no opts gets the hand-coded ones (none under NOOPT=1, as tinygrad's);
     // it is named by its ranges after them, as tinygrad's
     k.program = lower(bound, KernelInfo::of(sink).name, device, !noopt(), &k.name);
@@ -138,6 +142,82 @@ struct Realizer {
     }
     ++g_compile_count;
     return cache.emplace(sink, std::move(k)).first->second;
+  }
+
+  // BEAM's width: the kernel's own (KernelInfo.beam), else $BEAM, else 0 (no search).
+  static int64_t beam_width(const UOp& sink) {
+    if (const int64_t own = KernelInfo::of(sink).beam; own > 0) return own;
+    const char* v = std::getenv("BEAM");
+    return v && *v ? std::strtoll(v, nullptr, 10) : 0;
+  }
+
+  // The opts BEAM finds for a bound kernel on `device` (codegen/search.h): each candidate is
+  // lowered, compiled and run over scratch buffers of the kernel's sizes (zeros: a division by
+  // zero it meets is not an error here), timed as the best of 3 runs.
+  static std::vector<Opt> beam_opts(const UOp& bound, const std::string& device, int64_t width) {
+    const Target& target = Target::of(device);
+    const UOp base = convert_loop_to_global(simplify_ranges(bound), target);
+    std::map<int64_t, std::shared_ptr<Storage>> scratch;
+    for (const UOp& u : toposort(bound))
+      if (u.op() == Op::Buffer && !is_register(u)) {
+        const auto slot = static_cast<int64_t>(u.arg().field("slot").as_int());
+        const auto n = static_cast<int64_t>(u.arg().field("size").as_int());
+        scratch.emplace(slot,
+                        std::make_shared<Storage>(Storage{
+                            slot, u.dtype(), n,
+                            std::vector<uint8_t>(static_cast<size_t>(n * u.dtype().itemsize()))}));
+      }
+    auto program = [&](const std::vector<Opt>& opts) {
+      return linearize_kernel(with_opts(bound, opts), target);
+    };
+    const KernelRenderer render = [&](const std::vector<Opt>& opts) -> std::optional<std::string> {
+      try {
+        const UOp p = program(opts);
+        return device == "CPU" ? render_llvm(p).ir : render_program(p);
+      } catch (const std::exception&) {  // a candidate that does not lower is not timed
+        return std::nullopt;
+      }
+    };
+    const KernelTimer time = [&](const std::vector<Opt>& opts,
+                                 double give_up) -> std::optional<double> {
+      std::function<void()> run;
+      try {
+        const UOp p = program(opts);
+        if (device == "CPU") {
+          const RenderedKernel r = render_llvm(p);
+          const KernelFn fn = cpu_compile(r.ir);
+          auto ptrs = std::make_shared<std::vector<void*>>(1, nullptr);
+          for (int64_t slot : r.input_slots) ptrs->push_back(scratch.at(slot)->bytes.data());
+          run = [fn, ptrs, threads = r.threads] { (void)cpu_launch(fn, ptrs->data(), threads); };
+        } else {
+          run = [&, p] { interp_run(p, scratch); };
+        }
+      } catch (const std::exception&) {
+        return std::nullopt;
+      }
+      double best = std::numeric_limits<double>::infinity();
+      for (int k = 0; k < 3; ++k) {
+        const auto t0 = std::chrono::steady_clock::now();
+        try {
+          run();
+        } catch (const std::runtime_error&) {  // INTERP's division by zero over the zeros
+        }
+        best = std::min(
+            best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        if (best > give_up) break;
+      }
+      return best;
+    };
+    const std::vector<Opt> start = noopt() ? std::vector<Opt>{} : hand_coded_opts(base, target);
+    const BeamResult r = beam_search(base, target, static_cast<int>(width), render, time, start,
+                                     compile_key(device));
+    if (debug_level() >= 1)
+      std::fprintf(
+          stderr, "BEAM=%lld %s: %s%s\n", static_cast<long long>(width),
+          KernelInfo::of(bound).name.c_str(), r.cached ? "cached " : "",
+          r.cached ? ""
+                   : fmt::format("{:.1f} us after {} timings", r.seconds * 1e6, r.timed).c_str());
+    return r.opts;
   }
 
   // The late stages (codegen/linearize.h) on a bound kernel: DEBUG=5 prints the program after
