@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <optional>
 #include <tuple>
 #include <unordered_set>
@@ -12,6 +11,7 @@
 #include "codegen/kernel_name.h"
 #include "ir/axis.h"
 #include "ir/builders.h"
+#include "ir/env.h"
 #include "ir/graph.h"
 #include "ir/kernel_info.h"
 #include "ir/render.h"
@@ -102,9 +102,10 @@ int next_range_id(const UOp& sink) {
 // range of size n and type t.
 UOp shift_to(const UOp& sink, const Opt& opt, const UOp& r, int64_t amount, AxisType t, bool top) {
   const int64_t size = size_of(r);
+  check(size >= 0, opt,
+        fmt::format("only a range of constant size splits, not {}", render(r.src(0))));
   check(size > 0 && amount > 0 && size % amount == 0, opt,
-        fmt::format("{} does not divide the range's size {}", amount,
-                    size < 0 ? render(r.src(0)) : std::to_string(size)));
+        fmt::format("{} does not divide the range's size {}", amount, size));
   check(amount != 1, opt, "one lane splits nothing off");
   const UOp lanes = UOp::range(UOp::cint(amount), next_range_id(sink), t);
   // the new range takes the whole range: no loop is left (a range of one would stay a loop)
@@ -123,11 +124,10 @@ UOp pad_to(const UOp& sink, const UOp& r, int64_t padded) {
   const UOp out = substitute(sink, {{r, wider}});
   const UOp valid = wider.lt(size);
   std::unordered_map<UOp, UOp> gated;
+  std::unordered_set<UOp> above;  // the nodes that use the range (sources come first)
+  const auto uses_wider = [&](const UOp& x) { return above.contains(x); };
   for (const UOp& u : toposort(out)) {
-    const auto uses_wider = [&](const UOp& x) {
-      const std::vector<UOp> below = toposort(x);
-      return std::ranges::find(below, wider) != below.end();
-    };
+    if (u == wider || std::any_of(u.src().begin(), u.src().end(), uses_wider)) above.insert(u);
     if (u.op() == Op::Index && u.nsrc() == 2 && uses_wider(u.src(1))) {
       const UOp& i = u.src(1);
       const UOp gate = is_gated_index(i) ? (valid & i.src(0)) : valid;
@@ -281,7 +281,11 @@ UOp apply_opt(const UOp& sink, const Opt& opt, const Target& target) {
       items.back() = x.arg().items().back();
       return x.with_arg(Arg::tuple(std::move(items)));
     };
-    return finish(substitute(sink, {{r, renumbered(r, other)}, {other, renumbered(other, r)}}));
+    // in two steps: ranges of one size trade ids into each other's node
+    const UOp parked =
+        r.with_arg(Arg::tuple({Arg::integer(-1 - next_range_id(sink)), r.arg().items().back()}));
+    const UOp out = substitute(substitute(sink, {{r, parked}}), {{other, renumbered(other, r)}});
+    return finish(substitute(out, {{parked, renumbered(r, other)}}));
   }
   const int64_t amount = opt.arg == 0 ? size_of(r) : opt.arg;
   const bool groups = opt.op == OptOp::Group || opt.op == OptOp::GroupTop;
@@ -413,9 +417,8 @@ struct KernelView {
   std::vector<int> unrollable() const { return axes(is_reduce_axis); }
   // UNROLL's axis for range `axis`: its place among the reduce ranges (apply_opt's numbering)
   int unroll_axis(int axis) const {
-    int n = 0;
-    for (int a = 0; a < axis; ++a) n += is_reduce_axis(type(static_cast<size_t>(a)));
-    return n;
+    const std::vector<int> u = unrollable();
+    return static_cast<int>(std::ranges::find(u, axis) - u.begin());
   }
   std::vector<UOp> lanes() const {  // the UPCAST and UNROLL ranges
     std::vector<UOp> out;
@@ -468,9 +471,8 @@ std::optional<std::vector<Opt>> matvec_opts(const UOp& k, const Target& target) 
         v.size(static_cast<size_t>(g)) % (kBlock * kRowsPerThread) != 0)
       continue;
     std::vector<Opt> out;
-    UOp t = k;
-    try {
-      t = apply_opt(t, {OptOp::Group, 0, kThreadsPerRow}, target);
+    try {  // (as tinygrad's, the matvec goes on without the group where it is refused)
+      (void)apply_opt(k, {OptOp::Group, 0, kThreadsPerRow}, target);
       out.push_back({OptOp::Group, 0, kThreadsPerRow});
     } catch (const KernelOptError&) {
     }
@@ -504,7 +506,7 @@ std::vector<Opt> hand_coded_opts(const UOp& sink, const Target& target) {
     return out;
   }
   // are we grouping? (a reduction with few outputs, on a target with locals)
-  if (KernelView(k).outputs() <= (std::getenv("NOLOCALS") ? 240 : 2048))
+  if (KernelView(k).outputs() <= (env_int("NOLOCALS", 0) ? 240 : 2048))
     for (int axis : {0, 1, 2})
       if (try_apply({OptOp::GroupTop, axis, 16})) break;
   if (!KernelView(k).axes_of({AxisType::GroupReduce}).empty()) return out;
@@ -598,7 +600,7 @@ std::vector<Opt> hand_coded_opts(const UOp& sink, const Target& target) {
   }
   // workgroups: output axes some buffer ignores first, then later axes, up to 128 threads
   if (target.has_local) {
-    if (std::getenv("NOLOCALS")) {
+    if (env_int("NOLOCALS", 0)) {
       apply({OptOp::Nolocals});
     } else {
       const KernelView v(k);

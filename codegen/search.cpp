@@ -8,22 +8,21 @@
 #include <limits>
 #include <set>
 #include <sstream>
+#include <thread>
+
+#include <unistd.h>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "codegen/linearize.h"
 #include "ir/axis.h"
+#include "ir/env.h"
 #include "ir/kernel_info.h"
 
 namespace tinyrw {
 
 namespace {
-
-int64_t env_int(const char* name, int64_t fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::strtoll(v, nullptr, 10) : fallback;
-}
 
 // The product of the sizes of a kernel's ranges of these types.
 int64_t product_of(const UOp& k, std::initializer_list<AxisType> types) {
@@ -70,6 +69,10 @@ std::optional<std::vector<Opt>> cache_get(const std::string& key, const UOp& sin
 
 // Stores the result; a cache that cannot be written is reported and the search's result kept.
 void cache_put(const std::string& key, const std::vector<Opt>& opts) {
+  const auto fail = [](const std::filesystem::path& f, const std::string& why) {
+    std::fprintf(stderr, "BEAM: cannot write the cache file %s: %s\n", f.string().c_str(),
+                 why.c_str());
+  };
   nlohmann::json j{{"key", key}, {"opts", nlohmann::json::array()}};
   for (const Opt& o : opts) {
     const Arg a = opt_to_arg(o);
@@ -79,21 +82,41 @@ void cache_put(const std::string& key, const std::vector<Opt>& opts) {
   const std::filesystem::path file = cache_file(key);
   std::error_code ec;
   std::filesystem::create_directories(file.parent_path(), ec);
-  // written whole, then renamed over the old one: a concurrent reader sees one or the other
-  const std::filesystem::path tmp = file.string() + fmt::format(".{}.tmp", ::getpid());
-  {
-    std::ofstream out(tmp);
-    out << j.dump() << "\n";
-    if (!out) {
-      std::fprintf(stderr, "BEAM: cannot write the cache file %s\n", tmp.string().c_str());
-      return;
-    }
+  // written whole under a name of this process and thread, then renamed over the old one: a
+  // concurrent reader sees one or the other
+  const std::filesystem::path tmp =
+      file.string() + fmt::format(".{}.{}.tmp", ::getpid(),
+                                  std::hash<std::thread::id>{}(std::this_thread::get_id()));
+  std::ofstream out(tmp);
+  out << j.dump() << "\n";
+  out.close();
+  if (!out) {
+    fail(tmp, "the write failed");
+    std::filesystem::remove(tmp, ec);
+    return;
   }
   std::filesystem::rename(tmp, file, ec);
-  if (ec)
-    std::fprintf(stderr, "BEAM: cannot write the cache file %s: %s\n", file.string().c_str(),
-                 ec.message().c_str());
+  if (ec) {
+    fail(file, ec.message());
+    std::filesystem::remove(tmp, ec);
+  }
 }
+
+// tinygrad's BEAM_MIN_PROGRESS: microseconds a round must gain to go on (0.01 by default).
+double min_progress_seconds() {
+  const char* v = std::getenv("BEAM_MIN_PROGRESS");
+  if (!v || !*v) return 0.01e-6;
+  char* end = nullptr;
+  const double us = std::strtod(v, &end);
+  if (*end != '\0' || !(us >= 0))
+    throw std::invalid_argument(
+        fmt::format("$BEAM_MIN_PROGRESS='{}' is not a number of microseconds", v));
+  return us * 1e-6;
+}
+
+// The cache's format: opts address axes by position, so a change to opts or their order makes
+// old entries mean other kernels.
+constexpr const char* kCacheVersion = "beam cache 1";
 
 std::string opts_repr(const std::vector<Opt>& opts) {
   std::string s;
@@ -140,14 +163,14 @@ const std::vector<Opt>& beam_actions() {
 BeamResult beam_search(const UOp& sink, const Target& target, int width,
                        const KernelRenderer& render, const KernelTimer& time,
                        const std::vector<Opt>& start, const std::string& cache_key) {
-  const std::string key =
-      cache_key.empty() ? ""
-                        : fmt::format("{}\nwidth {}\n{}", cache_key, width, render_program(sink));
+  const std::string key = cache_key.empty() ? ""
+                                            : fmt::format("{}\n{}\nwidth {}\n{}", kCacheVersion,
+                                                          cache_key, width, render_program(sink));
   if (!key.empty())
     if (std::optional<std::vector<Opt>> hit = cache_get(key, sink, target))
       return {.opts = *hit, .cached = true};
   const int debug = static_cast<int>(env_int("DEBUG", 0));
-  const double min_progress = static_cast<double>(env_int("BEAM_MIN_PROGRESS_NS", 10)) * 1e-9;
+  const double min_progress = min_progress_seconds();
   const int64_t max_up = env_int("BEAM_UPCAST_MAX", 256),
                 max_local = env_int("BEAM_LOCAL_MAX", 1024);
   constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -163,15 +186,15 @@ BeamResult beam_search(const UOp& sink, const Target& target, int width,
   // stands where the search finds nothing faster; the search starts from no opts, as tinygrad's
   double bound = 1.0;
   std::optional<Entry> heuristic;
+  std::string heuristic_code;  // a candidate of the same program joins the beam at its time
   if (!start.empty())
-    if (std::optional<std::string> code = render(start)) {
-      seen.insert(*code);
+    if (std::optional<std::string> code = render(start))
       if (std::optional<double> t = time(start, kInf)) {
         ++result.timed;
         bound = 3 * *t;
-        heuristic = Entry{start, sink, *t};
+        heuristic = Entry{start, apply_opts(sink, start, target), *t};
+        heuristic_code = *code;
       }
-    }
   for (;;) {
     std::vector<Entry> timed;
     int candidates = 0;
@@ -191,6 +214,10 @@ BeamResult beam_search(const UOp& sink, const Target& target, int width,
         ++candidates;
         const std::optional<std::string> code = render(opts);
         if (!code || !seen.insert(*code).second) continue;
+        if (heuristic && *code == heuristic_code) {
+          timed.push_back({std::move(opts), k, heuristic->seconds});
+          continue;
+        }
         const double give_up = beam.front().seconds < kInf ? 3 * beam.front().seconds : bound;
         const std::optional<double> t = time(opts, give_up);
         if (!t) continue;
@@ -218,6 +245,11 @@ BeamResult beam_search(const UOp& sink, const Target& target, int width,
       heuristic && heuristic->seconds <= beam.front().seconds ? *heuristic : beam.front();
   result.opts = best.opts;
   result.seconds = best.seconds;
+  // a search that timed nothing keeps the heuristics' opts and stores nothing
+  if (best.seconds == kInf) {
+    result.opts = start;
+    return result;
+  }
   if (!key.empty()) cache_put(key, result.opts);
   return result;
 }

@@ -1,8 +1,8 @@
 // BEAM search (tinygrad's codegen/opt/search.py): the opts of a kernel chosen by timing
 // candidates on the device. Each round extends every kernel of the beam by each action that
-// applies (codegen/opt.h), times the new kernels (one compiled program once: equal programs are
-// timed once), and keeps the `width` fastest; the search stops when a round gains less than
-// BEAM_MIN_PROGRESS microseconds (0.01 by default). The result is kept on disk per kernel AST,
+// applies (codegen/opt.h), times the new kernels (equal programs are timed once), and keeps the
+// `width` fastest; the search stops when a round gains less than BEAM_MIN_PROGRESS microseconds
+// (0.01 by default), as tinygrad's. The result is kept on disk per kernel AST,
 // device and width, so a later process finds it without searching.
 #pragma once
 

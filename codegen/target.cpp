@@ -1,11 +1,16 @@
 #include "codegen/target.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <cstdlib>
+#include <fstream>
 #include <stdexcept>
 #include <thread>
 
 #include <fmt/format.h>
+
+#include "ir/env.h"
 
 namespace tinyrw {
 
@@ -18,15 +23,24 @@ bool Target::renders(Op op, DType dtype) const {
 int64_t Target::thread_limit() const { return has_threads ? cpu_threads() : 1; }
 
 int64_t cpu_threads() {
-  if (const char* v = std::getenv("CPU_THREADS"); v && *v) {
-    char* end = nullptr;
-    const long long n = std::strtoll(v, &end, 10);
-    if (*end != '\0' || n <= 0 || n > 1024)
+  if (const int64_t n = env_int("CPU_THREADS", 0); n != 0) {
+    if (n < 0 || n > 1024)
       throw std::invalid_argument(
-          fmt::format("CPU_THREADS={}: expected a number of threads from 1 to 1024", v));
+          fmt::format("CPU_THREADS={}: expected a number of threads from 1 to 1024", n));
     return n;
   }
-  return std::max<int64_t>(1, std::thread::hardware_concurrency());
+  // the cores this process may run on (its affinity), capped by a cgroup's CPU quota: a container
+  // limited to 2 CPUs on a large host gets 2 threads, not one per host core
+  int64_t n = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) n = std::max(1, CPU_COUNT(&set));
+  if (std::ifstream quota("/sys/fs/cgroup/cpu.max"); quota) {
+    std::string max;
+    int64_t period = 0;
+    if (quota >> max >> period && max != "max" && period > 0)
+      n = std::min(n, std::max<int64_t>(1, std::stoll(max) / period));
+  }
+  return n;
 }
 
 const Target& Target::of(const std::string& device) {
@@ -41,13 +55,11 @@ const Target& Target::of(const std::string& device) {
                            .decomposed = {},
                            .has_local = true,
                            .has_shared = true,
-                           .local_max = {1024, 1024, 64},
                            .shared_max = 49152};
   static const Target hip{.device = "HIP",
                           .decomposed = {},
                           .has_local = true,
                           .has_shared = true,
-                          .local_max = {1024, 1024, 1024},
                           .shared_max = 65536};
   if (device == "INTERP") return interp;
   if (device == "CPU") return cpu;

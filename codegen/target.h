@@ -23,8 +23,7 @@ struct Target {
   // local ids and shared memory (GPUs), or a launch over threads that each run the kernel with
   // their own core_id (CPU), and the limits of each.
   bool has_local = false, has_shared = false, has_threads = false;
-  std::vector<int64_t> local_max{};  // per local dimension
-  int64_t shared_max = 0;            // bytes of shared memory a workgroup may use
+  int64_t shared_max = 0;  // bytes of shared memory a workgroup may use
   bool renders(Op op, DType dtype) const;
   // The most threads a THREAD opt may launch: cpu_threads() on a target that has threads, else 1.
   int64_t thread_limit() const;
@@ -40,7 +39,8 @@ struct Target {
 };
 
 // The threads a CPU kernel launch runs on: $CPU_THREADS, else every core the machine has.
-// Throws std::invalid_argument for a CPU_THREADS that is not a positive integer.
+// Every core is those the process may run on, within its cgroup's CPU quota. Throws
+// std::invalid_argument for a CPU_THREADS that is not a number from 1 to 1024.
 int64_t cpu_threads();
 
 }  // namespace tinyrw

@@ -25,6 +25,7 @@
 #include "ir/alu.h"
 #include "ir/builders.h"
 #include "ir/call.h"
+#include "ir/env.h"
 #include "ir/graph.h"
 #include "ir/kernel_info.h"
 #include "ir/render.h"
@@ -147,8 +148,7 @@ struct Realizer {
   // BEAM's width: the kernel's own (KernelInfo.beam), else $BEAM, else 0 (no search).
   static int64_t beam_width(const UOp& sink) {
     if (const int64_t own = KernelInfo::of(sink).beam; own > 0) return own;
-    const char* v = std::getenv("BEAM");
-    return v && *v ? std::strtoll(v, nullptr, 10) : 0;
+    return env_int("BEAM", 0);
   }
 
   // The opts BEAM finds for a bound kernel on `device` (codegen/search.h): each candidate is
@@ -167,33 +167,46 @@ struct Realizer {
                             slot, u.dtype(), n,
                             std::vector<uint8_t>(static_cast<size_t>(n * u.dtype().itemsize()))}));
       }
-    auto program = [&](const std::vector<Opt>& opts) {
-      return linearize_kernel(with_opts(bound, opts), target);
+    // each candidate lowered (and on CPU rendered) once, for render and time both
+    struct Lowered {
+      UOp program;
+      RenderedKernel cpu;
+    };
+    std::unordered_map<std::string, std::optional<Lowered>> lowered;
+    auto lower_opts = [&](const std::vector<Opt>& opts) -> const std::optional<Lowered>& {
+      std::string key;
+      for (const Opt& o : opts) key += opt_repr(o) + ";";
+      auto [it, fresh] = lowered.try_emplace(key);
+      if (fresh) try {
+          Lowered l{.program = linearize_kernel(with_opts(bound, opts), target), .cpu = {}};
+          if (device == "CPU") l.cpu = render_llvm(l.program);
+          it->second = std::move(l);
+        } catch (const std::exception&) {  // a candidate that does not lower is not timed
+        }
+      return it->second;
     };
     const KernelRenderer render = [&](const std::vector<Opt>& opts) -> std::optional<std::string> {
-      try {
-        const UOp p = program(opts);
-        return device == "CPU" ? render_llvm(p).ir : render_program(p);
-      } catch (const std::exception&) {  // a candidate that does not lower is not timed
-        return std::nullopt;
-      }
+      const std::optional<Lowered>& l = lower_opts(opts);
+      if (!l) return std::nullopt;
+      return device == "CPU" ? l->cpu.ir : render_program(l->program);
     };
     const KernelTimer time = [&](const std::vector<Opt>& opts,
                                  double give_up) -> std::optional<double> {
+      const std::optional<Lowered>& l = lower_opts(opts);
+      if (!l) return std::nullopt;
       std::function<void()> run;
-      try {
-        const UOp p = program(opts);
-        if (device == "CPU") {
-          const RenderedKernel r = render_llvm(p);
-          const KernelFn fn = cpu_compile(r.ir);
-          auto ptrs = std::make_shared<std::vector<void*>>(1, nullptr);
-          for (int64_t slot : r.input_slots) ptrs->push_back(scratch.at(slot)->bytes.data());
-          run = [fn, ptrs, threads = r.threads] { (void)cpu_launch(fn, ptrs->data(), threads); };
-        } else {
-          run = [&, p] { interp_run(p, scratch); };
+      if (device == "CPU") {
+        KernelFn fn = nullptr;
+        try {
+          fn = cpu_compile(l->cpu.ir);
+        } catch (const std::exception&) {
+          return std::nullopt;
         }
-      } catch (const std::exception&) {
-        return std::nullopt;
+        auto ptrs = std::make_shared<std::vector<void*>>(1, nullptr);
+        for (int64_t slot : l->cpu.input_slots) ptrs->push_back(scratch.at(slot)->bytes.data());
+        run = [fn, ptrs, threads = l->cpu.threads] { (void)cpu_launch(fn, ptrs->data(), threads); };
+      } else {
+        run = [&, p = l->program] { interp_run(p, scratch); };
       }
       double best = std::numeric_limits<double>::infinity();
       for (int k = 0; k < 3; ++k) {

@@ -11,6 +11,7 @@
 
 #include "dsl/typed_helper.h"
 #include "ir/builders.h"
+#include "ir/env.h"
 #include "ir/graph.h"
 #include "schedule/rangeify.h"
 
@@ -101,12 +102,11 @@ const HelperRegistrar kExpandedAxes(typed_helper(
 // an integer setting from the environment (tinygrad's getenv), `fallback` when unset
 const HelperRegistrar kGetenv(typed_helper(
     "getenv", +[](const std::string& name, i128 fallback) -> i128 {
-      const char* v = std::getenv(name.c_str());
-      if (!v || !*v) return fallback;
-      char* end = nullptr;
-      const long long n = std::strtoll(v, &end, 10);
-      if (*end != '\0') throw EvalError(fmt::format("${}='{}' is not an integer", name, v));
-      return n;
+      try {
+        return env_int(name.c_str(), static_cast<int64_t>(fallback));
+      } catch (const std::invalid_argument& e) {
+        throw EvalError(e.what());
+      }
     }));
 
 // tinygrad's Invalid: the index of a gated read where its valid fails (no .rw literal spells it)

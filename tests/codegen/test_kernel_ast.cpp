@@ -784,6 +784,14 @@ TEST(Opts, OptsReshapeTheKernelsRanges) {
             (std::vector<std::string>{"g0", "g1", "R2"}));
   const UOp swapped = apply_opts(g, opts({{OptOp::Swap, 0, 1}}), cuda);
   EXPECT_EQ(KernelInfo::of(swapped).name, "r_8_4_64") << "sizes follow the swapped ids";
+  // two GLOBAL ranges of one size trade ids too
+  const UOp square =
+      convert_loop_to_global(matmul_reduce_ast(params({{8, 8}, {8, 64}, {64, 8}}), 8, 64, 8), cuda);
+  const UOp traded = apply_opts(square, opts({{OptOp::Swap, 0, 1}}), cuda);
+  EXPECT_NE(traded, square);
+  EXPECT_EQ(range_labels(traded), (std::vector<std::string>{"g0", "g1", "R2"}));
+  EXPECT_EQ(apply_opts(traded, opts({{OptOp::Swap, 0, 1}}), cuda).src(0), square.src(0))
+      << "swapping back gives the kernel again";
   const UOp threaded = apply_opts(k, opts({{OptOp::Thread, 0, 2}}), cpu);
   EXPECT_EQ(range_labels(threaded), (std::vector<std::string>{"L0", "L1", "t3", "R2"}));
   EXPECT_EQ(KernelInfo::of(threaded).name, "r_2_8_2_64");
@@ -873,6 +881,10 @@ std::vector<SweepKernel> sweep_kernels() {
   const Tensor a = tensor(ints(2 * 8, 31), {2, 8}), b = tensor(ints(2 * 8, 32), {2, 8});
   const Tensor m = tensor(ints(4 * 16, 33), {4, 16}), n = tensor(ints(16 * 8, 34), {16, 8});
   const Tensor col = tensor(ints(4, 35), {4}), row = tensor(ints(8, 36), {8});
+  std::vector<float> below_zero = ints(4 * 16, 37), not_zero = ints(4 * 16, 38);
+  for (float& x : below_zero) x = -std::abs(x) - 1;
+  for (float& x : not_zero) x = x < 0 ? -1 : 1 + static_cast<float>(x > 1);
+  const Tensor negative = tensor(below_zero, {4, 16}), nonzero = tensor(not_zero, {4, 16});
   auto row_reduce = [](Op op, int64_t rows, int64_t cols) {
     return [=](const Params& p) {
       const UOp r0 = rng(rows, 0), r1 = red_rng(cols, 1);
@@ -894,6 +906,14 @@ std::vector<SweepKernel> sweep_kernels() {
        }},
       {"row sum (4, 16)", {Tensor::empty({4}), m}, row_reduce(Op::Add, 4, 16)},
       {"row max (4, 16)", {Tensor::empty({4}), m}, row_reduce(Op::Max, 4, 16)},
+      // (a padded reduce range reduces its identity: a max of negatives, a product without 0)
+      {"row max of negatives (4, 16)", {Tensor::empty({4}), negative}, row_reduce(Op::Max, 4, 16)},
+      {"int row max of negatives (4, 16)",
+       {Tensor::empty({4}, dtypes::int32), negative.cast(dtypes::int32).realize()},
+       row_reduce(Op::Max, 4, 16)},
+      {"row product without 0 (4, 16)",
+       {Tensor::empty({4}, dtypes::int32), nonzero.cast(dtypes::int32).realize()},
+       row_reduce(Op::Mul, 4, 16)},
       {"row product (4, 16)",
        {Tensor::empty({4}), m.cast(dtypes::int32).realize()},
        row_reduce(Op::Mul, 4, 16)},

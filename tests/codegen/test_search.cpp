@@ -159,6 +159,7 @@ TEST(BeamSearch, Beam2OnTheDeviceKeepsTheValues) {
       EXPECT_NEAR(got[i], want[i], 1e-4) << device << " " << i;
     (void)a.matmul(b).to_doubles();
     EXPECT_EQ(last_compile_count(), 0) << device;
+    EXPECT_TRUE(std::filesystem::exists(dir / "beam")) << "the search stored its result";
     set_default_device("");
   }
   std::filesystem::remove_all(dir);
