@@ -87,30 +87,13 @@ void BM_CustomKernelAdd16M(benchmark::State& state) {
 }
 BENCHMARK(BM_CustomKernelAdd16M)->Unit(benchmark::kMillisecond)->Iterations(10);
 
-void BM_Matmul512(benchmark::State& state) {
+// A float32 matmul of two n x n inputs (2n^3 flops a run), compiled before timing; 512 and 1024
+// are bench/side_by_side.py's comparison with tinygrad and OpenBLAS.
+template <int64_t kN>
+void BM_MatmulOf(benchmark::State& state) {
   set_default_device("CPU");
-  Tensor a = Tensor::full({512, 512}, 0.5).contiguous(),
-         b = Tensor::full({512, 512}, 0.25).contiguous();
-  a.realize();
-  b.realize();
-  for (auto _ : state) {
-    Tensor c = a.matmul(b);
-    c.realize();
-    benchmark::DoNotOptimize(c.uop());
-  }
-  state.counters["GFLOPS"] = benchmark::Counter(2.0 * 512 * 512 * 512 * 1e-9,
-                                                benchmark::Counter::kIsIterationInvariantRate);
-}
-// Real time: the GFLOPS counter (a rate) is otherwise over the main thread's CPU time, which
-// misses the work of a kernel launched over several threads (CPU_THREADS).
-BENCHMARK(BM_Matmul512)->Unit(benchmark::kMillisecond)->Iterations(3)->UseRealTime();
-
-// The same at 1024x1024 (2.1 GFLOP a run), for bench/side_by_side.py's comparison with tinygrad and
-// OpenBLAS; the kernel is compiled before timing.
-void BM_Matmul1024(benchmark::State& state) {
-  set_default_device("CPU");
-  Tensor a = Tensor::full({1024, 1024}, 0.5).contiguous(),
-         b = Tensor::full({1024, 1024}, 0.25).contiguous();
+  Tensor a = Tensor::full({kN, kN}, 0.5).contiguous(),
+         b = Tensor::full({kN, kN}, 0.25).contiguous();
   a.realize();
   b.realize();
   a.matmul(b).realize();  // compiles the kernel: the loop measures running it
@@ -119,9 +102,14 @@ void BM_Matmul1024(benchmark::State& state) {
     c.realize();
     benchmark::DoNotOptimize(c.uop());
   }
-  state.counters["GFLOPS"] = benchmark::Counter(2.0 * 1024 * 1024 * 1024 * 1e-9,
-                                                benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOPS"] =
+      benchmark::Counter(2.0 * kN * kN * kN * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
+void BM_Matmul512(benchmark::State& state) { BM_MatmulOf<512>(state); }
+void BM_Matmul1024(benchmark::State& state) { BM_MatmulOf<1024>(state); }
+// Real time: the GFLOPS counter (a rate) is otherwise over the main thread's CPU time, which
+// misses the work of a kernel launched over several threads (CPU_THREADS).
+BENCHMARK(BM_Matmul512)->Unit(benchmark::kMillisecond)->Iterations(3)->UseRealTime();
 BENCHMARK(BM_Matmul1024)->Unit(benchmark::kMillisecond)->Iterations(5)->UseRealTime();
 
 // The same matmul given as a kernel AST, SINK(END(STORE(INDEX(P0, i*512+j),
@@ -193,14 +181,16 @@ struct Mlp784 {
 };
 constexpr double kMlp784Flop = 2.0 * 64 * (784 * 256 + 256 * 10);
 
-// Its first run: graph build, schedule, optimize, compile (LLVM) and run. There is no API that
-// clears the compiled-kernel cache (tensor/realize.cpp's Realizer::g_compiled), so only the first
-// run in the process is cold: one iteration, registered before BM_MlpForward784 (which compiles
-// the same kernels). --benchmark_repetitions above 1 or random interleaving make the later runs
-// warm ones.
-void BM_MlpForward784FirstRun(benchmark::State& state) {
+// The forward pass, warm (kernels compiled before timing), or its first run: graph build,
+// schedule, optimize, compile (LLVM) and run. There is no API that clears the compiled-kernel
+// cache (tensor/realize.cpp's Realizer::g_compiled), so only the first run in the process is cold:
+// one iteration, registered before the warm one (which compiles the same kernels).
+// --benchmark_repetitions above 1 or random interleaving make the later runs warm ones.
+template <bool kFirstRun>
+void BM_MlpForward784Runs(benchmark::State& state) {
   set_default_device("CPU");
   Mlp784 m;  // parameters realized before timing
+  if (!kFirstRun) m.forward().realize();
   for (auto _ : state) {
     Tensor out = m.forward();
     benchmark::DoNotOptimize(out.realize().uop());
@@ -208,19 +198,9 @@ void BM_MlpForward784FirstRun(benchmark::State& state) {
   state.counters["GFLOPS"] =
       benchmark::Counter(kMlp784Flop * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
+void BM_MlpForward784FirstRun(benchmark::State& state) { BM_MlpForward784Runs<true>(state); }
+void BM_MlpForward784(benchmark::State& state) { BM_MlpForward784Runs<false>(state); }
 BENCHMARK(BM_MlpForward784FirstRun)->Unit(benchmark::kMillisecond)->Iterations(1)->UseRealTime();
-
-void BM_MlpForward784(benchmark::State& state) {
-  set_default_device("CPU");
-  Mlp784 m;
-  m.forward().realize();  // kernels compiled before timing
-  for (auto _ : state) {
-    Tensor out = m.forward();
-    benchmark::DoNotOptimize(out.realize().uop());
-  }
-  state.counters["GFLOPS"] =
-      benchmark::Counter(kMlp784Flop * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-}
 BENCHMARK(BM_MlpForward784)->Unit(benchmark::kMillisecond)->Iterations(20)->UseRealTime();
 
 void BM_MlpTrainStep(benchmark::State& state) {

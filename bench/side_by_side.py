@@ -8,8 +8,8 @@ on all cores.
 
 - tinyrw: build/bin/bench_tensor (--bench) with --benchmark_filter for BM_Matmul512,
   BM_Matmul1024, BM_MlpForward784FirstRun and BM_MlpForward784, JSON output, under CPU_THREADS=1
-  and then without it. Its real time: the median of the repetitions after the first (the first
-  may include compiling: BM_Matmul512 compiles in its first iteration); BM_MlpForward784FirstRun's
+  and then without it. Its real time: the median of the repetitions after the first (a warm-up
+  against noise; every benchmark compiles its kernels before timing); BM_MlpForward784FirstRun's
   first repetition only (the later ones find its kernels compiled).
 - tinygrad: its source at --tinygrad-path ($TINYGRAD_PATH, else /tmp/tg), CPU device, hand-coded
   opts (no BEAM; --tinygrad-beam adds a BEAM=2 column), NUM_CPU_THREADS=1 and then its default
