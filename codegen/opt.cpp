@@ -90,6 +90,27 @@ std::vector<UOp> globalizable_ranges(const UOp& sink) {
   return common.value_or(std::vector<UOp>{});
 }
 
+// The ranges a store inside them does not index with: the store writes one element over and over
+// (an accumulation in a custom kernel), so their iterations must stay in order, one at a time.
+std::unordered_set<UOp> accumulating_ranges(const UOp& sink) {
+  std::unordered_set<UOp> out;
+  for (const UOp& e : toposort(sink)) {
+    if (e.op() != Op::End) continue;
+    std::vector<UOp> stores;
+    for (const UOp& u : toposort(e.src(0)))
+      if (u.op() == Op::Store) stores.push_back(u);
+    for (size_t k = 1; k < e.nsrc(); ++k)
+      for (const UOp& r : toposort(e.src(k))) {
+        if (r.op() != Op::Range) continue;
+        for (const UOp& st : stores) {
+          const std::vector<UOp> below = toposort(st.src(0));
+          if (std::ranges::find(below, r) == below.end()) out.insert(r);
+        }
+      }
+  }
+  return out;
+}
+
 // A fresh range id: one past the kernel's largest.
 int next_range_id(const UOp& sink) {
   i128 next = 0;
@@ -288,6 +309,10 @@ UOp apply_opt(const UOp& sink, const Opt& opt, const Target& target) {
     return finish(substitute(out, {{parked, renumbered(r, other)}}));
   }
   const int64_t amount = opt.arg == 0 ? size_of(r) : opt.arg;
+  if (opt.op == OptOp::Upcast || opt.op == OptOp::Local || opt.op == OptOp::Thread)
+    check(!accumulating_ranges(sink).contains(r), opt,
+          "a store inside the loop does not index with it (it accumulates): its iterations run in "
+          "order");
   const bool groups = opt.op == OptOp::Group || opt.op == OptOp::GroupTop;
   if (reduce && (groups || types({AxisType::GroupReduce}))) {
     int64_t lanes = 1;
@@ -383,7 +408,8 @@ struct KernelView {
   std::vector<Access> accesses;
   std::optional<UOp> reduce;  // the first REDUCE
   bool reduces = false;
-  explicit KernelView(const UOp& k) : rngs(opt_ranges(k)) {
+  std::unordered_set<UOp> accumulating;  // output ranges no opt may split (accumulating_ranges)
+  explicit KernelView(const UOp& k) : rngs(opt_ranges(k)), accumulating(accumulating_ranges(k)) {
     for (const UOp& u : toposort(k)) {
       if (u.op() == Op::Reduce && !reduce) reduce = u;
       if (u.op() != Op::Index || u.nsrc() < 2) continue;
@@ -413,7 +439,11 @@ struct KernelView {
       if (std::ranges::find(ts, type(a)) != ts.end()) out.push_back(static_cast<int>(a));
     return out;
   }
-  std::vector<int> upcastable() const { return axes(is_output_axis); }
+  std::vector<int> upcastable() const {
+    std::vector<int> out = axes(is_output_axis);
+    std::erase_if(out, [&](int a) { return accumulating.contains(rngs[static_cast<size_t>(a)]); });
+    return out;
+  }
   std::vector<int> unrollable() const { return axes(is_reduce_axis); }
   // UNROLL's axis for range `axis`: its place among the reduce ranges (apply_opt's numbering)
   int unroll_axis(int axis) const {

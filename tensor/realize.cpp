@@ -288,7 +288,8 @@ struct Realizer {
     // a PROGRAM body runs from the SINK it was compiled from
     const UOp& body = call.src(0).op() == Op::Program ? call.src(0).src(0) : call.src(0);
     const std::string name = CallInfo::of(call).name;
-    const UOp program = lower(bind_kernel(body, bufs), name, default_device());
+    // a custom kernel that names no opts gets the hand-coded ones, as tinygrad's
+    const UOp program = lower(bind_kernel(body, bufs), name, default_device(), !noopt());
     record_stage("linearize", call.src(0), program);
     ++g_kernel_count;
     g_kernel_outputs.push_back(0);
