@@ -1,7 +1,6 @@
 #include "codegen/opt.h"
 
 #include <algorithm>
-#include <cmath>
 #include <optional>
 #include <tuple>
 #include <unordered_set>
@@ -16,7 +15,9 @@
 #include "ir/kernel_info.h"
 #include "ir/render.h"
 #include "ir/rewrite.h"
+#include "rules/helpers/kernel.h"
 #include "rules_gen/expander.h"
+#include "rules_gen/opts.h"
 
 namespace tinyrw {
 
@@ -137,41 +138,12 @@ UOp shift_to(const UOp& sink, const Opt& opt, const UOp& r, int64_t amount, Axis
   return substitute(sink, {{r, split}});
 }
 
-// PADTO: r runs to `padded`; accesses that use it are gated to its old size (a read there reads
-// nothing, a write writes nothing), and reductions over it reduce their identity there.
+// PADTO: r runs to `padded`; rules/opts.rw gates what uses it to its old size.
 UOp pad_to(const UOp& sink, const UOp& r, int64_t padded) {
-  const int64_t size = size_of(r);
   const UOp wider = r.with_src({UOp::cint(padded)});
-  const UOp out = substitute(sink, {{r, wider}});
-  const UOp valid = wider.lt(size);
-  std::unordered_map<UOp, UOp> gated;
-  std::unordered_set<UOp> above;  // the nodes that use the range (sources come first)
-  const auto uses_wider = [&](const UOp& x) { return above.contains(x); };
-  for (const UOp& u : toposort(out)) {
-    if (u == wider || std::any_of(u.src().begin(), u.src().end(), uses_wider)) above.insert(u);
-    if (u.op() == Op::Index && u.nsrc() == 2 && uses_wider(u.src(1))) {
-      const UOp& i = u.src(1);
-      const UOp gate = is_gated_index(i) ? (valid & i.src(0)) : valid;
-      const UOp flat = is_gated_index(i) ? i.src(1) : i;
-      gated.emplace(
-          u,
-          u.with_src({u.src(0), gate.where(flat, UOp::constant(dtypes::index, Arg::invalid()))}));
-    }
-    if (u.op() == Op::Reduce &&
-        std::find(u.src().begin() + 1, u.src().end(), wider) != u.src().end()) {
-      const Op op = u.arg().items()[0].as_op();
-      const DType d = u.dtype();
-      const UOp identity =
-          op == Op::Max
-              ? UOp::constant(d, d.is_float() ? Arg::real(-INFINITY) : Arg::integer(d.int_min()))
-              : UOp::constant(d, d.is_float() ? Arg::real(op == Op::Mul ? 1.0 : 0.0)
-                                              : Arg::integer(op == Op::Mul ? 1 : 0));
-      std::vector<UOp> src(u.src().begin(), u.src().end());
-      src[0] = valid.where(src[0], identity);
-      gated.emplace(u, u.with_src(src));
-    }
-  }
-  return gated.empty() ? out : substitute(out, gated);
+  rw::KernelContext ctx{.padded_range = wider, .padded_size = size_of(r)};
+  return graph_rewrite(substitute(sink, {{r, wider}}), &rules::pad_range(),
+                       {.ctx = &ctx, .name = "pad range"});
 }
 
 }  // namespace

@@ -46,6 +46,15 @@ const HelperRegistrar kRenders(typed_helper(
       return ctx.as<KernelContext>().target->renders(op, dtype);
     }));
 
+// PADTO's range and its size before the pad, for rules/opts.rw (none outside a PADTO).
+const HelperRegistrar kPadded(typed_helper(
+    "padded", +[](RewriteContext& ctx) -> Value {
+      if (!ctx.user) throw EvalError("padded() needs a KernelContext");
+      const KernelContext& k = ctx.as<KernelContext>();
+      if (!k.padded_range) return Value();
+      return Value::tuple({Value::uop(k.padded_range), Value::integer(k.padded_size)});
+    }));
+
 // The record args of a kernel (no .rw literal spells a record): a PARAM's, the kernel SINK's (its
 // name from its ranges, codegen/kernel_name.h) and the kernel CALL's (the effect number it
 // carries).
