@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 #include <tuple>
+#include <unordered_map>
 #include <unordered_set>
 
 #include <fmt/format.h>
@@ -94,20 +95,25 @@ std::vector<UOp> globalizable_ranges(const UOp& sink) {
 // The ranges a store inside them does not index with: the store writes one element over and over
 // (an accumulation in a custom kernel), so their iterations must stay in order, one at a time.
 std::unordered_set<UOp> accumulating_ranges(const UOp& sink) {
+  // the ranges each store's index uses, found once per store
+  std::unordered_map<UOp, std::unordered_set<UOp>> indexed;
+  for (const UOp& st : toposort(sink))
+    if (st.op() == Op::Store) {
+      std::unordered_set<UOp>& used = indexed[st];
+      for (const UOp& x : toposort(st.src(0)))
+        if (x.op() == Op::Range) used.insert(x);
+    }
   std::unordered_set<UOp> out;
   for (const UOp& e : toposort(sink)) {
     if (e.op() != Op::End) continue;
-    std::vector<UOp> stores;
+    std::vector<const std::unordered_set<UOp>*> stores;
     for (const UOp& u : toposort(e.src(0)))
-      if (u.op() == Op::Store) stores.push_back(u);
+      if (u.op() == Op::Store) stores.push_back(&indexed.at(u));
     for (size_t k = 1; k < e.nsrc(); ++k)
-      for (const UOp& r : toposort(e.src(k))) {
-        if (r.op() != Op::Range) continue;
-        for (const UOp& st : stores) {
-          const std::vector<UOp> below = toposort(st.src(0));
-          if (std::ranges::find(below, r) == below.end()) out.insert(r);
-        }
-      }
+      for (const UOp& r : toposort(e.src(k)))
+        if (r.op() == Op::Range && std::any_of(stores.begin(), stores.end(),
+                                               [&](const auto* s) { return !s->contains(r); }))
+          out.insert(r);
   }
   return out;
 }
@@ -452,8 +458,9 @@ struct KernelView {
 // the first does, is grouped by 8 threads a row, 4 rows a workgroup, 4 rows a thread.
 std::optional<std::vector<Opt>> matvec_opts(const UOp& k, const Target& target) {
   constexpr int64_t kBlock = 4, kThreadsPerRow = 8, kRowsPerThread = 4;
+  if (!target.has_local || !target.has_shared) return {};
   const KernelView v(k);
-  if (!target.has_local || !target.has_shared || !v.reduce || v.rngs.size() < 2) return {};
+  if (!v.reduce || v.rngs.size() < 2) return {};
   const UOp& red = *v.reduce;
   const UOp& mul = red.src(0);
   if (red.arg().items()[0].as_op() != Op::Add || mul.op() != Op::Mul ||
@@ -507,8 +514,9 @@ std::vector<Opt> hand_coded_opts(const UOp& sink, const Target& target) {
     for (const Opt& o : *mv) apply(o);
     return out;
   }
-  // are we grouping? (a reduction with few outputs, on a target with locals)
-  if (KernelView(k).outputs() <= (env_int("NOLOCALS", 0) ? 240 : 2048))
+  // are we grouping? (a reduction with few outputs, on a target with locals: elsewhere GROUPTOP
+  // is refused)
+  if (target.has_local && KernelView(k).outputs() <= (env_int("NOLOCALS", 0) ? 240 : 2048))
     for (int axis : {0, 1, 2})
       if (try_apply({OptOp::GroupTop, axis, 16})) break;
   if (!KernelView(k).axes_of({AxisType::GroupReduce}).empty()) return out;

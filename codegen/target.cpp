@@ -22,6 +22,27 @@ bool Target::renders(Op op, DType dtype) const {
 
 int64_t Target::thread_limit() const { return has_threads ? cpu_threads() : 1; }
 
+namespace {
+// The cores this process may run on (its affinity), capped by a cgroup's CPU quota: a container
+// limited to 2 CPUs on a large host gets 2 threads, not one per host core. Read once: every
+// kernel launch asks (the compile cache's key).
+int64_t machine_threads() {
+  static const int64_t threads = [] {
+    int64_t n = std::max<int64_t>(1, std::thread::hardware_concurrency());
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) n = std::max(1, CPU_COUNT(&set));
+    if (std::ifstream quota("/sys/fs/cgroup/cpu.max"); quota) {
+      std::string max;
+      int64_t period = 0;
+      if (quota >> max >> period && max != "max" && period > 0)
+        n = std::min(n, std::max<int64_t>(1, std::stoll(max) / period));
+    }
+    return n;
+  }();
+  return threads;
+}
+}  // namespace
+
 int64_t cpu_threads() {
   if (const int64_t n = env_int("CPU_THREADS", 0); n != 0) {
     if (n < 0 || n > 1024)
@@ -29,18 +50,7 @@ int64_t cpu_threads() {
           fmt::format("CPU_THREADS={}: expected a number of threads from 1 to 1024", n));
     return n;
   }
-  // the cores this process may run on (its affinity), capped by a cgroup's CPU quota: a container
-  // limited to 2 CPUs on a large host gets 2 threads, not one per host core
-  int64_t n = std::max<int64_t>(1, std::thread::hardware_concurrency());
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) n = std::max(1, CPU_COUNT(&set));
-  if (std::ifstream quota("/sys/fs/cgroup/cpu.max"); quota) {
-    std::string max;
-    int64_t period = 0;
-    if (quota >> max >> period && max != "max" && period > 0)
-      n = std::min(n, std::max<int64_t>(1, std::stoll(max) / period));
-  }
-  return n;
+  return machine_threads();
 }
 
 const Target& Target::of(const std::string& device) {
