@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "codegen/index_proof.h"
 #include "codegen/kernel_name.h"
 #include "codegen/opt.h"
 #include "ir/axis.h"
@@ -144,37 +145,77 @@ class KernelBinder {
     return UOp::make(Op::Index, param.dtype(), {buffer(param), at});
   }
   // An access that may leave its buffer is refused: it would read or corrupt other memory. A
-  // gated access is checked only where its gate holds (given_gate).
+  // gated access is checked only where its gate holds (within).
   void check(const UOp& param, const UOp& flat, const UOp& gate = UOp()) {
     const int64_t size = static_cast<int64_t>(buffer(param).arg().field("size").as_int());
-    UOp i = flat;
-    if (gate) {
-      const std::optional<UOp> narrowed = given_gate(i, gate);
-      if (!narrowed) return;  // the gate never holds: nothing is read
-      i = *narrowed;
-    }
     // an index over an empty loop is never computed (a zero-size output)
-    for (const UOp& u : toposort(i))
+    for (const UOp& u : toposort(flat))
       if (u.op() == Op::Range && u.vmax() < u.vmin()) return;
-    if (i.vmin() < Num::of(0) || i.vmax() > Num::of(size - 1))
-      throw GraphError(fmt::format(
-          "kernel '{}': PARAM {} is accessed at indices {}..{}{}, outside its {} elements", name_,
-          slot_of(param), i.vmin().repr(), i.vmax().repr(), gate ? " where its gate holds" : "",
-          size));
+    int budget = kCaseBudget;
+    if (within(flat, gate, size, budget)) return;
+    // index math the intervals cannot follow (a pool's gradient): decided by Z3
+    const IndexProofResult proof = prove_index_in_bounds(flat, gate, size);
+    if (proof.verdict == IndexProof::InBounds) return;
+    UOp i = flat;
+    if (gate)
+      if (const std::optional<GateIntervals> held = gate_intervals(gate)) i = narrowed(i, *held);
+    throw GraphError(fmt::format(
+        "kernel '{}': PARAM {} is accessed at indices {}..{}{}, outside its {} elements ({})",
+        name_, slot_of(param), i.vmin().repr(), i.vmax().repr(),
+        gate ? " where its gate holds" : "", size,
+        proof.verdict == IndexProof::OutOfBounds ? "for example at " + proof.detail
+                                                 : "not proven: " + proof.detail));
   }
-  // `i` with each expression the gate bounds (a RANGE, or a sum like r0 + r1 a pad under a
-  // convolution's window gives) replaced by a variable over the narrowed interval, so its
-  // vmin/vmax hold where the gate does; nothing when the gate never holds. Clauses of the gate's
-  // conjunction the bounds use: x < c, c < x, !(x < c), !(c < x) for an integer CONST c; any
-  // other clause is ignored (the bounds stay wider, never wrong). A variable taking x's place
-  // where i uses x (replaced whole, outermost first) can only widen i's bounds.
-  static std::optional<UOp> given_gate(const UOp& i, const UOp& gate) {
-    std::unordered_map<UOp, std::pair<i128, i128>> bounds;
+  // Whether `flat` stays in [0, size) wherever `gate` holds. Interval bounds first (of the index
+  // with the gate's bounded expressions narrowed, and of its linear form); where those are too
+  // wide -- a gate the simplifier rewrote, r0 + r2 >= 1 for 2*r0 + r2 >= 1 -- each value of the
+  // gate's smallest loop is tried on its own, up to kCaseBudget cases in all.
+  static constexpr int kCaseBudget = 256;
+  static bool within(const UOp& flat, const UOp& gate, int64_t size, int& budget) {
+    UOp i = flat;
+    std::optional<std::pair<i128, i128>> linear;
+    if (gate) {
+      const std::optional<GateIntervals> held = gate_intervals(gate);
+      if (!held) return true;  // the gate never holds: nothing is accessed
+      i = narrowed(i, *held);
+      linear = linear_bounds(flat, *held);
+    }
+    // two sound over-approximations: the index is within both
+    const bool low_ok = i.vmin() >= Num::of(0) || (linear && linear->first >= 0);
+    const bool high_ok = i.vmax() <= Num::of(size - 1) || (linear && linear->second <= size - 1);
+    if (low_ok && high_ok) return true;
+    if (!gate) return false;
+    UOp split;
+    auto cases = [](const UOp& r) { return r.vmax().i - r.vmin().i + 1; };
+    for (const UOp& u : toposort(gate))
+      if (u.op() == Op::Range && !u.vmin().is_infinite() && !u.vmax().is_infinite() &&
+          cases(u) >= 1 && cases(u) <= 16 && (!split || cases(u) < cases(split)))
+        split = u;
+    if (!split || budget < cases(split)) return false;
+    budget -= static_cast<int>(cases(split));
+    for (i128 v = split.vmin().i; v <= split.vmax().i; ++v) {
+      const std::unordered_map<UOp, UOp> at{{split, UOp::cint(static_cast<int64_t>(v))}};
+      if (!within(substitute(flat, at, /*walk=*/true), substitute(gate, at, /*walk=*/true), size,
+                  budget))
+        return false;
+    }
+    return true;
+  }
+  // The interval each expression the gate bounds (a RANGE, or a sum like r0 + r1 a pad under a
+  // convolution's window gives) takes where the gate holds, in the order the clauses come;
+  // nothing when the gate never holds. Clauses of the gate's conjunction the bounds use: x < c,
+  // c < x, !(x < c), !(c < x) for an integer CONST c; any other clause is ignored (the bounds stay
+  // wider, never wrong).
+  using GateIntervals = std::vector<std::pair<UOp, std::pair<i128, i128>>>;
+  static std::optional<GateIntervals> gate_intervals(const UOp& gate) {
+    GateIntervals bounds;
     auto bound = [&](const UOp& r, i128 lo, i128 hi) {
       if (r.op() == Op::Const || !r.dtype().is_int() || r.vmin().is_infinite() ||
           r.vmax().is_infinite())
         return;
-      auto [it, fresh] = bounds.emplace(r, std::pair{r.vmin().i, r.vmax().i});
+      auto it =
+          std::find_if(bounds.begin(), bounds.end(), [&](const auto& b) { return b.first == r; });
+      if (it == bounds.end()) it = bounds.insert(bounds.end(), {r, {r.vmin().i, r.vmax().i}});
       it->second = {std::max(it->second.first, lo), std::min(it->second.second, hi)};
     };
     auto cst = [](const UOp& c) { return c.op() == Op::Const && c.arg().is_int(); };
@@ -198,13 +239,84 @@ class KernelBinder {
         negated ? bound(b, kLow, v) : bound(b, v + 1, kHigh);
       }
     }
-    std::unordered_map<UOp, UOp> vars;
-    for (const auto& [r, lohi] : bounds) {
+    for (const auto& [r, lohi] : bounds)
       if (lohi.first > lohi.second) return std::nullopt;
+    return bounds;
+  }
+  // `i` with each bounded expression replaced by a variable over its interval, so its vmin/vmax
+  // hold where the gate does. A variable taking x's place where i uses x (replaced whole,
+  // outermost first) can only widen i's bounds.
+  static UOp narrowed(const UOp& i, const GateIntervals& bounds) {
+    std::unordered_map<UOp, UOp> vars;
+    for (const auto& [r, lohi] : bounds)
       vars.emplace(r, UOp::variable(fmt::format("gated{}", vars.size()), lohi.first, lohi.second,
                                     r.dtype()));
-    }
     return vars.empty() ? i : substitute(i, vars, /*walk=*/true);
+  }
+  // An integer expression as constant + sum of coefficient * term over ADD and MUL by a constant
+  // (a term: any other node).
+  struct LinearForm {
+    i128 constant = 0;
+    std::vector<std::pair<UOp, i128>> terms;
+    void add(const UOp& u, i128 scale) {
+      if (u.op() == Op::Add) {
+        add(u.src(0), scale);
+        add(u.src(1), scale);
+      } else if (u.op() == Op::Mul && u.src(1).op() == Op::Const && u.src(1).arg().is_int()) {
+        add(u.src(0), scale * u.src(1).arg().as_int());
+      } else if (u.op() == Op::Mul && u.src(0).op() == Op::Const && u.src(0).arg().is_int()) {
+        add(u.src(1), scale * u.src(0).arg().as_int());
+      } else if (u.op() == Op::Const && u.arg().is_int()) {
+        constant += scale * u.arg().as_int();
+      } else {
+        auto it =
+            std::find_if(terms.begin(), terms.end(), [&](const auto& t) { return t.first == u; });
+        if (it == terms.end())
+          terms.emplace_back(u, scale);
+        else
+          it->second += scale;
+      }
+    }
+    i128 coefficient(const UOp& u) const {
+      for (const auto& [t, c] : terms)
+        if (t == u) return c;
+      return 0;
+    }
+  };
+  // Bounds of `i` where the gate holds when i holds a bounded expression scaled: a strided
+  // window's r0*10 + r2*5 is 5 * (r0*2 + r2), and the gate bounds r0*2 + r2. Nothing when a term
+  // left over is unbounded.
+  static std::optional<std::pair<i128, i128>> linear_bounds(const UOp& i,
+                                                            const GateIntervals& bounds) {
+    if (!i.dtype().is_int()) return std::nullopt;
+    LinearForm li;
+    li.add(i, 1);
+    i128 lo = li.constant, hi = li.constant;
+    for (const auto& [e, lohi] : bounds) {
+      LinearForm le;
+      le.add(e, 1);
+      if (le.terms.empty()) continue;
+      const i128 first = li.coefficient(le.terms[0].first);
+      if (first == 0 || first % le.terms[0].second != 0) continue;
+      const i128 k = first / le.terms[0].second;
+      if (!std::all_of(le.terms.begin(), le.terms.end(),
+                       [&](const auto& t) { return li.coefficient(t.first) == k * t.second; }))
+        continue;
+      for (const auto& t : le.terms)
+        li.terms.erase(std::find_if(li.terms.begin(), li.terms.end(),
+                                    [&](const auto& u) { return u.first == t.first; }));
+      const i128 a = k * (lohi.first - le.constant), b = k * (lohi.second - le.constant);
+      lo += std::min(a, b);
+      hi += std::max(a, b);
+    }
+    for (const auto& [t, c] : li.terms) {
+      if (c == 0) continue;
+      if (t.vmin().is_infinite() || t.vmax().is_infinite()) return std::nullopt;
+      const i128 a = c * t.vmin().i, b = c * t.vmax().i;
+      lo += std::min(a, b);
+      hi += std::max(a, b);
+    }
+    return std::pair{lo, hi};
   }
   UOp value_of(const UOp& u) {
     if (u.op() != Op::Param) return bound_.at(u);

@@ -9,7 +9,8 @@ packages=(
   libfmt-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   antlr4 libantlr4-runtime-dev
-  llvm-15-dev libz3-dev
+  llvm-15-dev libz3-dev zlib1g-dev
+  dataset-fashion-mnist
   python3
   nodejs chromium
 )

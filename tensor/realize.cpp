@@ -995,6 +995,14 @@ std::vector<double> Tensor::to_doubles() {
   return out;
 }
 
+std::vector<uint8_t> Tensor::to_bytes() {
+  realize();
+  if (view_base(uop_) != uop_) return contiguous().to_bytes();  // a view: its elements in order
+  const Storage& s = *deps_.at(0);
+  const size_t n = static_cast<size_t>(s.size) * static_cast<size_t>(s.dtype.itemsize());
+  return std::vector<uint8_t>(s.bytes.begin(), s.bytes.begin() + static_cast<std::ptrdiff_t>(n));
+}
+
 namespace {
 // The dtype whose values a host integer type T holds.
 template <class T>

@@ -270,6 +270,19 @@ Tensor Tensor::from_storage(std::shared_ptr<Storage> s, const Dims& shape) {
   return Tensor(buffer_view(buf, to_shape(shape)), {std::move(s)});
 }
 
+Tensor Tensor::from_bytes(const uint8_t* data, size_t nbytes, Dims shape, DType dtype) {
+  check_shape(shape, dtype, "from_bytes");
+  const i128 want = exact_product(shape) * dtype.itemsize();
+  if (static_cast<i128>(nbytes) != want)
+    throw TensorError(fmt::format("from_bytes: {} bytes do not fill shape {} of {} ({} bytes)",
+                                  nbytes, dims_repr(shape), dtype.name(), size_repr(want)));
+  auto s = allocate_storage(dtype, product(shape));
+  if (nbytes) std::memcpy(s->bytes.data(), data, nbytes);
+  if (dtype.is_bool())
+    for (size_t i = 0; i < nbytes; ++i) s->bytes[i] = s->bytes[i] != 0;
+  return from_storage(std::move(s), shape);
+}
+
 template <class T>
 Tensor Tensor::from_vector(const std::vector<T>& data, Dims shape, DType dtype) {
   check_shape(shape, dtype, "from_vector");
@@ -687,6 +700,18 @@ Tensor Tensor::rand(Dims shape, uint64_t seed, DType dtype) {
   return from_vector(v, shape, dtype);
 }
 
+Tensor Tensor::uniform(Dims shape, double low, double high, DType dtype) {
+  return (rand(std::move(shape), next_seed()) * (high - low) + low).cast(dtype);
+}
+
+Tensor Tensor::glorot_uniform(Dims shape, DType dtype) {
+  if (shape.empty()) throw TensorError("glorot_uniform needs a shape of at least one axis");
+  double fan = static_cast<double>(shape[0]);
+  double rest = 1;
+  for (size_t i = 1; i < shape.size(); ++i) rest *= static_cast<double>(shape[i]);
+  return uniform(std::move(shape), -1, 1, dtype) * std::sqrt(6.0 / (fan + rest));
+}
+
 Tensor Tensor::randn(Dims shape, uint64_t seed, DType dtype) {
   // Box-Muller on two uniform tensors
   const Tensor u1 = rand(shape, seed, dtypes::float32),
@@ -1009,13 +1034,17 @@ void Tensor::backward(const std::vector<Tensor*>& params, const Tensor* seed) co
     targets.push_back(*params[i]);
   }
   std::vector<Tensor> g = gradient(targets, seed);
+  std::vector<Tensor> sums;
+  for (size_t i = 0; i < params.size(); ++i)
+    sums.push_back(params[i]->grad_ ? *params[i]->grad_ + g[i] : g[i]);
+  std::vector<Tensor*> all;
+  for (Tensor& sum : sums) all.push_back(&sum);
+  realize_all(all);  // one schedule: the backward pass's shared values are computed once
   for (size_t i = 0; i < params.size(); ++i) {
-    Tensor sum = params[i]->grad_ ? *params[i]->grad_ + g[i] : g[i];
-    sum.realize();
     if (params[i]->grad_) {
-      *params[i]->grad_ = sum;  // the same object, updated
+      *params[i]->grad_ = sums[i];  // the same object, updated
     } else {
-      params[i]->grad_ = std::make_shared<Tensor>(sum);
+      params[i]->grad_ = std::make_shared<Tensor>(sums[i]);
     }
   }
 }

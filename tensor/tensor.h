@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "ir/uop.h"
@@ -59,6 +60,22 @@ struct ScheduleItem {
   UOp ast;
 };
 
+// Options of Tensor::conv2d and the pools (tensor/composite.cpp). Spatial sizes are the trailing
+// axes, as many as the kernel has; one value stands for all of them. `padding` takes tinygrad's
+// three forms: one value for every side, one per spatial axis (both sides), or two per axis
+// listed from the last axis (left, right, top, bottom, ...).
+struct ConvOptions {
+  int64_t groups = 1;
+  Dims stride{1}, dilation{1}, padding{0};
+};
+struct PoolOptions {
+  Dims kernel_size{2, 2};
+  Dims stride{};  // empty: the kernel size
+  Dims dilation{1}, padding{0};
+  bool ceil_mode = false;
+  bool count_include_pad = true;  // avg_pool2d only
+};
+
 class Tensor {
  public:
   // Every Tensor is listed while it lives, so that an assignment is seen by every tensor over the
@@ -94,6 +111,13 @@ class Tensor {
   // Uniform [0, 1) and standard normal values from threefry-2x32 keyed by `seed`.
   static Tensor rand(Dims shape, uint64_t seed = 0, DType dtype = dtypes::float32);
   static Tensor randn(Dims shape, uint64_t seed = 0, DType dtype = dtypes::float32);
+  // Uniform [low, high) (tinygrad's uniform) and glorot_uniform (uniform in +-sqrt(6 / (fan_in +
+  // fan_out))), seeded from the global seed (manual_seed) as dropout is.
+  static Tensor uniform(Dims shape, double low = 0, double high = 1, DType dtype = dtypes::float32);
+  static Tensor glorot_uniform(Dims shape, DType dtype = dtypes::float32);
+  // A tensor over a copy of raw elements in the dtype's representation (little-endian,
+  // row-major; bools one byte each, any nonzero byte true): nbytes must be numel * itemsize.
+  static Tensor from_bytes(const uint8_t* data, size_t nbytes, Dims shape, DType dtype);
 
   // A tensor over a graph built by hand from UOps, reading the buffers of `reads`. Each STORE and
   // kernel CALL in it without an effect number gets a new one, as assign() and custom_kernel()
@@ -200,6 +224,66 @@ class Tensor {
   Tensor log_softmax(int axis = -1) const;
   Tensor matmul(const Tensor& o) const;
 
+  // ---- composite ops (tensor/composite.cpp): tinygrad's names and semantics, built from the ops
+  // above, so their gradients come from those ops' rules
+  Tensor abs() const;
+  Tensor sign() const;  // -1, 0 or 1 in this tensor's dtype
+  // Clamps to [lo, hi]; either bound may be absent, not both.
+  Tensor clip(std::optional<double> lo, std::optional<double> hi) const;
+  // Pads with `value` rather than zero; a negative amount removes elements (tinygrad's pad).
+  Tensor pad(std::vector<std::pair<int64_t, int64_t>> padding, double value) const;
+  Tensor repeat(Dims repeats) const;  // tiles the tensor `repeats[i]` times along axis i
+  // The upper (lower) triangle of the last two axes from `diagonal` on, zeros elsewhere.
+  Tensor triu(int64_t diagonal = 0) const;
+  Tensor tril(int64_t diagonal = 0) const;
+
+  // x (N, Cin, *spatial) and weight (Cout, Cin / groups, *kernel); bias (Cout) may be null.
+  Tensor conv2d(const Tensor& weight, const Tensor* bias = nullptr, ConvOptions o = {}) const;
+  Tensor max_pool2d(PoolOptions o = {}) const;
+  // The maxima and, for each, its flat index within the spatial axes of the input (the first
+  // maximum of the window).
+  std::pair<Tensor, Tensor> max_pool2d_with_indices(PoolOptions o = {}) const;
+  Tensor avg_pool2d(PoolOptions o = {}) const;
+
+  // Running sum, product and max along `axis` (sums widen ints as sum() does).
+  Tensor cumsum(int axis = 0) const;
+  Tensor cumprod(int axis = 0) const;
+  // The running maxima and the index (int32) where each was first reached.
+  std::pair<Tensor, Tensor> cummax(int axis = 0) const;
+
+  // Integer tensors only: 1 where the last axis (of size num_classes) equals the value (int32).
+  Tensor one_hot(int64_t num_classes) const;
+  // out[i][j] = this[i][index[i][j]] for dim 1 (and likewise for any dim); index is an integer
+  // tensor of this tensor's rank, no larger than it off `dim`.
+  Tensor gather(int dim, const Tensor& index) const;
+  // this[index] for an integer tensor `index`: the rows of axis 0 it names (negative ones count
+  // from the end; one out of range selects zeros), shape index.shape + shape[1:].
+  Tensor operator[](const Tensor& index) const;
+
+  // Losses (logits are this tensor; classes on the last axis for the sparse one, on axis 1 -- or
+  // 0 for one sample -- for cross_entropy, whose Y is labels or class probabilities).
+  enum class Reduction { None, Sum, Mean };
+  Tensor sparse_categorical_crossentropy(const Tensor& labels, int64_t ignore_index = -1,
+                                         double label_smoothing = 0,
+                                         Reduction reduction = Reduction::Mean) const;
+  Tensor cross_entropy(const Tensor& y, Reduction reduction = Reduction::Mean,
+                       double label_smoothing = 0) const;
+  // This tensor holds probabilities.
+  Tensor binary_crossentropy(const Tensor& y, Reduction reduction = Reduction::Mean) const;
+
+  // (x - mean) * weight * invstd + bias over `axes` (the channel axis by default); weight and bias
+  // may be null.
+  Tensor batchnorm(const Tensor* weight, const Tensor* bias, const Tensor& mean,
+                   const Tensor& invstd, std::vector<int> axes = {1}) const;
+  Tensor layernorm(std::vector<int> axes = {-1}, double eps = 1e-5) const;
+  // Zeroes each element with probability p and scales the rest by 1/(1-p), in training only.
+  Tensor dropout(double p = 0.5) const;
+  // Training mode (tinygrad's Tensor.training): dropout acts only while it is on.
+  static bool training();
+  static void set_training(bool on);
+  // The seed of the next random tensor made without one (dropout's masks).
+  static void manual_seed(uint64_t seed);
+
   // ---- gradients (rules/gradient.rw)
   // d(this)/d(target) for each target (zeros for a target this does not depend on). `this` must be
   // a float tensor; a non-scalar one needs `seed`, the gradient of the output itself.
@@ -208,6 +292,7 @@ class Tensor {
   // Accumulates d(this)/d(param) into each param's grad() (the same object on repeated calls).
   void backward(const std::vector<Tensor*>& params, const Tensor* seed = nullptr) const;
   Tensor* grad() const { return grad_.get(); }
+  void clear_grad() { grad_.reset(); }  // tinygrad's `t.grad = None`
 
   // ---- realization
   Tensor contiguous() const;
@@ -238,6 +323,8 @@ class Tensor {
   template <class T>
   std::vector<T> data();
   std::vector<double> to_doubles();
+  // The elements in the dtype's representation, row-major (from_bytes' layout).
+  std::vector<uint8_t> to_bytes();
   template <class T>
   T item() {
     if (numel() != 1)
@@ -262,6 +349,12 @@ class Tensor {
   // axis of size 0, which have no identity).
   Tensor reduce(Op op, std::vector<int> axes, bool keepdim, std::string_view what = "") const;
   Tensor bitwise(Op op, const Tensor& o) const;
+  // tinygrad's _pool: the sliding windows over the trailing axes, as (..., *out, *kernel).
+  Tensor pool(const Dims& kernel, const Dims& stride, const Dims& dilation) const;
+  // Running reduce along `axis` (tinygrad's _split_cumalu: two stages past 512 elements).
+  Tensor cumulative(int axis, Op op) const;
+  Tensor cumulative_one_stage(int axis, Op op) const;
+  static uint64_t next_seed();  // manual_seed's counter
   Tensor with(UOp u) const { return Tensor(std::move(u), deps_); }
   int axis(int a) const;
   static bool writable_view(UOp u, std::string_view what);

@@ -371,6 +371,66 @@ TEST_P(KernelAst, OutOfBoundsReadsAreRefused) {
                "PARAM 0 is accessed at indices -1..7 where its gate holds, outside its 8");
 }
 
+// Gated accesses whose interval bounds are too wide are decided exactly: a strided window's
+// index 10*r0 + 5*r2 under a gate on 2*r0 + r2 (the linear form), a gate the simplifier rewrote
+// (each value of a small loop on its own), and a pool gradient's floor divisions and moduli
+// (Z3). An access that does leave its buffer is still refused, with a point where it does.
+TEST_P(KernelAst, GatedAccessesAreDecidedExactly) {
+  // out[r0][r1] = in[2*r0 + r2 - 1][...] summed over r2, gated to the rows of in (5 rows of 5)
+  auto strided = [](int64_t offset, bool rewritten) {
+    return [offset, rewritten](const Params& p) {
+      const UOp r0 = rng(3, 0), r1 = rng(5, 1), r2 = rng(2, 2);
+      const UOp row = r0 * ci(2) + r2;
+      // 1 <= 2*r0 + r2 < 6, or the simplifier's equivalent r0 + r2 >= 1 (r2 < 2)
+      const UOp valid = rewritten ? (r0 + r2).ge(ci(1)) : row.ge(ci(1)) & row.lt(ci(6));
+      const UOp idx = r0 * ci(10) + r2 * ci(5) + r1 - ci(offset);
+      return ast(kernel_store(at(p[0], r0 * ci(5) + r1),
+                              reduce(Op::Add, padded_read(p[1], valid, idx), {r2})),
+                 {r0, r1});
+    };
+  };
+  Tensor in = tensor(ints(25, 3), {25});
+  const std::vector<double> hin = in.to_doubles();
+  for (const bool rewritten : {false, true}) {
+    Tensor out = custom_kernel({Tensor::empty({15}), in}, strided(5, rewritten))[0];
+    const std::vector<double> got = out.to_doubles();
+    for (int64_t r0 = 0; r0 < 3; ++r0)
+      for (int64_t r1 = 0; r1 < 5; ++r1) {
+        double want = 0;
+        for (int64_t r2 = 0; r2 < 2; ++r2)
+          if (2 * r0 + r2 >= 1 && 2 * r0 + r2 < 6)
+            want += hin[static_cast<size_t>((2 * r0 + r2 - 1) * 5 + r1)];
+        EXPECT_EQ(got[static_cast<size_t>(r0 * 5 + r1)], want) << r0 << "," << r1;
+      }
+  }
+  // an offset one too large: the first row of the window reads element -1, refused with a witness
+  Tensor bad = custom_kernel({Tensor::empty({15}), in}, strided(6, true))[0];
+  expect_error([&] { bad.realize(); },
+               "where its gate holds, outside its 25 elements (for example at index -1");
+  // out[r1] += in[r1 + r2] where r1 + 2*r2 < limit: the gate bounds neither the index nor a
+  // multiple of it, and the loops are too long to try one by one; Z3 decides
+  auto diagonal = [](int64_t limit) {
+    return [limit](const Params& p) {
+      const UOp r1 = rng(100, 0), r2 = rng(100, 1);
+      const UOp valid = (r1 + r2 * ci(2)).lt(ci(limit));
+      return ast(
+          kernel_store(at(p[0], r1), reduce(Op::Add, padded_read(p[1], valid, r1 + r2), {r2})),
+          {r1});
+    };
+  };
+  Tensor small = tensor(ints(10, 4), {10});
+  const std::vector<double> hs = small.to_doubles();
+  const std::vector<double> sums =
+      custom_kernel({Tensor::empty({100}), small}, diagonal(10))[0].to_doubles();
+  for (int64_t r1 = 0; r1 < 100; ++r1) {
+    double want = 0;
+    for (int64_t r2 = 0; r1 + 2 * r2 < 10; ++r2) want += hs[static_cast<size_t>(r1 + r2)];
+    EXPECT_EQ(sums[static_cast<size_t>(r1)], want) << r1;
+  }
+  Tensor wide = custom_kernel({Tensor::empty({100}), small}, diagonal(12))[0];
+  expect_error([&] { wide.realize(); }, "outside its 10 elements (for example at index 1");
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, KernelAst, ::testing::Values("INTERP", "CPU"));
 
 namespace {
@@ -1329,6 +1389,9 @@ TEST(Opts, HandCodedOptsAreTinygrads) {
   EXPECT_EQ(last_kernel_names().at(0), "E_343_3");
   realized({48, 64}).transpose().contiguous().realize();
   EXPECT_EQ(last_kernel_names().at(0), "E_64_12_4");
+  // a convolution (the issue's, tinygrad's name)
+  realized({1, 3, 32, 32}).conv2d(realized({8, 3, 3, 3})).realize();
+  EXPECT_EQ(last_kernel_names().at(0), "r_2_30_10_3_4_3_3_3");
 }
 
 // The CPU renderer: vector accesses aligned to their size (buffers start 16-byte aligned), and
