@@ -79,7 +79,7 @@ def main():
             sys.exit(f"tinyrw printed no result: {out.stdout[-500:]}")
         rw_secs, rw_acc = float(m.group(1)), float(m.group(3))
 
-        env = dict(os.environ, PYTHONPATH=a.tinygrad_path, CPU="1",
+        env = dict(os.environ, PYTHONPATH=a.tinygrad_path, DEV="CPU",
                    CACHEDB=os.path.join(tmp, "tinygrad-cache.db"))
         script = os.path.join(tmp, "tg_mnist.py")
         with open(script, "w") as f:

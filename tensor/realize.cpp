@@ -12,7 +12,9 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -52,6 +54,102 @@ std::vector<std::string> g_kernel_names;  // the names of the last realize's gen
 std::vector<UOp> g_kernel_asts;           // and their kernel ASTs
 std::vector<int64_t> g_kernel_outputs;    // the elements each kernel of the last realize wrote
 std::string g_device;                     // "" = the default
+
+bool g_schedule_cached = false;  // whether the last realize's schedule came from the cache
+
+// tinygrad's schedule cache (SCACHE): a graph equal to one scheduled before up to the buffers it
+// reads and writes and the numbers of its effects gets that schedule's kernel graph, rebound to
+// its own buffers and numbers, without running the pipeline again (a training step's graph is
+// the same every step; its batch, gradients and updates are new buffers). In the cached form
+// each buffer's slot and each effect number is replaced by its rank among the graph's own, so
+// the order of buffers and of effects, which the scheduler reads, is kept.
+class ScheduleKey {
+ public:
+  // Nothing for graphs the cache leaves alone: CALLs (function and custom kernel bodies keep
+  // their own parameters) and STOREs not yet numbered.
+  static std::optional<ScheduleKey> of(const UOp& sink) {
+    ScheduleKey k;
+    std::set<int64_t> slots, ids;
+    const std::vector<UOp> nodes = toposort(sink, nullptr, /*enter_calls=*/false);
+    for (const UOp& u : nodes) {
+      if (u.op() == Op::Call) return std::nullopt;
+      if (u.op() == Op::Buffer) {
+        const int64_t slot = u.arg().field("slot").as_int();
+        if (slot < 0) return std::nullopt;
+        slots.insert(slot);
+      }
+      if (u.op() == Op::Store) {
+        if (!u.arg().is_int()) return std::nullopt;
+        ids.insert(static_cast<int64_t>(u.arg().as_int()));
+      }
+    }
+    for (int64_t slot : slots)
+      k.slots_.emplace(slot, kCanonical + static_cast<int64_t>(k.slots_.size()));
+    for (int64_t id : ids) k.ids_.emplace(id, kCanonical + static_cast<int64_t>(k.ids_.size()));
+    for (const auto& [real, canon] : k.slots_) k.real_slots_.emplace(canon, real);
+    for (const auto& [real, canon] : k.ids_) k.real_ids_.emplace(canon, real);
+    k.sink = k.rebind(sink, k.slots_, k.ids_);
+    return k;
+  }
+  UOp to_canonical(const UOp& graph) const { return rebind(graph, slots_, ids_); }
+  UOp to_real(const UOp& graph) const { return rebind(graph, real_slots_, real_ids_); }
+  UOp sink;  // the canonical graph: the cache's key
+
+ private:
+  static constexpr int64_t kCanonical = int64_t{1} << 48;
+  using Map = std::map<int64_t, int64_t>;
+  // The graph with its BUFFERs' slots, STOREs' numbers and kernel CALLs' numbers mapped (those
+  // not in the maps, such as new buffers of a kernel graph, stay); CALL bodies are not entered.
+  static UOp rebind(const UOp& root, const Map& slots, const Map& ids) {
+    std::unordered_map<UOp, UOp> memo;
+    auto mapped = [&](const UOp& u) {
+      const auto it = memo.find(u);
+      return it == memo.end() ? u : it->second;
+    };
+    auto id_of = [&](int64_t id) {
+      const auto it = ids.find(id);
+      return it == ids.end() ? id : it->second;
+    };
+    for (const UOp& u : toposort(root, nullptr, /*enter_calls=*/false)) {
+      std::vector<UOp> src;
+      bool changed = false;
+      for (const UOp& x : u.src()) {
+        src.push_back(mapped(x));
+        changed |= src.back() != x;
+      }
+      UOp out = changed ? u.with_src(src) : u;
+      if (u.op() == Op::Buffer) {
+        const auto it = slots.find(u.arg().field("slot").as_int());
+        if (it != slots.end())
+          out = buffer_uop(u.dtype(), it->second, u.arg().field("size").as_int(),
+                           u.arg().field("device").as_string());
+      } else if (u.op() == Op::Store && u.arg().is_int()) {
+        out = UOp::make(Op::Store, u.dtype(), src,
+                        Arg::integer(id_of(static_cast<int64_t>(u.arg().as_int()))));
+      } else if (u.op() == Op::Call) {
+        CallInfo info = CallInfo::of(u);
+        if (info.kernel && info.id != 0) {
+          info.id = id_of(info.id);
+          out = UOp::make(Op::Call, u.dtype(), src, info.to_arg());
+        }
+      }
+      if (out != u) memo.emplace(u, out);
+    }
+    return mapped(root);
+  }
+  Map slots_, ids_, real_slots_, real_ids_;
+};
+
+struct CachedSchedule {
+  std::string device, settings;
+  UOp graph;  // canonical
+};
+std::mutex g_schedule_cache_mu;
+std::unordered_map<UOp, CachedSchedule>& schedule_cache() {
+  static std::unordered_map<UOp, CachedSchedule> cache;
+  return cache;
+}
+constexpr size_t kScheduleCacheEntries = 256;  // beyond it the cache starts over
 
 }  // namespace
 
@@ -722,16 +820,22 @@ struct Realizer {
     std::vector<size_t> order{};
   };
   Schedule make_schedule(const Roots& r) {
-    const UOp sink = earliest_rewrites(without_executed(r.sink));
+    const UOp unexecuted = without_executed(r.sink);
     std::unordered_set<UOp> custom_bodies;
-    rw::ScheduleContext facts = schedule_facts(sink, custom_bodies);
-    // (rules/rangeify.rw's copy_stale_roots: such a root is read through a copy)
-    RewriteContext rctx{.user = &facts};
-    const std::optional<rw::Value> copied = rules::copy_stale_roots().apply(sink, rctx, nullptr);
-    KernelGraph g = with_realize_map(copied ? copied->as_uop() : sink, facts);
-    g.ctx.device = default_device();
-    Schedule s{.graph = kernel_graph(g)};
-    if (spec_enabled()) verify(s.graph, rules::spec_kernel_graph(), /*enter_calls=*/false);
+    Schedule s{.graph = cached_kernel_graph(unexecuted)};
+    g_schedule_cached = static_cast<bool>(s.graph);
+    if (!s.graph) {
+      const UOp sink = earliest_rewrites(unexecuted);
+      rw::ScheduleContext facts = schedule_facts(sink, custom_bodies);
+      // (rules/rangeify.rw's copy_stale_roots: such a root is read through a copy)
+      RewriteContext rctx{.user = &facts};
+      const std::optional<rw::Value> copied = rules::copy_stale_roots().apply(sink, rctx, nullptr);
+      KernelGraph g = with_realize_map(copied ? copied->as_uop() : sink, facts);
+      g.ctx.device = default_device();
+      s.graph = kernel_graph(g);
+      if (spec_enabled()) verify(s.graph, rules::spec_kernel_graph(), /*enter_calls=*/false);
+      if (custom_bodies.empty()) cache_kernel_graph(unexecuted, s.graph);
+    }
     std::unordered_map<UOp, size_t> unit_of;
     for (const UOp& u : toposort(s.graph, nullptr, /*enter_calls=*/false))
       if (u.op() == Op::Call) {
@@ -740,6 +844,27 @@ struct Realizer {
       }
     s.order = order_kernels(s.units);  // throws before anything runs
     return s;
+  }
+
+  // The schedule cache's kernel graph for `sink`, rebound to its buffers; nothing on a miss.
+  static UOp cached_kernel_graph(const UOp& sink) {
+    if (env_int("SCACHE", 1) == 0) return {};
+    const std::optional<ScheduleKey> key = ScheduleKey::of(sink);
+    if (!key) return {};
+    const std::lock_guard<std::mutex> lock(g_schedule_cache_mu);
+    const auto it = schedule_cache().find(key->sink);
+    if (it == schedule_cache().end() || it->second.device != default_device() ||
+        it->second.settings != env_signature())
+      return {};
+    return key->to_real(it->second.graph);
+  }
+  static void cache_kernel_graph(const UOp& sink, const UOp& graph) {
+    if (env_int("SCACHE", 1) == 0) return;
+    const std::optional<ScheduleKey> key = ScheduleKey::of(sink);
+    if (!key) return;
+    const std::lock_guard<std::mutex> lock(g_schedule_cache_mu);
+    if (schedule_cache().size() >= kScheduleCacheEntries) schedule_cache().clear();
+    schedule_cache()[key->sink] = {default_device(), env_signature(), key->to_canonical(graph)};
   }
 
   // Runs the schedule's units in order, each new buffer given a storage when first used; returns
@@ -876,6 +1001,7 @@ struct Realizer {
 
 int last_kernel_count() { return g_kernel_count; }
 int last_compile_count() { return g_compile_count; }
+bool last_schedule_cached() { return g_schedule_cached; }
 const std::vector<std::string>& last_kernel_names() { return g_kernel_names; }
 const std::vector<UOp>& last_kernel_asts() { return g_kernel_asts; }
 const std::vector<int64_t>& last_kernel_outputs() { return g_kernel_outputs; }

@@ -417,6 +417,9 @@ const std::vector<int64_t>& last_kernel_outputs();
 // rendered and compiled by LLVM) rather than found compiled: equal kernel ASTs compile once per
 // device per process.
 int last_compile_count();
+// Whether the last realize()'s schedule came from the schedule cache (a graph equal to one
+// scheduled before up to its buffers and effect numbers; SCACHE=0 turns the cache off).
+bool last_schedule_cached();
 // The names of the last realize()'s generated kernels in the order they ran (codegen/kernel_name.h:
 // r_16_32 for a row sum of (16, 32)).
 const std::vector<std::string>& last_kernel_names();

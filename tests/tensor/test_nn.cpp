@@ -18,6 +18,7 @@
 #include "nn/optim.h"
 #include "nn/state.h"
 #include "on_device.h"
+#include "tests/scoped_env.h"
 
 using namespace tinyrw;
 using namespace tinyrw::nn;
@@ -214,6 +215,53 @@ TEST_P(NN, OptimizersFollowTheirUpdateFormulas) {
   EXPECT_NEAR(sgd.lr(), 0.1, 1e-7);
   sgd.set_lr(0.5);
   EXPECT_NEAR(sgd.lr(), 0.5, 1e-7);
+}
+
+// The schedule cache (tinygrad's SCACHE): from the second step on, a training step's graph (new
+// batch, new gradients, the optimizer's assignments) is scheduled from the cache, and every value
+// equals the uncached run's; a changed scheduling setting misses.
+TEST_P(NN, TrainingStepsReplayTheirScheduleFromTheCache) {
+  auto train = [](const char* scache) {
+    const ScopedEnv env("SCACHE", scache);
+    Tensor::manual_seed(5);
+    TwoLayers m;
+    std::vector<Tensor*> params = get_parameters(m), buffers = get_buffers(m);
+    SGD opt(params, 0.1, 0.9);
+    std::vector<bool> cached;
+    std::vector<double> losses;
+    Tensor::set_training(true);
+    for (int step = 0; step < 4; ++step) {
+      const Tensor x = Tensor::rand({6, 3}, 100 + static_cast<uint64_t>(step));
+      const Tensor y =
+          Tensor::from_vector(std::vector<int32_t>{0, 1, 1, 0, 1, 0}, {6}, dtypes::int32);
+      opt.zero_grad();
+      Tensor loss = m(x).sparse_categorical_crossentropy(y);
+      loss.backward(params);
+      std::vector<Tensor*> also{&loss};
+      also.insert(also.end(), buffers.begin(), buffers.end());
+      opt.step(also);
+      cached.push_back(last_schedule_cached());
+      losses.push_back(loss.item<float>());
+    }
+    Tensor::set_training(false);
+    losses.push_back(Tensor(m.bn.running_var).to_doubles()[0]);
+    return std::pair{cached, losses};
+  };
+  const auto [cached, losses] = train("1");
+  const auto [uncached, plain] = train("0");
+  EXPECT_EQ(cached, (std::vector<bool>{false, true, true, true}));
+  EXPECT_EQ(uncached, (std::vector<bool>{false, false, false, false}));
+  EXPECT_EQ(losses, plain);
+  // the same graph under another scheduling setting is scheduled again
+  const Tensor a = Tensor::rand({64, 1024}, 1).realize();
+  a.sum().realize();
+  a.sum().realize();
+  EXPECT_TRUE(last_schedule_cached());
+  const ScopedEnv split("SPLIT_REDUCEOP", "0");
+  Tensor s = a.sum();
+  s.realize();
+  EXPECT_FALSE(last_schedule_cached());
+  EXPECT_EQ(last_kernel_count(), 1);  // not split, as the setting says
 }
 
 namespace {
