@@ -4,7 +4,7 @@ the same model (tinygrad's beautiful_mnist CNN), batch size, step count, learnin
 (Debian's dataset-fashion-mnist), in one run. Prints images/s of training for both, their ratio
 (tinygrad's time over tinyrw's: above 1, tinyrw is faster) and both test accuracies.
 
-  python3 bench/fashion_mnist_side_by_side.py [--steps 70] [--bs 128] [--binary build/bin/fashion_mnist]
+  python3 bench/fashion_mnist_side_by_side.py [--steps 70] [--bs 64] [--lr 0.003] [--binary build/bin/fashion_mnist]
 
 tinygrad: its source at --tinygrad-path ($TINYGRAD_PATH, else /tmp/tg), from the mirror:
   mkdir -p /tmp/tg && git -C /work/.mirror/tinygrad+tinygrad/repo archive HEAD tinygrad | tar x -C /tmp/tg
@@ -60,8 +60,8 @@ print(f"RESULT {secs:.3f} {right / 10000:.4f} {loss:.4f}")
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=70)
-    ap.add_argument("--bs", type=int, default=128)
-    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--bs", type=int, default=64)
+    ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     ap.add_argument("--binary", default="build/bin/fashion_mnist")
     ap.add_argument("--tinygrad-path", default=os.environ.get("TINYGRAD_PATH", "/tmp/tg"))

@@ -57,9 +57,25 @@ class Translator {
   static std::string i128_text(i128 v) { return to_string(v); }
 
   z3::expr floor_div(const z3::expr& a, const z3::expr& b) {
-    // Z3's div is Euclidean: the floor for a positive divisor; a negative one flips both signs
-    facts_ = facts_ && b != 0;  // a division by zero raises before any access
-    return z3::ite(b > 0, a / b, (-a) / (-b));
+    // Z3's div is Euclidean: the floor for a positive divisor; a negative one flips both signs.
+    // A zero divisor divides by 1, as the CPU renderer does (it records the error and runs on).
+    const z3::expr d = z3::ite(b == 0, z_.int_val(1), b);
+    return z3::ite(d > 0, a / d, (-a) / (-d));
+  }
+
+  // Z3's integers do not wrap; the kernel's do. Arithmetic is modelled only where its interval
+  // bounds show it cannot: finite, and inside its dtype without filling it (a bound analysis
+  // that sees a wrap widens to the whole dtype).
+  void check_no_wrap(const UOp& u) {
+    if (!u.dtype().is_int()) return;
+    if (u.vmin().is_infinite() || u.vmax().is_infinite())
+      throw Unsupported{fmt::format("{} of unbounded value", op_name(u.op()))};
+    const i128 lo = u.vmin().i, hi = u.vmax().i;
+    constexpr i128 kIndexLimit = i128{1} << 62;  // index math is rendered in 64 bits
+    const bool wraps = u.dtype().is_index()
+                           ? lo <= -kIndexLimit || hi >= kIndexLimit
+                           : lo <= u.dtype().int_min() && hi >= u.dtype().int_max();
+    if (wraps) throw Unsupported{fmt::format("{} that may wrap around", op_name(u.op()))};
   }
 
   // A leaf's name in counterexamples: its rendering (r0 for a RANGE), made unique.
@@ -74,6 +90,9 @@ class Translator {
 
   z3::expr translate(const UOp& u) {
     const std::string name = leaf_name(u);
+    if (u.op() == Op::Add || u.op() == Op::Mul || u.op() == Op::Neg || u.op() == Op::FloorDiv ||
+        u.op() == Op::FloorMod || u.op() == Op::CDiv || u.op() == Op::CMod)
+      check_no_wrap(u);
     switch (u.op()) {
       case Op::Const:
         if (u.arg().is_bool()) return z_.bool_val(u.arg().as_bool());
@@ -142,6 +161,9 @@ std::string value_text(const z3::expr& v) {
 
 }  // namespace
 
+// Z3's resource units for one proof (deterministic; about a second of solving here).
+constexpr unsigned kResourceLimit = 5'000'000;
+
 IndexProofResult prove_index_in_bounds(const UOp& index, const UOp& gate, int64_t size) {
   try {
     z3::context z;
@@ -150,7 +172,10 @@ IndexProofResult prove_index_in_bounds(const UOp& index, const UOp& gate, int64_
     const z3::expr g = gate ? t.of(gate) : z.bool_val(true);
     z3::solver s(z);
     z3::params p(z);
-    p.set("timeout", 2000u);  // ms: an undecided proof refuses the access, as before
+    // a resource budget, not a clock, so that a verdict does not depend on the machine's load;
+    // the timeout only guards against a budget that takes far longer than it should
+    p.set("rlimit", kResourceLimit);
+    p.set("timeout", 10000u);
     s.set(p);
     s.add(t.facts());
     s.add(g);

@@ -276,7 +276,18 @@ class KernelBinder {
         else
           it->second += scale;
       }
+      // far beyond any index: give up rather than overflow (an empty form proves nothing)
+      if (scale > kScaleLimit || scale < -kScaleLimit || constant > kConstantLimit ||
+          constant < -kConstantLimit)
+        overflow = true;
     }
+    // the terms that remain (a coefficient can cancel to 0)
+    void drop_zeros() {
+      std::erase_if(terms, [](const auto& t) { return t.second == 0; });
+    }
+    // coefficients below 2^40 times bounds below 2^64, summed, stay far inside i128
+    static constexpr i128 kScaleLimit = i128{1} << 40, kConstantLimit = i128{1} << 100;
+    bool overflow = false;
     i128 coefficient(const UOp& u) const {
       for (const auto& [t, c] : terms)
         if (t == u) return c;
@@ -291,11 +302,16 @@ class KernelBinder {
     if (!i.dtype().is_int()) return std::nullopt;
     LinearForm li;
     li.add(i, 1);
+    li.drop_zeros();
+    if (li.overflow) return std::nullopt;
     i128 lo = li.constant, hi = li.constant;
     for (const auto& [e, lohi] : bounds) {
       LinearForm le;
       le.add(e, 1);
-      if (le.terms.empty()) continue;
+      le.drop_zeros();
+      constexpr i128 kSmall = i128{1} << 62;
+      if (le.overflow || le.terms.empty() || le.constant > kSmall || le.constant < -kSmall)
+        continue;
       const i128 first = li.coefficient(le.terms[0].first);
       if (first == 0 || first % le.terms[0].second != 0) continue;
       const i128 k = first / le.terms[0].second;
@@ -310,7 +326,6 @@ class KernelBinder {
       hi += std::max(a, b);
     }
     for (const auto& [t, c] : li.terms) {
-      if (c == 0) continue;
       if (t.vmin().is_infinite() || t.vmax().is_infinite()) return std::nullopt;
       const i128 a = c * t.vmin().i, b = c * t.vmax().i;
       lo += std::min(a, b);

@@ -28,8 +28,10 @@ std::vector<uint8_t> gunzip(const std::string& path) {
     }
     if (n == 0) break;
     out.insert(out.end(), chunk, chunk + n);
-    if (out.size() > (size_t{1} << 32))
+    if (out.size() > (size_t{1} << 32)) {
+      gzclose(f);
       throw DatasetError(fmt::format("{}: more than 4 GiB decompressed", path));
+    }
   }
   // a stream cut short reads as an early end: gzclose reports it
   if (gzclose(f) != Z_OK) throw DatasetError(fmt::format("{}: truncated gzip stream", path));

@@ -39,10 +39,10 @@ std::vector<Tensor*> get_buffers(Module& m) {
 }
 
 void load_state_dict(Module& m, const std::map<std::string, Tensor>& state, bool strict) {
-  const StateDict mine = get_state_dict(m);
+  // every name and shape checked before anything is assigned: a refused load changes nothing
   std::set<std::string> used;
-  std::vector<Tensor*> loaded;
-  for (const NamedTensor& t : mine) {
+  std::vector<std::pair<Tensor*, const Tensor*>> pairs;
+  for (const NamedTensor& t : get_state_dict(m)) {
     const auto it = state.find(t.name);
     if (it == state.end()) {
       if (strict) throw TensorError(fmt::format("load_state_dict: no tensor named '{}'", t.name));
@@ -53,13 +53,17 @@ void load_state_dict(Module& m, const std::map<std::string, Tensor>& state, bool
                                     t.name, fmt::join(it->second.shape(), ", "),
                                     fmt::join(t.tensor->shape(), ", ")));
     used.insert(t.name);
-    t.tensor->assign(it->second.cast(t.tensor->dtype()));
-    loaded.push_back(t.tensor);
+    pairs.emplace_back(t.tensor, &it->second);
   }
   if (strict)
     for (const auto& [name, t] : state)
       if (!used.count(name))
         throw TensorError(fmt::format("load_state_dict: the model has no tensor named '{}'", name));
+  std::vector<Tensor*> loaded;
+  for (const auto& [mine, theirs] : pairs) {
+    mine->assign(theirs->cast(mine->dtype()));
+    loaded.push_back(mine);
+  }
   Tensor::realize_all(loaded);
 }
 
@@ -151,6 +155,10 @@ Tensor BatchNorm::operator()(const Tensor& x) {
     var = (y * y).mean(axes);
     if (track_running_stats && Tensor::training()) {
       const double n = static_cast<double>(x.numel()), c = static_cast<double>(x.shape()[1]);
+      if (n == c)
+        throw TensorError(
+            "BatchNorm: one value per channel in training has no unbiased variance (tinygrad "
+            "raises ZeroDivisionError)");
       running_mean.assign(running_mean * (1 - momentum) + mean.detach() * momentum);
       // the running variance is unbiased
       running_var.assign(running_var * (1 - momentum) + var.detach() * (momentum * n / (n - c)));
@@ -207,7 +215,10 @@ Tensor Embedding::operator()(const Tensor& idx) const {
   if (!idx.dtype().is_int())
     throw TensorError(
         fmt::format("Embedding: indices must be integers, got {}", idx.dtype().name()));
-  return weight[idx];
+  // one-hot rows, as tinygrad's: an index outside [0, vocab) gives a row of zeros
+  const int64_t vocab = weight.shape()[0];
+  const Tensor hot = idx.unsqueeze(-1).eq(Tensor::arange(vocab)).unsqueeze(-1);
+  return hot.where(weight, Tensor::zeros({}, weight.dtype())).sum({-2}).cast(weight.dtype());
 }
 
 void Embedding::tensors(const std::string& prefix, StateDict& out) {

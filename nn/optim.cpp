@@ -1,5 +1,7 @@
 #include "nn/optim.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace tinyrw::nn {
@@ -9,6 +11,12 @@ Optimizer::Optimizer(std::vector<Tensor*> params, double lr)
   if (params_.empty()) throw TensorError("an optimizer needs at least one parameter");
   for (size_t i = 0; i < params_.size(); ++i)
     if (!params_[i]) throw TensorError(fmt::format("optimizer: parameter {} is null", i));
+  // a tensor listed twice (a layer shared by two parts of a model) is updated once, as tinygrad's
+  // dedup does
+  std::vector<Tensor*> unique;
+  for (Tensor* p : params_)
+    if (std::find(unique.begin(), unique.end(), p) == unique.end()) unique.push_back(p);
+  params_ = std::move(unique);
   set_lr(lr);
 }
 

@@ -9,8 +9,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <optional>
 #include <utility>
 
@@ -42,6 +40,7 @@ std::string dtype_name(DType d) {
 
 // The largest header the format allows (100 MB, as the reference implementation).
 constexpr uint64_t kMaxHeader = 100'000'000;
+constexpr int kMaxDepth = 4;
 
 [[noreturn]] void bad(const std::string& name, const std::string& what) {
   throw SafetensorsError(fmt::format("{}: not a valid safetensors file: {}", name, what));
@@ -66,7 +65,14 @@ std::vector<Entry> parse_header(const uint8_t* data, size_t size, const std::str
     bad(name, fmt::format("a header length of {} bytes, but only {} follow", n, size - 8));
   json header;
   try {
-    header = json::parse(data + 8, data + 8 + n);
+    // the format nests three levels (header, tensor, shape): deeper input is refused while it is
+    // parsed, so nothing recursive (printing it in a message) ever sees it
+    const json::parser_callback_t shallow = [&](int depth, json::parse_event_t, json&) {
+      if (depth > kMaxDepth)
+        bad(name, fmt::format("the header nests deeper than {} levels", kMaxDepth));
+      return true;
+    };
+    header = json::parse(data + 8, data + 8 + n, shallow);
   } catch (const json::exception& e) {
     bad(name, std::string("the header is not JSON: ") + e.what());
   }
@@ -224,29 +230,44 @@ void safe_save(const std::map<std::string, Tensor>& tensors, const std::string& 
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // the data starts 8-byte aligned
-  // a temporary file renamed over the target: a failure leaves no half-written file
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw TensorError(fmt::format("safe_save: cannot write {}", tmp));
-    uint8_t len[8];
-    for (int i = 0; i < 8; ++i)
-      len[i] = static_cast<uint8_t>(static_cast<uint64_t>(text.size()) >> (8 * i));
-    out.write(reinterpret_cast<const char*>(len), 8);
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    for (const auto& b : blobs)
-      out.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
-    out.close();
-    if (!out) {
-      std::remove(tmp.c_str());
-      throw TensorError(fmt::format("safe_save: writing {} failed", tmp));
+  // a temporary file of its own (mkstemp) next to the target, flushed to disk and renamed over
+  // it: a failure leaves no half-written file, and concurrent saves do not mix
+  std::string name = path + ".XXXXXX";
+  const int fd = ::mkstemp(name.data());
+  if (fd < 0)
+    throw TensorError(
+        fmt::format("safe_save: cannot create a file next to {}: {}", path, std::strerror(errno)));
+  auto fail = [&](const std::string& what) {
+    const std::string why = std::strerror(errno);
+    ::close(fd);
+    std::remove(name.c_str());
+    throw TensorError(fmt::format("safe_save: {} {}: {}", what, name, why));
+  };
+  auto write_all = [&](const void* data, size_t size) {
+    const char* p = static_cast<const char*>(data);
+    while (size > 0) {
+      const ssize_t n = ::write(fd, p, size);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) fail("writing");
+      p += n;
+      size -= static_cast<size_t>(n);
     }
+  };
+  uint8_t len[8];
+  for (int i = 0; i < 8; ++i)
+    len[i] = static_cast<uint8_t>(static_cast<uint64_t>(text.size()) >> (8 * i));
+  write_all(len, 8);
+  write_all(text.data(), text.size());
+  for (const auto& b : blobs) write_all(b.data(), b.size());
+  if (::fchmod(fd, 0644) != 0 || ::fsync(fd) != 0) fail("flushing");
+  if (::close(fd) != 0) {
+    std::remove(name.c_str());
+    throw TensorError(fmt::format("safe_save: closing {} failed", name));
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    throw TensorError(fmt::format("safe_save: cannot move {} to {}: {}", tmp, path, ec.message()));
+  if (std::rename(name.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    std::remove(name.c_str());
+    throw TensorError(fmt::format("safe_save: cannot move {} to {}: {}", name, path, why));
   }
 }
 

@@ -12,6 +12,7 @@
 #include <random>
 #include <set>
 
+#include "codegen/index_proof.h"
 #include "codegen/kernel_name.h"
 #include "codegen/linearize.h"
 #include "codegen/opt.h"
@@ -432,6 +433,33 @@ TEST_P(KernelAst, GatedAccessesAreDecidedExactly) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, KernelAst, ::testing::Values("INTERP", "CPU"));
+
+// Z3 models what the kernel computes, not ideal integers: a division by zero divides by 1 (the
+// CPU records the error and runs on, so the access happens), and arithmetic that may wrap around
+// is not modelled at all. Neither proves an access that can leave its buffer.
+TEST(IndexProof, ZeroDivisorsAndWraparoundProveNothing) {
+  const UOp r0 = rng(100, 0);
+  // r0 // 0 reads like r0 // 1: up to 99, past 10 elements (a zero divisor once made the
+  // solver's facts false, which "proved" anything); so does a divisor that is 0 only sometimes
+  const UOp by_zero = UOp::make(Op::FloorDiv, dtypes::index, {r0, ci(0)});
+  EXPECT_NE(prove_index_in_bounds(by_zero, UOp(), 10).verdict, IndexProof::InBounds);
+  const UOp r1 = rng(2, 1);
+  const UOp sometimes = UOp::make(Op::FloorDiv, dtypes::index, {r0, r1});
+  EXPECT_NE(prove_index_in_bounds(sometimes, UOp(), 10).verdict, IndexProof::InBounds);
+  // x * 2 in int32 wraps: 0 <= x*2 < 20 does not bound x (x = INT32_MIN + 5 gives 10)
+  const UOp x = UOp::variable("x", std::numeric_limits<int32_t>::min(),
+                              std::numeric_limits<int32_t>::max(), dtypes::int32);
+  const UOp twice = x * UOp::cint(2, dtypes::int32);
+  const UOp gate = twice.ge(UOp::cint(0, dtypes::int32)) & twice.lt(UOp::cint(20, dtypes::int32));
+  const IndexProofResult wrap = prove_index_in_bounds(x.cast(dtypes::index), gate, 10);
+  EXPECT_EQ(wrap.verdict, IndexProof::Unknown);
+  EXPECT_NE(wrap.detail.find("may wrap around"), std::string::npos) << wrap.detail;
+  // without the wrap (a bounded x) Z3 proves it
+  const UOp y = UOp::variable("y", -1000, 1000, dtypes::int32);
+  const UOp y2 = y * UOp::cint(2, dtypes::int32);
+  const UOp ygate = y2.ge(UOp::cint(0, dtypes::int32)) & y2.lt(UOp::cint(20, dtypes::int32));
+  EXPECT_EQ(prove_index_in_bounds(y.cast(dtypes::index), ygate, 10).verdict, IndexProof::InBounds);
+}
 
 namespace {
 // The kernel bound to placeholder buffers of these sizes, lowered to its LINEAR program for CPU.
