@@ -5,6 +5,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -12,8 +13,8 @@ namespace tinyrw {
 
 namespace {
 std::mutex g_names_mu;
-std::set<std::string>& names_read() {
-  static std::set<std::string> names;
+std::set<std::string, std::less<>>& names_read() {
+  static std::set<std::string, std::less<>> names;
   return names;
 }
 }  // namespace
@@ -21,7 +22,8 @@ std::set<std::string>& names_read() {
 int64_t env_int(const char* name, int64_t fallback) {
   {
     const std::lock_guard<std::mutex> lock(g_names_mu);
-    names_read().insert(name);
+    // a name asked for before costs a lookup, not an allocation
+    if (names_read().find(std::string_view(name)) == names_read().end()) names_read().emplace(name);
   }
   const char* v = std::getenv(name);
   if (!v || !*v) return fallback;

@@ -10,17 +10,15 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "ir/int128.h"
 #include "tensor/tensor.h"
 
 namespace tinyrw {
 
 namespace {
 
-int64_t floor_div(int64_t a, int64_t b) {
-  const int64_t q = a / b;
-  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-int64_t ceil_div(int64_t a, int64_t b) { return -floor_div(-a, b); }
+// Python's ceiling division (ir/int128.h's floor division, negated twice)
+int64_t ceil_div(int64_t a, int64_t b) { return static_cast<int64_t>(-floor_div(-a, b)); }
 
 // One value per spatial axis from a list of one (for all) or of `n`.
 Dims per_axis(const Dims& v, size_t n, std::string_view what, std::string_view op) {
@@ -345,8 +343,11 @@ Tensor Tensor::avg_pool2d(PoolOptions o) const {
   for (size_t i = 0; i < p.pads.size(); ++i)
     extra.emplace_back(p.pads[i].first - p.plain_pads[i].first,
                        p.pads[i].second - p.plain_pads[i].second);
-  const Tensor counted =
-      constant(ones.pad(full_pads(ndim(), p.plain_pads), 0.0).shape(), 1, x.dtype());
+  Dims padded = shape();  // the shape the user's padding gives
+  for (size_t i = 0; i < p.plain_pads.size(); ++i)
+    padded[padded.size() - p.plain_pads.size() + i] +=
+        p.plain_pads[i].first + p.plain_pads[i].second;
+  const Tensor counted = constant(padded, 1, x.dtype());
   return windows(x, p.pads).sum(axes) / windows(counted, extra).sum(axes);
 }
 

@@ -822,7 +822,10 @@ struct Realizer {
   Schedule make_schedule(const Roots& r) {
     const UOp unexecuted = without_executed(r.sink);
     std::unordered_set<UOp> custom_bodies;
-    Schedule s{.graph = cached_kernel_graph(unexecuted)};
+    // the key is made once: looked up here, stored below on a miss
+    const std::optional<ScheduleKey> key =
+        env_int("SCACHE", 1) != 0 ? ScheduleKey::of(unexecuted) : std::nullopt;
+    Schedule s{.graph = key ? cached_kernel_graph(*key) : UOp()};
     g_schedule_cached = static_cast<bool>(s.graph);
     if (!s.graph) {
       const UOp sink = earliest_rewrites(unexecuted);
@@ -834,7 +837,7 @@ struct Realizer {
       g.ctx.device = default_device();
       s.graph = kernel_graph(g);
       if (spec_enabled()) verify(s.graph, rules::spec_kernel_graph(), /*enter_calls=*/false);
-      if (custom_bodies.empty()) cache_kernel_graph(unexecuted, s.graph);
+      if (key && custom_bodies.empty()) cache_kernel_graph(*key, s.graph);
     }
     std::unordered_map<UOp, size_t> unit_of;
     for (const UOp& u : toposort(s.graph, nullptr, /*enter_calls=*/false))
@@ -846,25 +849,19 @@ struct Realizer {
     return s;
   }
 
-  // The schedule cache's kernel graph for `sink`, rebound to its buffers; nothing on a miss.
-  static UOp cached_kernel_graph(const UOp& sink) {
-    if (env_int("SCACHE", 1) == 0) return {};
-    const std::optional<ScheduleKey> key = ScheduleKey::of(sink);
-    if (!key) return {};
+  // The schedule cache's kernel graph for `key`, rebound to its buffers; nothing on a miss.
+  static UOp cached_kernel_graph(const ScheduleKey& key) {
     const std::lock_guard<std::mutex> lock(g_schedule_cache_mu);
-    const auto it = schedule_cache().find(key->sink);
+    const auto it = schedule_cache().find(key.sink);
     if (it == schedule_cache().end() || it->second.device != default_device() ||
         it->second.settings != env_signature())
       return {};
-    return key->to_real(it->second.graph);
+    return key.to_real(it->second.graph);
   }
-  static void cache_kernel_graph(const UOp& sink, const UOp& graph) {
-    if (env_int("SCACHE", 1) == 0) return;
-    const std::optional<ScheduleKey> key = ScheduleKey::of(sink);
-    if (!key) return;
+  static void cache_kernel_graph(const ScheduleKey& key, const UOp& graph) {
     const std::lock_guard<std::mutex> lock(g_schedule_cache_mu);
     if (schedule_cache().size() >= kScheduleCacheEntries) schedule_cache().clear();
-    schedule_cache()[key->sink] = {default_device(), env_signature(), key->to_canonical(graph)};
+    schedule_cache()[key.sink] = {default_device(), env_signature(), key.to_canonical(graph)};
   }
 
   // Runs the schedule's units in order, each new buffer given a storage when first used; returns
