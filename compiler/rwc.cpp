@@ -3,6 +3,8 @@
 //   rwc compile FILE.rw -o OUT.cpp [--depfile D] [--header OUT.h] [--name SHOWN_PATH]
 //                                                 writes the matcher (only when it changes)
 //   rwc dump FILE.rw                              prints the decision trees
+//   rwc prove FILE.rw [--set NAME]... [--json] [--min-proven PERCENT] [--rlimit N]
+//                                                 proves each rule with Z3, or refutes it
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -19,6 +21,9 @@
 #include <fmt/format.h>
 
 #include "compiler/emit.h"
+#ifdef TINYRW_HAVE_Z3
+#include "compiler/prove.h"
+#endif
 #include "dsl/resolve.h"
 
 using namespace tinyrw::rw;
@@ -30,7 +35,8 @@ int usage() {
       "usage: rwc check FILE.rw...\n"
       "       rwc compile FILE.rw -o OUT.cpp [--depfile FILE.d] [--header OUT.h] [--name "
       "SHOWN_PATH]\n"
-      "       rwc dump FILE.rw\n");
+      "       rwc dump FILE.rw\n"
+      "       rwc prove FILE.rw [--set NAME]... [--json] [--min-proven PERCENT] [--rlimit N]\n");
   return 2;
 }
 
@@ -188,10 +194,57 @@ int dump(const std::string& in) {
   return 0;
 }
 
+// rwc prove's arguments; the work is compiler/prove.cpp's
+int prove(const std::vector<std::string>& args) {
+#ifdef TINYRW_HAVE_Z3
+  ProveOptions opts;
+  std::string in;
+  auto number = [&](size_t& i, double lo, double hi) -> std::optional<double> {
+    if (i + 1 >= args.size()) return std::nullopt;
+    try {
+      size_t used = 0;
+      const double v = std::stod(args[++i], &used);
+      if (used != args[i].size() || v < lo || v > hi) return std::nullopt;
+      return v;
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+  };
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--set" && i + 1 < args.size()) {
+      opts.sets.push_back(args[++i]);
+    } else if (args[i] == "--json") {
+      opts.json = true;
+    } else if (args[i] == "--min-proven") {
+      const auto v = number(i, 0, 100);
+      if (!v) return usage();
+      opts.min_proven = *v;
+    } else if (args[i] == "--rlimit") {
+      const auto v = number(i, 1, 4e9);
+      if (!v) return usage();
+      opts.rlimit = static_cast<unsigned>(*v);
+    } else if (in.empty() && !args[i].starts_with("--")) {
+      in = args[i];
+    } else {
+      return usage();
+    }
+  }
+  if (in.empty()) return usage();
+  return prove_rules(in, opts);
+#else
+  (void)args;
+  eprint(
+      "rwc: error: this rwc was built without Z3, which `rwc prove` needs (apt-get install "
+      "libz3-dev, then configure again)\n");
+  return 2;
+#endif
+}
+
 int run(const std::string& cmd, const std::vector<std::string>& args) {
   try {
     if (cmd == "check") return check(args);
     if (cmd == "dump" && args.size() == 1) return dump(args[0]);
+    if (cmd == "prove") return prove(args);
     if (cmd == "compile") {
       std::string in, out, depfile, header, shown;
       for (size_t i = 0; i < args.size(); ++i) {

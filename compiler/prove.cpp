@@ -1,0 +1,868 @@
+#include "compiler/prove.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <future>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "compiler/prove_model.h"
+#include "dsl/interp.h"
+#include "ir/alu.h"
+#include "ir/graph.h"
+#include "ir/render.h"
+
+namespace tinyrw::rw {
+
+using namespace prove;
+
+namespace {
+
+// The dtypes a capture is tried at: bool, sized ints of both signs and both ends of the widths,
+// and index (exact). A rule is proven at each that its pattern admits.
+const std::vector<DType>& model_dtypes() {
+  static const std::vector<DType> d{dtypes::bool_, dtypes::int8,   dtypes::uint8, dtypes::int32,
+                                    dtypes::int64, dtypes::uint64, dtypes::index};
+  return d;
+}
+using Domain = uint32_t;  // a set of model_dtypes() by position
+constexpr Domain kAll = (1u << 7) - 1, kBool = 1u, kInts = kAll & ~kBool;
+Domain domain_of(const DTypeFilter& f) {
+  Domain out = 0;
+  for (size_t i = 0; i < model_dtypes().size(); ++i)
+    if (f.accepts(model_dtypes()[i])) out |= 1u << i;
+  return out;
+}
+
+bool float_only(Op op) {
+  switch (op) {
+    case Op::Exp2:
+    case Op::Log2:
+    case Op::Sin:
+    case Op::Sqrt:
+    case Op::Reciprocal:
+    case Op::FDiv:
+    case Op::Pow:
+      return true;
+    default:
+      return false;
+  }
+}
+bool leaf_op(Op op) { return op == Op::DefineVar || op == Op::Range || op == Op::Special; }
+
+// ---- pattern instantiations: each pattern node with one op, its sources and a dtype class
+
+struct PNode {
+  const MatchNode* m = nullptr;  // null: a source the pattern leaves open
+  Op op = Op::Noop;              // Noop: any node (a leaf of the model)
+  std::vector<int> kids;
+  int cls = -1;
+};
+struct Shape {
+  std::vector<PNode> nodes;  // nodes[0] is the root
+};
+
+constexpr size_t kMaxShapes = 64;
+
+// Every choice of ops for the pattern under m (sources the pattern leaves open become leaves).
+std::vector<Shape> shapes_of(const MatchNode& m, std::string& skipped) {
+  std::vector<Shape> out;
+  auto with_kids = [&](Op op, const std::vector<const MatchNode*>& kids) {
+    std::vector<Shape> acc(1);
+    acc[0].nodes.push_back(PNode{&m, op, {}, -1});
+    for (const MatchNode* k : kids) {
+      std::vector<Shape> subs;
+      if (k) {
+        subs = shapes_of(*k, skipped);
+      } else {
+        subs.resize(1);
+        subs[0].nodes.push_back(PNode{});
+      }
+      std::vector<Shape> next;
+      for (const Shape& a : acc)
+        for (const Shape& s : subs) {
+          if (next.size() >= kMaxShapes) break;
+          Shape c = a;
+          const int base = static_cast<int>(c.nodes.size());
+          for (PNode n : s.nodes) {
+            for (int& kk : n.kids) kk += base;
+            c.nodes.push_back(n);
+          }
+          c.nodes[0].kids.push_back(base);
+          next.push_back(std::move(c));
+        }
+      acc = std::move(next);
+    }
+    for (Shape& s : acc)
+      if (out.size() < kMaxShapes) out.push_back(std::move(s));
+  };
+  using S = MatchNode::Sources;
+  if (m.any_op) {
+    if (m.sources == S::Exact || m.sources == S::Prefix || m.sources == S::Repeat)
+      throw Unsupported("a pattern of any op with sources");
+    with_kids(Op::Noop, {});
+    return out;
+  }
+  for (int o = 0; o < kNumOps; ++o) {
+    const Op op = static_cast<Op>(o);
+    if (!m.ops.contains(op)) continue;
+    const OpInfo& info = op_info(op);
+    if (float_only(op)) {
+      skipped = "float ops are not modelled";
+      continue;
+    }
+    if (op == Op::Const || leaf_op(op)) {
+      if (m.sources == S::Exact && !m.srcs.empty()) continue;
+      with_kids(op, {});
+      continue;
+    }
+    if (!info.is_alu() && op != Op::Cast && op != Op::Bitcast)
+      throw Unsupported(fmt::format("{} is not an integer or boolean op", op_name(op)));
+    const size_t arity = static_cast<size_t>(info.min_src);
+    std::vector<const MatchNode*> kids(arity, nullptr);
+    switch (m.sources) {
+      case S::Any:
+        break;
+      case S::Exact:
+        if (m.srcs.size() != arity) continue;
+        for (size_t i = 0; i < arity; ++i) kids[i] = &m.srcs[i];
+        break;
+      case S::Prefix:
+        if (m.srcs.size() > arity) continue;
+        for (size_t i = 0; i < m.srcs.size(); ++i) kids[i] = &m.srcs[i];
+        break;
+      case S::Repeat:
+        for (size_t i = 0; i < arity; ++i) kids[i] = &m.srcs[0];
+        break;
+    }
+    with_kids(op, kids);
+  }
+  return out;
+}
+
+// dtype classes: nodes that must share a dtype, by union-find; class 0 is bool
+struct Classes {
+  std::vector<int> parent;
+  std::vector<Domain> dom;
+  int add(Domain d) {
+    parent.push_back(static_cast<int>(parent.size()));
+    dom.push_back(d);
+    return parent.back();
+  }
+  int find(int x) {
+    return parent[static_cast<size_t>(x)] == x
+               ? x
+               : parent[static_cast<size_t>(x)] = find(parent[static_cast<size_t>(x)]);
+  }
+  void unite(int a, int b) {
+    a = find(a);
+    b = find(b);
+    if (a == b) return;
+    parent[static_cast<size_t>(b)] = a;
+    dom[static_cast<size_t>(a)] &= dom[static_cast<size_t>(b)];
+  }
+  void restrict(int a, Domain d) { dom[static_cast<size_t>(find(a))] &= d; }
+};
+
+// Every assignment of model dtypes to the shape's nodes that types (at most kMaxShapes).
+std::vector<std::vector<DType>> dtypings(Shape& s) {
+  Classes c;
+  const int boolean = c.add(kBool);
+  for (PNode& n : s.nodes) {
+    n.cls = c.add(kAll);
+    if (n.m) c.restrict(n.cls, domain_of(n.m->dtype));
+  }
+  for (PNode& n : s.nodes) {
+    auto kid = [&](size_t i) { return s.nodes[static_cast<size_t>(n.kids[i])].cls; };
+    const Op op = n.op;
+    if (op == Op::Noop) continue;
+    if (op == Op::Const) {
+      if (n.m && n.m->arg.kind == ArgMatch::Kind::Literal) {
+        const Arg& lit = n.m->arg.literal;
+        if (lit.is_bool())
+          c.restrict(n.cls, kBool);
+        else if (lit.is_number() && !lit.is_float())
+          c.restrict(n.cls, kInts);
+        else
+          c.restrict(n.cls, 0);
+      }
+    } else if (leaf_op(op)) {
+      c.restrict(n.cls, kInts);
+    } else if (op == Op::CmpLt || op == Op::CmpNe || op == Op::CmpEq) {
+      c.unite(boolean, n.cls);
+      c.unite(kid(0), kid(1));
+    } else if (op == Op::Where) {
+      c.unite(boolean, kid(0));
+      c.unite(n.cls, kid(1));
+      c.unite(n.cls, kid(2));
+    } else if (op == Op::Cast || op == Op::Bitcast) {
+      // the source's dtype is its own
+    } else {
+      for (size_t i = 0; i < n.kids.size(); ++i) c.unite(n.cls, kid(i));
+      if (op == Op::FloorDiv || op == Op::FloorMod || op == Op::CDiv || op == Op::CMod ||
+          op == Op::Shl || op == Op::Shr || op == Op::Sub || op == Op::Neg || op == Op::MulAcc ||
+          op == Op::Trunc || op == Op::ThreeFry)
+        c.restrict(n.cls, kInts);
+    }
+  }
+  std::vector<int> roots;
+  for (PNode& n : s.nodes) {
+    n.cls = c.find(n.cls);
+    if (std::find(roots.begin(), roots.end(), n.cls) == roots.end()) roots.push_back(n.cls);
+  }
+  std::vector<std::map<int, DType>> acc(1);
+  for (int r : roots) {
+    std::vector<std::map<int, DType>> next;
+    for (const auto& a : acc)
+      for (size_t i = 0; i < model_dtypes().size(); ++i)
+        if ((c.dom[static_cast<size_t>(r)] >> i) & 1u) {
+          if (next.size() >= kMaxShapes) break;
+          auto b = a;
+          b[r] = model_dtypes()[i];
+          next.push_back(std::move(b));
+        }
+    acc = std::move(next);
+  }
+  std::vector<std::vector<DType>> out;
+  for (const auto& a : acc) {
+    std::vector<DType> d;
+    for (const PNode& n : s.nodes) d.push_back(a.at(n.cls));
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+// ---- proving one instantiation
+
+enum class Verdict { Proven, Refuted, Vacuous, Unsupported, Unknown };
+struct Outcome {
+  Verdict v = Verdict::Vacuous;
+  std::string why;  // Refuted: the counterexample; Unsupported/Unknown: the reason
+};
+
+std::string dtype_short(DType d) { return std::string(d.name()); }
+
+// Builds the model's nodes of one instantiation, post-order, binding the captures.
+SNode* build_shape(Model& m, const Shape& s, const std::vector<DType>& dts, size_t i,
+                   std::map<int, SNode*>& bound, Evaluator* ev, const ResolvedRule& rule) {
+  const PNode& n = s.nodes[i];
+  const DType d = dts[i];
+  if (n.m)
+    for (int slot : n.m->slots)
+      if (auto it = bound.find(slot); it != bound.end()) {
+        if (it->second->dtype != d) throw Vacuous{};
+        return it->second;
+      }
+  std::vector<SNode*> src;
+  for (int k : n.kids)
+    src.push_back(build_shape(m, s, dts, static_cast<size_t>(k), bound, ev, rule));
+  SNode* out = nullptr;
+  const std::string name =
+      n.m && !n.m->slots.empty() ? rule.slot_names[static_cast<size_t>(n.m->slots[0])] : "_";
+  if (n.op == Op::Noop || leaf_op(n.op)) {
+    out = m.leaf(d, name);
+    out->op = n.op;
+  } else if (n.op == Op::Const) {
+    z3::expr v = m.fresh_int(name);
+    if (n.m && n.m->arg.kind == ArgMatch::Kind::Literal) {
+      const Arg& lit = n.m->arg.literal;
+      const i128 x = lit.is_bool() ? (lit.as_bool() ? 1 : 0) : lit.as_int();
+      if (!d.is_index() && !d.is_bool() && (x < d.int_min() || x > d.int_max())) throw Vacuous{};
+      v = m.int_val(x);
+    } else if (n.m && n.m->arg.kind == ArgMatch::Kind::Tuple) {
+      throw Unsupported("a tuple arg pattern");
+    }
+    // a constant's arg: in the dtype's range (index: short of the saturated infinity)
+    out = m.constant(d, v);  // its arg's range: prove_instance bounds it
+    if (n.m && n.m->arg.kind == ArgMatch::Kind::Bind)
+      ev->bind(n.m->arg.slot, d.is_bool() ? sbool(out->val != 0) : sint(out->val));
+  } else {
+    out = m.alu(n.op, d, std::move(src));
+  }
+  if (n.m)
+    for (int slot : n.m->slots) {
+      bound[slot] = out;
+      ev->bind(slot, snode(out));
+    }
+  return out;
+}
+
+std::string model_text(const z3::model& mdl, const z3::expr& e) {
+  const z3::expr v = mdl.eval(e, true);
+  return v.is_numeral() ? v.get_decimal_string(0) : v.to_string();
+}
+
+Outcome prove_instance(const ResolvedRule& rule, const Shape& s, const std::vector<DType>& dts,
+                       unsigned rlimit) {
+  z3::context c;
+  Model m(c);
+  Evaluator ev(m, rule);
+  try {
+    std::map<int, SNode*> bound;
+    SNode* root = build_shape(m, s, dts, 0, bound, &ev, rule);
+    std::vector<z3::expr> extra;
+    // constant args of index short of the saturated infinity; of sized ints within the dtype
+    for (const auto& [slot, node] : bound)
+      if (node->op == Op::Const && !node->leaf && !node->invalid)
+        extra.push_back(node->dtype.is_index() ? !m.is_infinite(node->val)
+                                               : m.in_dtype(node->dtype, node->val));
+    const z3::expr path = ev.run_steps();
+    const SVal r = ev.result();
+    if (r.k == SVal::K::None) return {Verdict::Vacuous, ""};
+    if (r.k != SVal::K::Node) throw Unsupported("a result that is not a UOp");
+    z3::solver sol(c);
+    z3::params p(c);
+    // a deterministic resource limit (Z3's timeout runs a timer thread, which can deadlock in
+    // Debian's Z3 4.8.12, and makes results depend on the machine's speed)
+    p.set("rlimit", rlimit);
+    sol.set(p);
+    for (const z3::expr& a : m.axioms()) sol.add(a);
+    for (const z3::expr& a : extra) sol.add(a);
+    sol.add(path);
+    sol.add(ev.result_guards());
+    if (r.none) sol.add(!*r.none);
+    SNode* rhs = r.u;
+    const bool dtype_differs = rhs->dtype != root->dtype;
+    if (!dtype_differs) {
+      sol.add(root->def);
+      sol.add(!(rhs->def && rhs->val == root->val));
+    }
+    switch (sol.check()) {
+      case z3::unsat:
+        return {Verdict::Proven, ""};
+      case z3::unknown:
+        return {Verdict::Unknown, fmt::format("Z3: {}", sol.reason_unknown())};
+      case z3::sat:
+        break;
+    }
+    const z3::model mdl = sol.get_model();
+    std::vector<std::string> parts;
+    std::set<std::string> seen;
+    for (size_t slot = 0; slot < rule.slot_names.size(); ++slot) {
+      const std::string& nm = rule.slot_names[slot];
+      if (seen.count(nm)) continue;
+      const SVal v = ev.slot(static_cast<int>(slot));
+      if (v.k == SVal::K::Node && (v.u->leaf || v.u->op == Op::Const) && !v.u->invalid) {
+        parts.push_back(fmt::format("{}={}", nm, model_text(mdl, v.u->val)));
+        if (v.u->leaf)
+          parts.back() += fmt::format(" ({} in [{}, {}]{}{})", dtype_short(v.u->dtype),
+                                      model_text(mdl, v.u->vmin), model_text(mdl, v.u->vmax),
+                                      mdl.eval(v.u->def, true).is_false() ? ", undefined" : "",
+                                      mdl.eval(v.u->may_wrap, true).is_true() ? ", may wrap" : "");
+        seen.insert(nm);
+      } else if (v.k == SVal::K::Int || v.k == SVal::K::Bool) {
+        parts.push_back(fmt::format("{}={}", nm, model_text(mdl, *v.e)));
+        seen.insert(nm);
+      }
+    }
+    std::string what;
+    if (dtype_differs)
+      what = fmt::format("the result is {}, the matched node {}", dtype_short(rhs->dtype),
+                         dtype_short(root->dtype));
+    else if (mdl.eval(rhs->def, true).is_false())
+      what = fmt::format("the matched node is {}, the result is undefined",
+                         model_text(mdl, root->val));
+    else
+      what = fmt::format("the matched node is {}, the result {}", model_text(mdl, root->val),
+                         model_text(mdl, rhs->val));
+    return {Verdict::Refuted, fmt::format("{} ({} at the root): {}", fmt::join(parts, ", "),
+                                          dtype_short(dts[0]), what)};
+  } catch (const Vacuous&) {
+    return {Verdict::Vacuous, ""};
+  } catch (const Unsupported& e) {
+    return {Verdict::Unsupported, e.what()};
+  } catch (const z3::exception& e) {
+    return {Verdict::Unsupported, fmt::format("Z3: {}", e.msg())};
+  }
+}
+
+// ---- bounded testing: instances of the pattern over small variables, every value checked
+
+constexpr long kMaxPoints = 2048;  // values checked per instance
+
+class Tester {
+ public:
+  Tester(std::shared_ptr<const ResolvedProgram> prog, const ResolvedSet& whole, uint64_t seed)
+      : prog_(std::move(prog)), whole_(prog_, whole), rng_(seed) {}
+
+  struct Result {
+    int fired = 0;
+    long points = 0;
+    std::string failure;  // a counterexample
+    std::string error;    // the first error the rule raised
+  };
+
+  void run(const ResolvedRule& rule, const Shape& s, const std::vector<DType>& dts, int rounds,
+           Result& res) {
+    ResolvedSet one;
+    one.name = "prove";
+    one.rules.push_back(rule);
+    InterpretedMatcher matcher(prog_, one);
+    for (int round = 0; round < rounds && res.failure.empty(); ++round) {
+      vars_.clear();
+      divisor_ = 2 + pick(3);
+      scale_ = 1 + pick(2);
+      std::map<int, UOp> bound;
+      UOp root;
+      try {
+        root = build(rule, s, dts, 0, bound);
+      } catch (const Vacuous&) {
+        continue;
+      } catch (const std::exception&) {
+        continue;  // an instance the IR refuses to build (a type it does not accept)
+      }
+      RewriteContext ctx;
+      ctx.pm = &whole_;
+      std::optional<Value> out;
+      try {
+        const RuleInfo* fired = nullptr;
+        out = matcher.apply(root, ctx, &fired);
+      } catch (const std::exception& e) {
+        if (res.error.empty()) res.error = e.what();
+        continue;
+      }
+      if (!out || !out->is_uop() || out->as_uop() == root) continue;
+      ++res.fired;
+      check(root, out->as_uop(), res);
+    }
+  }
+
+ private:
+  i128 small(DType d, i128 lo = -64, i128 hi = 64) {
+    if (d.is_bool()) return std::uniform_int_distribution<int>(0, 1)(rng_);
+    lo = std::max(lo, d.int_min());
+    hi = std::min(hi, d.int_max());
+    static const i128 special[] = {0, 1, -1, 2, 3, 4, 8, 16, -2};
+    if (std::uniform_int_distribution<int>(0, 2)(rng_) == 0) {
+      const i128 v = special[std::uniform_int_distribution<size_t>(0, 8)(rng_)];
+      if (v >= lo && v <= hi) return v;
+    }
+    return static_cast<i128>(std::uniform_int_distribution<long long>(
+        static_cast<long long>(lo), static_cast<long long>(hi))(rng_));
+  }
+  int pick(int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng_); }
+
+  UOp var(DType d) {
+    if (vars_.size() >= 3 || (!vars_.empty() && pick(3) == 0))
+      return vars_[static_cast<size_t>(pick(static_cast<int>(vars_.size())))];
+    const i128 lo = small(d, -16, 16);
+    const i128 hi = std::min<i128>(lo + 1 + pick(12), d.is_index() ? 64 : d.int_max());
+    UOp v = UOp::variable(fmt::format("v{}", vars_.size()), lo, std::max(lo, hi), d);
+    vars_.push_back(v);
+    return v;
+  }
+  // a small index expression: what symbolic rules meet in kernels
+  UOp expr(DType d, int depth, bool invalid_ok = false) {
+    if (d.is_bool()) {
+      const DType i = dtypes::index;
+      const UOp a = expr(i, depth + 1);
+      return pick(2) ? a.lt(a.const_like(small(i))) : a.ne(a.const_like(small(i)));
+    }
+    // Invalid: only where a gated index has it, the false branch of a WHERE
+    if (invalid_ok && pick(3) == 0) return UOp::constant(d, Arg::invalid());
+    if (d.is_index() && depth == 0 && pick(4) == 0) {  // a gated index: where(valid, i, Invalid)
+      const UOp i = expr(d, 1);
+      return expr(dtypes::bool_, 1).where(i, UOp::constant(d, Arg::invalid()));
+    }
+    const int choice = depth >= 2 ? pick(2) : pick(10);
+    const UOp v = var(d);
+    auto k = [&](i128 lo, i128 hi) { return v.const_like(small(d, lo, hi)); };
+    switch (choice) {
+      case 0:
+        return v;
+      case 1:
+        return v.const_like(small(d));
+      case 2:
+        return v * k(-8, 8);
+      case 3:
+        return v.floordiv(k(1, 9));
+      case 4:
+        return v.floormod(k(1, 9));
+      case 5:
+        return expr(d, depth + 1) + expr(d, depth + 1);
+      case 6:
+        return expr(d, depth + 1) * k(-6, 6) + expr(d, depth + 1);
+      case 7:
+        return (expr(d, depth + 1) + k(-8, 8)).floordiv(k(1, 9));
+      // the terms of a split index, m*(v%c) and m*c*(v//c), which sums recombine
+      case 8:
+        return v.floormod(v.const_like(divisor_)) * v.const_like(scale_) + expr(d, depth + 1);
+      default:
+        return v.floordiv(v.const_like(divisor_)) * v.const_like(divisor_ * scale_);
+    }
+  }
+
+  UOp build(const ResolvedRule& rule, const Shape& s, const std::vector<DType>& dts, size_t i,
+            std::map<int, UOp>& bound, bool invalid_ok = false) {
+    const PNode& n = s.nodes[i];
+    const DType d = dts[i];
+    if (n.m)
+      for (int slot : n.m->slots)
+        if (auto it = bound.find(slot); it != bound.end()) return it->second;
+    std::vector<UOp> src;
+    for (size_t k = 0; k < n.kids.size(); ++k)
+      src.push_back(
+          build(rule, s, dts, static_cast<size_t>(n.kids[k]), bound, n.op == Op::Where && k == 2));
+    UOp out;
+    if (n.op == Op::Noop) {
+      out = expr(d, 0, invalid_ok && d.is_index());
+    } else if (n.op == Op::DefineVar) {
+      out = var(d.is_bool() ? dtypes::index : d);
+    } else if (leaf_op(n.op)) {
+      throw Vacuous{};
+    } else if (n.op == Op::Const) {
+      if (n.m && n.m->arg.kind == ArgMatch::Kind::Literal)
+        out = UOp::constant(d, n.m->arg.literal);
+      else
+        out = UOp::constant(d, Arg::integer(small(d)));
+    } else if (n.op == Op::Cast || n.op == Op::Bitcast) {
+      out = UOp::make(n.op, d, {src[0]});
+    } else {
+      out = src[0].alu(n.op, std::span<const UOp>(src).subspan(1));
+      if (out.dtype() != d) throw Vacuous{};
+    }
+    if (n.m)
+      for (int slot : n.m->slots) bound[slot] = out;
+    return out;
+  }
+
+  // a node's value at the point env (nullopt: undefined)
+  static std::optional<Arg> value(const UOp& u, const std::map<const void*, i128>& env,
+                                  std::map<const void*, std::optional<Arg>>& memo) {
+    const void* key = &u.arg();
+    if (auto it = memo.find(key); it != memo.end()) return it->second;
+    std::optional<Arg> r;
+    if (u.op() == Op::Const) {
+      if (!u.arg().is_invalid()) r = u.arg();
+    } else if (u.op() == Op::DefineVar) {
+      auto it = env.find(key);
+      if (it == env.end()) throw std::runtime_error("a variable the instance does not define");
+      r = Arg::integer(it->second);
+    } else if (u.op() == Op::Where) {
+      const auto c = value(u.src(0), env, memo);
+      if (c)
+        r = value(u.src(c->as_int() != 0 || (c->is_bool() && c->as_bool()) ? 1 : 2), env, memo);
+    } else if (u.op() == Op::Cast) {
+      if (auto a = value(u.src(0), env, memo)) r = cast_value(u.dtype(), *a);
+    } else {
+      std::vector<Arg> args;
+      bool ok = true;
+      for (const UOp& s : u.src()) {
+        auto a = value(s, env, memo);
+        if (!a) {
+          ok = false;
+          break;
+        }
+        args.push_back(*a);
+      }
+      if (ok) r = exec_alu(u.op(), u.dtype(), args);
+    }
+    memo[key] = r;
+    return r;
+  }
+
+  void check(const UOp& lhs, const UOp& rhs, Result& res) {
+    std::vector<UOp> vs;
+    for (const UOp& u : toposort(lhs))
+      if (u.op() == Op::DefineVar) vs.push_back(u);
+    std::vector<std::pair<i128, i128>> ranges;
+    long total = 1;
+    for (const UOp& v : vs) {
+      ranges.emplace_back(v.vmin().i, v.vmax().i);
+      total *= static_cast<long>(v.vmax().i - v.vmin().i + 1);
+    }
+    std::vector<i128> at(vs.size());
+    for (size_t i = 0; i < vs.size(); ++i) at[i] = ranges[i].first;
+    // every point of small instances; a sample of the rest's (a stride through them)
+    const long stride = std::max(1L, total / kMaxPoints);
+    for (long p = 0; p < total; p += stride) {
+      std::map<const void*, i128> env;
+      for (size_t i = 0; i < vs.size(); ++i) env[&vs[i].arg()] = at[i];
+      std::map<const void*, std::optional<Arg>> memo;
+      ++res.points;
+      const auto a = value(lhs, env, memo);
+      std::optional<Arg> b;
+      std::string err;
+      try {
+        b = value(rhs, env, memo);
+      } catch (const std::exception& e) {
+        err = e.what();
+      }
+      if (a && (!b || !(*a == *b))) {
+        std::vector<std::string> pts;
+        for (size_t i = 0; i < vs.size(); ++i)
+          pts.push_back(fmt::format("{}={}", vs[i].arg().items()[0].as_string(), to_string(at[i])));
+        res.failure = fmt::format("{} at {}: the matched node is {}, the result {} ({})",
+                                  render(lhs), fmt::join(pts, ", "), a->repr(),
+                                  b             ? b->repr()
+                                  : err.empty() ? "undefined"
+                                                : err,
+                                  render(rhs));
+        return;
+      }
+      long step = p + stride < total ? stride : 0;  // the next point: `stride` further on
+      for (size_t i = 0; i < vs.size() && step > 0; ++i) {
+        const i128 n = ranges[i].second - ranges[i].first + 1;
+        const i128 pos = at[i] - ranges[i].first + step;
+        at[i] = ranges[i].first + pos % n;
+        step = static_cast<long>(pos / n);
+      }
+    }
+  }
+
+  std::shared_ptr<const ResolvedProgram> prog_;
+  InterpretedMatcher whole_;
+  std::mt19937_64 rng_;
+  std::vector<UOp> vars_;
+  i128 divisor_ = 2, scale_ = 1;  // of the split-index terms of one instance
+};
+
+// ---- the report
+
+struct RuleReport {
+  const ResolvedRule* rule = nullptr;
+  std::string set;
+  std::string status;  // proven, refuted, tested, unsupported
+  int proven = 0, instances = 0;
+  Tester::Result tests;
+  std::string reason;  // unsupported: why; tested: why not proven
+  std::string counterexample;
+  double ms = 0;
+};
+
+}  // namespace
+
+int prove_rules(const std::string& path, const ProveOptions& opts) {
+  Diagnostics diags;
+  std::shared_ptr<const ResolvedProgram> prog = load_rules(path, diags);
+  std::fputs(diags.render().c_str(), stderr);
+  if (!prog) return 2;
+  // the rules of the selected sets, each once (a composed set repeats its parts' rules), with the
+  // largest selected set holding each as the running set for rewritten()
+  std::vector<const ResolvedSet*> sets;
+  for (const auto& [name, set] : prog->sets) {
+    if (set.kind != SetKind::Rules) continue;
+    const bool chosen =
+        opts.sets.empty() ? set.loc.file && set.loc.file->path == path
+                          : std::find(opts.sets.begin(), opts.sets.end(), name) != opts.sets.end();
+    if (chosen) sets.push_back(&set);
+  }
+  for (const std::string& name : opts.sets)
+    if (!prog->find(name)) {
+      fmt::print(stderr, "rwc prove: {} has no rule set '{}'\n", path, name);
+      return 2;
+    }
+  // variants by rule (file:line:col), in source order
+  std::map<std::string, std::vector<const ResolvedRule*>> variants;
+  std::map<std::string, const ResolvedSet*> home;
+  std::vector<std::string> order;
+  for (const ResolvedSet* set : sets)
+    for (const ResolvedRule& r : set->rules) {
+      const std::string key = r.loc.str();
+      auto& v = variants[key];
+      if (std::find_if(v.begin(), v.end(),
+                       [&](const ResolvedRule* o) { return o->variant == r.variant; }) == v.end()) {
+        if (v.empty()) order.push_back(key);
+        v.push_back(&r);
+      }
+      auto& h = home[key];
+      if (!h || set->rules.size() > h->rules.size()) h = set;
+    }
+  std::sort(order.begin(), order.end(), [&](const std::string& a, const std::string& b) {
+    const Loc& x = variants[a][0]->loc;
+    const Loc& y = variants[b][0]->loc;
+    return std::tie(x.line, x.col) < std::tie(y.line, y.col);
+  });
+
+  // the table, a row as each rule is done (a long run shows its progress)
+  auto print_row = [](const RuleReport& r) {
+    std::string detail = r.rule->info.source;
+    if (const size_t nl = detail.find('\n'); nl != std::string::npos) detail = detail.substr(0, nl);
+    if (detail.size() > 60) detail = detail.substr(0, 57) + "...";
+    if (r.status == "tested")
+      detail = fmt::format("{} instances fired, {} points; not proven: {}", r.tests.fired,
+                           r.tests.points, r.reason);
+    else if (r.status == "unsupported")
+      detail = r.reason;
+    fmt::print("{:<28} {:<12} {:>4}/{:<4} {:>9.1f}  {}\n", r.rule->info.location(), r.status,
+               r.proven, r.instances, r.ms, detail);
+    std::fflush(stdout);
+  };
+  if (!opts.json)
+    fmt::print("{:<28} {:<12} {:>9} {:>9}  {}\n", "rule", "status", "instances", "ms", "detail");
+  const auto t_all = std::chrono::steady_clock::now();
+  std::vector<RuleReport> reports;
+  std::map<const ResolvedSet*, std::unique_ptr<Tester>> testers;
+  Diagnostics out;
+  // The Z3 queries of the rules run on a thread per core (one Z3 context each); testing, which
+  // runs the interpreter, and the report follow in rule order on this thread.
+  struct Proofs {
+    RuleReport rep;
+    bool open = false;  // some instantiation is neither proven nor vacuous
+    std::string skipped;
+    size_t instances = 0;
+    double ms = 0;
+  };
+  std::vector<Proofs> proofs(order.size());
+  std::vector<std::promise<void>> done(order.size());
+  std::atomic<size_t> next{0};
+  auto prove_rule = [&](size_t i) {
+    Proofs& p = proofs[i];
+    const auto t0 = std::chrono::steady_clock::now();
+    for (const ResolvedRule* r : variants[order[i]]) {
+      try {
+        for (Shape& s : shapes_of(r->root, p.skipped))
+          for (const auto& dts : dtypings(s)) {
+            ++p.instances;
+            const Outcome o = prove_instance(*r, s, dts, opts.rlimit);
+            if (o.v == Verdict::Vacuous) continue;
+            ++p.rep.instances;
+            if (o.v == Verdict::Proven) {
+              ++p.rep.proven;
+            } else if (o.v == Verdict::Refuted) {
+              if (p.rep.counterexample.empty()) p.rep.counterexample = o.why;
+            } else {
+              p.open = true;
+              if (p.rep.reason.empty()) p.rep.reason = o.why;
+            }
+          }
+      } catch (const Unsupported& e) {
+        p.open = true;
+        if (p.rep.reason.empty()) p.rep.reason = e.what();
+      }
+    }
+    p.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  };
+  std::vector<std::thread> workers;
+  const unsigned nthreads = std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
+  for (unsigned t = 0; t < nthreads; ++t)
+    workers.emplace_back([&] {
+      for (size_t i; (i = next.fetch_add(1)) < order.size();) {
+        try {
+          prove_rule(i);
+          done[i].set_value();
+        } catch (...) {
+          done[i].set_exception(std::current_exception());
+        }
+      }
+    });
+  struct Join {
+    std::vector<std::thread>& w;
+    ~Join() {
+      for (std::thread& t : w) t.join();
+    }
+  } join{workers};
+  for (size_t ri = 0; ri < order.size(); ++ri) {
+    const std::string& key = order[ri];
+    done[ri].get_future().get();
+    RuleReport rep = std::move(proofs[ri].rep);
+    rep.rule = variants[key][0];
+    rep.set = home[key]->name;
+    const auto t0 = std::chrono::steady_clock::now();
+    const bool open = proofs[ri].open;
+    const std::string& skipped = proofs[ri].skipped;
+    const size_t ninstances = proofs[ri].instances;
+    if (!rep.counterexample.empty()) {
+      rep.status = "refuted";
+    } else if (!open && rep.proven > 0) {
+      rep.status = "proven";
+    } else if (ninstances == 0 || (!open && rep.proven == 0)) {
+      rep.status = "unsupported";
+      if (rep.reason.empty())
+        rep.reason = skipped.empty() ? "no instance at int, index or bool dtypes" : skipped;
+    } else {
+      // bounded testing of every instantiation (variants of one rule share shapes by position)
+      auto& tester = testers[home[key]];
+      if (!tester) tester = std::make_unique<Tester>(prog, *home[key], 0x5eed);
+      const int rounds =
+          std::max(8, opts.test_rounds * 4 / std::max(1, static_cast<int>(ninstances)));
+      for (const ResolvedRule* r : variants[key]) {
+        std::string sk;
+        std::vector<Shape> shapes;
+        try {
+          shapes = shapes_of(r->root, sk);
+        } catch (const Unsupported&) {
+        }
+        for (Shape& s : shapes)
+          for (const auto& dts : dtypings(s)) {
+            tester->run(*r, s, dts, std::min(rounds, opts.test_rounds), rep.tests);
+          }
+        if (!rep.tests.failure.empty()) break;
+      }
+      if (!rep.tests.failure.empty()) {
+        rep.status = "refuted";
+        rep.counterexample = rep.tests.failure;
+      } else if (rep.tests.fired > 0) {
+        rep.status = "tested";
+      } else {
+        rep.status = "unsupported";
+        rep.reason += rep.tests.error.empty() ? "; testing found no instance it rewrites"
+                                              : fmt::format("; testing: {}", rep.tests.error);
+      }
+    }
+    rep.ms =
+        proofs[ri].ms +
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (rep.status == "refuted")
+      out.error(rep.rule->loc, fmt::format("rule refuted: {}", rep.counterexample));
+    if (!opts.json) print_row(rep);
+    reports.push_back(std::move(rep));
+  }
+  const double total_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_all).count();
+
+  int proven = 0, refuted = 0, tested = 0, unsupported = 0;
+  for (const RuleReport& r : reports) {
+    proven += r.status == "proven";
+    refuted += r.status == "refuted";
+    tested += r.status == "tested";
+    unsupported += r.status == "unsupported";
+  }
+  const int total = static_cast<int>(reports.size());
+  const double share = total ? 100.0 * proven / total : 0;
+  std::fputs(out.render().c_str(), stderr);
+  if (opts.json) {
+    nlohmann::json j;
+    j["file"] = path;
+    for (const RuleReport& r : reports) {
+      nlohmann::json row{{"rule", r.rule->info.location()},
+                         {"name", r.rule->info.name},
+                         {"set", r.set},
+                         {"status", r.status},
+                         {"instances", r.instances},
+                         {"proven_instances", r.proven},
+                         {"ms", r.ms}};
+      if (!r.reason.empty()) row["reason"] = r.reason;
+      if (!r.counterexample.empty()) row["counterexample"] = r.counterexample;
+      if (r.status == "tested" || r.tests.fired)
+        row["tests"] = {{"fired", r.tests.fired}, {"points", r.tests.points}};
+      j["rules"].push_back(row);
+    }
+    j["totals"] = {{"rules", total},     {"proven", proven},           {"tested", tested},
+                   {"refuted", refuted}, {"unsupported", unsupported}, {"ms", total_ms}};
+    fmt::print("{}\n", j.dump(2));
+  } else {
+    fmt::print("{} rules: {} proven ({:.0f}%), {} tested, {} refuted, {} unsupported; {:.1f} s\n",
+               total, proven, share, tested, refuted, unsupported, total_ms / 1000);
+  }
+  if (refuted) return 1;
+  if (opts.min_proven >= 0 && (share < opts.min_proven || unsupported > 0)) {
+    fmt::print(stderr,
+               "rwc prove: {:.0f}% of the rules proven and {} unchecked; --min-proven {} asks for "
+               "at least {}% and every other rule tested\n",
+               share, unsupported, opts.min_proven, opts.min_proven);
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace tinyrw::rw

@@ -1,0 +1,26 @@
+// `rwc prove FILE.rw [--set NAME]... [--json] [--min-proven PERCENT]`: each rewrite rule of the
+// integer and boolean rule sets proven with Z3 (compiler/prove_model.h states the semantics), or
+// refuted with a counterexample at its line; a rule the model cannot translate (a helper without
+// an SMT model, a comprehension over a capture's terms) is tested instead: instances of its pattern
+// over small variables, every value of them, compared with what the rule gives.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace tinyrw::rw {
+
+struct ProveOptions {
+  std::vector<std::string> sets;  // empty: every rule set the file itself defines
+  bool json = false;
+  // fail unless this share of the rules is proven outright and none is left unchecked (< 0: off)
+  double min_proven = -1;
+  // Z3's resource limit per query (about 1 ms per 10,000 here); a query past it is tested instead
+  unsigned rlimit = 600000;
+  int test_rounds = 160;  // random instances tried per pattern instantiation when testing
+};
+
+// 0: nothing refuted (and --min-proven met); 1: a rule refuted, or the goal missed; 2: bad input.
+int prove_rules(const std::string& path, const ProveOptions& opts);
+
+}  // namespace tinyrw::rw
