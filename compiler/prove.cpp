@@ -302,9 +302,9 @@ std::string model_text(const z3::model& mdl, const z3::expr& e) {
 }
 
 Outcome prove_instance(const ResolvedRule& rule, const Shape& s, const std::vector<DType>& dts,
-                       unsigned rlimit) {
+                       unsigned rlimit, bool quotient_vars) {
   z3::context c;
-  Model m(c);
+  Model m(c, quotient_vars);
   Evaluator ev(m, rule);
   try {
     std::map<int, SNode*> bound;
@@ -391,8 +391,9 @@ constexpr long kMaxPoints = 2048;  // values checked per instance
 
 class Tester {
  public:
-  Tester(std::shared_ptr<const ResolvedProgram> prog, const ResolvedSet& whole, uint64_t seed)
-      : prog_(std::move(prog)), whole_(prog_, whole), rng_(seed) {}
+  Tester(std::shared_ptr<const ResolvedProgram> prog, const ResolvedSet& whole)
+      : prog_(std::move(prog)), whole_(prog_, whole) {}
+  void seed(uint64_t s) { rng_.seed(s); }
 
   struct Result {
     int fired = 0;
@@ -723,7 +724,11 @@ int prove_rules(const std::string& path, const ProveOptions& opts) {
         for (Shape& s : shapes_of(r->root, p.skipped))
           for (const auto& dts : dtypings(s)) {
             ++p.instances;
-            const Outcome o = prove_instance(*r, s, dts, opts.rlimit);
+            Outcome o = prove_instance(*r, s, dts, opts.rlimit, false);
+            if (o.v == Verdict::Unknown) {  // the other form of division
+              Outcome o2 = prove_instance(*r, s, dts, opts.rlimit, true);
+              if (o2.v != Verdict::Unknown) o = std::move(o2);
+            }
             if (o.v == Verdict::Vacuous) continue;
             ++p.rep.instances;
             if (o.v == Verdict::Proven) {
@@ -782,21 +787,25 @@ int prove_rules(const std::string& path, const ProveOptions& opts) {
     } else {
       // bounded testing of every instantiation (variants of one rule share shapes by position)
       auto& tester = testers[home[key]];
-      if (!tester) tester = std::make_unique<Tester>(prog, *home[key], 0x5eed);
-      const int rounds =
-          std::max(8, opts.test_rounds * 4 / std::max(1, static_cast<int>(ninstances)));
-      for (const ResolvedRule* r : variants[key]) {
-        std::string sk;
-        std::vector<Shape> shapes;
-        try {
-          shapes = shapes_of(r->root, sk);
-        } catch (const Unsupported&) {
-        }
-        for (Shape& s : shapes)
-          for (const auto& dts : dtypings(s)) {
-            tester->run(*r, s, dts, std::min(rounds, opts.test_rounds), rep.tests);
+      if (!tester) tester = std::make_unique<Tester>(prog, *home[key]);
+      // the same instances on every run: the random stream starts from the rule's location
+      tester->seed(std::hash<std::string>{}(key));
+      // a budget of rounds shared by the instantiations, four times more where none fired
+      for (int budget : {opts.test_rounds * 4, opts.test_rounds * 16}) {
+        const int rounds =
+            std::clamp(budget / std::max(1, static_cast<int>(ninstances)), 8, opts.test_rounds);
+        for (const ResolvedRule* r : variants[key]) {
+          std::string sk;
+          std::vector<Shape> shapes;
+          try {
+            shapes = shapes_of(r->root, sk);
+          } catch (const Unsupported&) {
           }
-        if (!rep.tests.failure.empty()) break;
+          for (Shape& s : shapes)
+            for (const auto& dts : dtypings(s)) tester->run(*r, s, dts, rounds, rep.tests);
+          if (!rep.tests.failure.empty()) break;
+        }
+        if (rep.tests.fired > 0 || !rep.tests.failure.empty()) break;
       }
       if (!rep.tests.failure.empty()) {
         rep.status = "refuted";

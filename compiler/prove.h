@@ -15,7 +15,8 @@ struct ProveOptions {
   bool json = false;
   // fail unless this share of the rules is proven outright and none is left unchecked (< 0: off)
   double min_proven = -1;
-  // Z3's resource limit per query (about 1 ms per 10,000 here); a query past it is tested instead
+  // Z3's resource limit per query, tried with each form of division (compiler/prove_model.cpp's
+  // floor_div); an instance past both is tested instead
   unsigned rlimit = 600000;
   int test_rounds = 160;  // random instances tried per pattern instantiation when testing
 };

@@ -72,8 +72,19 @@ z3::expr Model::in_dtype(DType d, const z3::expr& v) {
   return v >= int_val(d.int_min()) && v <= int_val(d.int_max());
 }
 // Python's floor division and modulo (Z3's div is Euclidean: floor only for a positive divisor).
+// Z3's division (Euclidean: floor for a positive divisor), or, with quotient_vars, for a
+// symbolic divisor a quotient q with a = b*q + r and r between 0 and b (exclusive): each form
+// proves rules the other's query runs out of resources on.
 z3::expr Model::floor_div(const z3::expr& a, const z3::expr& b) {
-  return z3::ite(b > 0, a / b, (-a) / (-b));
+  const z3::expr bs = b.simplify();
+  if (bs.is_numeral() || !quotient_vars_) return z3::ite(b > 0, a / b, (-a) / (-b));
+  const std::string key = fmt::format("{} {}", a.id(), b.id());
+  if (auto it = quotients_.find(key); it != quotients_.end()) return it->second;
+  const z3::expr q = fresh_int("q"), r = a - b * q;
+  axioms_.push_back(z3::implies(b > 0, r >= 0 && r < b));
+  axioms_.push_back(z3::implies(b < 0, r <= 0 && r > b));
+  quotients_.emplace(key, q);
+  return q;
 }
 z3::expr Model::floor_mod(const z3::expr& a, const z3::expr& b) { return a - b * floor_div(a, b); }
 

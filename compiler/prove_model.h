@@ -62,7 +62,8 @@ struct SVal {
 
 class Model {
  public:
-  explicit Model(z3::context& c) : c_(c) {}
+  // quotient_vars: floor division by a symbolic divisor as a fresh quotient (see floor_div)
+  Model(z3::context& c, bool quotient_vars) : c_(c), quotient_vars_(quotient_vars) {}
   z3::context& ctx() { return c_; }
   // Facts that hold by construction of the nodes (wrap-around, bounds): assumed in every query.
   const std::vector<z3::expr>& axioms() const { return axioms_; }
@@ -92,6 +93,8 @@ class Model {
   std::vector<z3::expr> axioms_;
   std::deque<SNode> nodes_;
   std::map<std::string, SNode*> consed_;  // hash-consing: the same op, dtype, sources and arg
+  bool quotient_vars_;
+  std::map<std::string, z3::expr> quotients_;  // floor_div's quotient of (a, b), by term ids
   int fresh_ = 0;
 };
 

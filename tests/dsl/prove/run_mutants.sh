@@ -18,4 +18,18 @@ for s in $sets; do
     echo "ok: $s: $(grep -m1 -o 'rule refuted: .*' <<<"$out" | cut -c1-160)"
   fi
 done
+# bad input: exit 2 with the reason
+"$rwc" prove "$dir/missing.rw" >/dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL: a missing file"; failed=1; }
+out=$("$rwc" prove "$dir/mutants.rw" --set nope 2>&1)
+[ $? -eq 2 ] && grep -q "has no rule set 'nope'" <<<"$out" || { echo "FAIL: an unknown set: $out"; failed=1; }
+# --json: the row of a refuted rule, and the totals
+json=$("$rwc" prove "$dir/mutants.rw" --set m02 --json 2>/dev/null)
+if command -v python3 >/dev/null; then
+  python3 -c 'import json, sys
+j = json.loads(sys.argv[1])
+assert j["rules"][0]["status"] == "refuted" and "counterexample" in j["rules"][0], j
+assert j["totals"]["refuted"] == 1 and j["totals"]["rules"] == 1, j' "$json" ||
+    { echo "FAIL: --json"; failed=1; }
+fi
+[ $failed -eq 0 ] && echo "all mutants refuted"
 exit $failed
