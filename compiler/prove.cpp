@@ -43,19 +43,19 @@ Domain domain_of(const DTypeFilter& f) {
   return out;
 }
 
+// An op the IR types at no integer or bool dtype (Sqrt, FDiv, ...): outside the model.
 bool float_only(Op op) {
-  switch (op) {
-    case Op::Exp2:
-    case Op::Log2:
-    case Op::Sin:
-    case Op::Sqrt:
-    case Op::Reciprocal:
-    case Op::FDiv:
-    case Op::Pow:
-      return true;
-    default:
+  const int n = op_info(op).min_src;
+  for (DType d : {dtypes::int32, dtypes::bool_}) {
+    std::vector<UOp> src(static_cast<size_t>(n), UOp::constant(d, Arg::integer(0)));
+    if (op == Op::Where) src[0] = UOp::cbool(false);
+    try {
+      alu_result_dtype(op, src);
       return false;
+    } catch (const GraphError&) {
+    }
   }
+  return true;
 }
 bool leaf_op(Op op) { return op == Op::DefineVar || op == Op::Range || op == Op::Special; }
 
@@ -66,15 +66,26 @@ struct PNode {
   Op op = Op::Noop;              // Noop: any node (a leaf of the model)
   std::vector<int> kids;
   int cls = -1;
+  // an expanded leaf (a rule that looks into a capture, as gate(l) does): Noop is then a node
+  // that is neither a WHERE nor a constant; Const with invalid set is the index constant Invalid
+  bool other = false, invalid = false;
 };
 struct Shape {
   std::vector<PNode> nodes;  // nodes[0] is the root
 };
 
-constexpr size_t kMaxShapes = 64;
+constexpr size_t kMaxShapes = 256;     // op choices of a pattern
+constexpr size_t kMaxDtypings = 1024;  // dtype choices of one (three independent classes: 343)
 
-// Every choice of ops for the pattern under m (sources the pattern leaves open become leaves).
-std::vector<Shape> shapes_of(const MatchNode& m, std::string& skipped) {
+// Every choice of ops for the pattern under m (sources the pattern leaves open become leaves). With
+// `expand`, each capture the pattern leaves open is, in turn, a WHERE of leaves, a constant, the
+// index constant Invalid, or any other node. Past kMaxShapes, `truncated` is set.
+struct ShapeOpts {
+  bool expand = false;
+  bool truncated = false;
+  std::string skipped;
+};
+std::vector<Shape> shapes_of(const MatchNode& m, ShapeOpts& so) {
   std::vector<Shape> out;
   auto with_kids = [&](Op op, const std::vector<const MatchNode*>& kids) {
     std::vector<Shape> acc(1);
@@ -82,7 +93,7 @@ std::vector<Shape> shapes_of(const MatchNode& m, std::string& skipped) {
     for (const MatchNode* k : kids) {
       std::vector<Shape> subs;
       if (k) {
-        subs = shapes_of(*k, skipped);
+        subs = shapes_of(*k, so);
       } else {
         subs.resize(1);
         subs[0].nodes.push_back(PNode{});
@@ -90,7 +101,10 @@ std::vector<Shape> shapes_of(const MatchNode& m, std::string& skipped) {
       std::vector<Shape> next;
       for (const Shape& a : acc)
         for (const Shape& s : subs) {
-          if (next.size() >= kMaxShapes) break;
+          if (next.size() >= kMaxShapes) {
+            so.truncated = true;
+            break;
+          }
           Shape c = a;
           const int base = static_cast<int>(c.nodes.size());
           for (PNode n : s.nodes) {
@@ -102,24 +116,32 @@ std::vector<Shape> shapes_of(const MatchNode& m, std::string& skipped) {
         }
       acc = std::move(next);
     }
-    for (Shape& s : acc)
-      if (out.size() < kMaxShapes) out.push_back(std::move(s));
+    for (Shape& s : acc) {
+      if (out.size() >= kMaxShapes) {
+        so.truncated = true;
+        break;
+      }
+      out.push_back(std::move(s));
+    }
   };
   using S = MatchNode::Sources;
   if (m.any_op) {
     if (m.sources == S::Exact || m.sources == S::Prefix || m.sources == S::Repeat)
       throw Unsupported("a pattern of any op with sources");
     with_kids(Op::Noop, {});
+    if (so.expand) {
+      out.back().nodes[0].other = true;
+      with_kids(Op::Const, {});
+      with_kids(Op::Const, {});
+      out.back().nodes[0].invalid = true;
+      with_kids(Op::Where, {nullptr, nullptr, nullptr});
+    }
     return out;
   }
   for (int o = 0; o < kNumOps; ++o) {
     const Op op = static_cast<Op>(o);
     if (!m.ops.contains(op)) continue;
     const OpInfo& info = op_info(op);
-    if (float_only(op)) {
-      skipped = "float ops are not modelled";
-      continue;
-    }
     if (op == Op::Const || leaf_op(op)) {
       if (m.sources == S::Exact && !m.srcs.empty()) continue;
       with_kids(op, {});
@@ -127,6 +149,10 @@ std::vector<Shape> shapes_of(const MatchNode& m, std::string& skipped) {
     }
     if (!info.is_alu() && op != Op::Cast && op != Op::Bitcast)
       throw Unsupported(fmt::format("{} is not an integer or boolean op", op_name(op)));
+    if (info.is_alu() && float_only(op)) {
+      so.skipped = "float ops are not modelled";
+      continue;
+    }
     const size_t arity = static_cast<size_t>(info.min_src);
     std::vector<const MatchNode*> kids(arity, nullptr);
     switch (m.sources) {
@@ -148,6 +174,10 @@ std::vector<Shape> shapes_of(const MatchNode& m, std::string& skipped) {
   }
   return out;
 }
+
+// Whether the rule looks into a capture its pattern leaves open (`l.src[2]`, `l.arg` of a leaf):
+// its leaves are then expanded. Found by a first instantiation, whose model says so.
+bool expands(const ResolvedRule& rule);
 
 // dtype classes: nodes that must share a dtype, by union-find; class 0 is bool
 struct Classes {
@@ -173,8 +203,9 @@ struct Classes {
   void restrict(int a, Domain d) { dom[static_cast<size_t>(find(a))] &= d; }
 };
 
-// Every assignment of model dtypes to the shape's nodes that types (at most kMaxShapes).
-std::vector<std::vector<DType>> dtypings(Shape& s) {
+// Every assignment of model dtypes to the shape's nodes that types (past kMaxDtypings,
+// `truncated` is set).
+std::vector<std::vector<DType>> dtypings(Shape& s, bool& truncated) {
   Classes c;
   const int boolean = c.add(kBool);
   for (PNode& n : s.nodes) {
@@ -186,6 +217,7 @@ std::vector<std::vector<DType>> dtypings(Shape& s) {
     const Op op = n.op;
     if (op == Op::Noop) continue;
     if (op == Op::Const) {
+      if (n.invalid) c.restrict(n.cls, domain_of(DTypeFilter{DTypeFilter::Kind::Index, {}}));
       if (n.m && n.m->arg.kind == ArgMatch::Kind::Literal) {
         const Arg& lit = n.m->arg.literal;
         if (lit.is_bool())
@@ -225,7 +257,10 @@ std::vector<std::vector<DType>> dtypings(Shape& s) {
     for (const auto& a : acc)
       for (size_t i = 0; i < model_dtypes().size(); ++i)
         if ((c.dom[static_cast<size_t>(r)] >> i) & 1u) {
-          if (next.size() >= kMaxShapes) break;
+          if (next.size() >= kMaxDtypings) {
+            truncated = true;
+            break;
+          }
           auto b = a;
           b[r] = model_dtypes()[i];
           next.push_back(std::move(b));
@@ -271,6 +306,9 @@ SNode* build_shape(Model& m, const Shape& s, const std::vector<DType>& dts, size
   if (n.op == Op::Noop || leaf_op(n.op)) {
     out = m.leaf(d, name);
     out->op = n.op;
+    out->other = n.other;
+  } else if (n.op == Op::Const && n.invalid) {
+    out = m.invalid();
   } else if (n.op == Op::Const) {
     z3::expr v = m.fresh_int(name);
     if (n.m && n.m->arg.kind == ArgMatch::Kind::Literal) {
@@ -383,6 +421,23 @@ Outcome prove_instance(const ResolvedRule& rule, const Shape& s, const std::vect
   } catch (const z3::exception& e) {
     return {Verdict::Unsupported, fmt::format("Z3: {}", e.msg())};
   }
+}
+
+bool expands(const ResolvedRule& rule) {
+  try {
+    ShapeOpts so;
+    for (Shape& s : shapes_of(rule.root, so)) {
+      bool truncated = false;
+      for (const auto& dts : dtypings(s, truncated)) {
+        // evaluation alone tells (a query of the least resources follows it)
+        const Outcome o = prove_instance(rule, s, dts, 1, false);
+        if (o.v == Verdict::Unsupported && o.why.find("does not fix") != std::string::npos)
+          return true;
+      }
+    }
+  } catch (const Unsupported&) {
+  }
+  return false;
 }
 
 // ---- bounded testing: instances of the pattern over small variables, every value checked
@@ -520,6 +575,8 @@ class Tester {
       out = var(d.is_bool() ? dtypes::index : d);
     } else if (leaf_op(n.op)) {
       throw Vacuous{};
+    } else if (n.op == Op::Const && n.invalid) {
+      out = UOp::constant(d, Arg::invalid());
     } else if (n.op == Op::Const) {
       if (n.m && n.m->arg.kind == ArgMatch::Kind::Literal)
         out = UOp::constant(d, n.m->arg.literal);
@@ -721,8 +778,13 @@ int prove_rules(const std::string& path, const ProveOptions& opts) {
     const auto t0 = std::chrono::steady_clock::now();
     for (const ResolvedRule* r : variants[order[i]]) {
       try {
-        for (Shape& s : shapes_of(r->root, p.skipped))
-          for (const auto& dts : dtypings(s)) {
+        ShapeOpts so;
+        so.expand = expands(*r);
+        std::vector<Shape> shapes = shapes_of(r->root, so);
+        p.skipped = so.skipped;
+        bool truncated = so.truncated;
+        for (Shape& s : shapes)
+          for (const auto& dts : dtypings(s, truncated)) {
             ++p.instances;
             Outcome o = prove_instance(*r, s, dts, opts.rlimit, false);
             if (o.v == Verdict::Unknown) {  // the other form of division
@@ -740,6 +802,11 @@ int prove_rules(const std::string& path, const ProveOptions& opts) {
               if (p.rep.reason.empty()) p.rep.reason = o.why;
             }
           }
+        if (truncated) {
+          p.open = true;
+          if (p.rep.reason.empty())
+            p.rep.reason = fmt::format("more than {} instances", kMaxShapes);
+        }
       } catch (const Unsupported& e) {
         p.open = true;
         if (p.rep.reason.empty()) p.rep.reason = e.what();
@@ -795,14 +862,16 @@ int prove_rules(const std::string& path, const ProveOptions& opts) {
         const int rounds =
             std::clamp(budget / std::max(1, static_cast<int>(ninstances)), 8, opts.test_rounds);
         for (const ResolvedRule* r : variants[key]) {
-          std::string sk;
+          ShapeOpts so;
+          so.expand = expands(*r);
           std::vector<Shape> shapes;
           try {
-            shapes = shapes_of(r->root, sk);
+            shapes = shapes_of(r->root, so);
           } catch (const Unsupported&) {
           }
           for (Shape& s : shapes)
-            for (const auto& dts : dtypings(s)) tester->run(*r, s, dts, rounds, rep.tests);
+            for (const auto& dts : dtypings(s, so.truncated))
+              tester->run(*r, s, dts, rounds, rep.tests);
           if (!rep.tests.failure.empty()) break;
         }
         if (rep.tests.fired > 0 || !rep.tests.failure.empty()) break;

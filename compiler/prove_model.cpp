@@ -134,6 +134,15 @@ SNode* Model::leaf(DType d, const std::string& name) {
   return n;
 }
 
+void Model::const_facts(SNode* n) {
+  if (n->is_const) return;
+  n->is_const = n->other ? c_.bool_val(false) : fresh_bool(n->name + ".is_const");
+  n->arg_none = fresh_bool(n->name + ".arg_none");
+  // a constant with a none arg is Invalid, which only an index has, and is undefined
+  axioms_.push_back(z3::implies(*n->is_const && *n->arg_none, !n->def));
+  if (!n->dtype.is_index()) axioms_.push_back(z3::implies(*n->is_const, !*n->arg_none));
+}
+
 SNode* Model::constant(DType d, const z3::expr& value) {
   const std::string key = fmt::format("C {} {}", d.repr(), value.simplify().to_string());
   if (auto it = consed_.find(key); it != consed_.end()) return it->second;
@@ -483,9 +492,19 @@ SVal Evaluator::equal(const SVal& a, const SVal& b) {
   }
   if (a.k != b.k) return sbool(c.bool_val(false));
   switch (a.k) {
-    case K::Op:
-      if (a.s == "?" || b.s == "?") return sbool(m_.fresh_bool("op_eq"));
+    case K::Op: {
+      // a leaf's op is any op; an expanded leaf's any but WHERE and CONST
+      const SVal& known = a.s.empty() ? a : b;
+      const SVal& leaf = a.s.empty() ? b : a;
+      if (leaf.s == "?other" && known.s.empty() && (known.op == Op::Where || known.op == Op::Const))
+        return sbool(c.bool_val(false));
+      if (leaf.u && known.s.empty() && known.op == Op::Const) {
+        m_.const_facts(leaf.u);
+        return sbool(*leaf.u->is_const);
+      }
+      if (!leaf.s.empty()) return sbool(m_.fresh_bool("op_eq"));
       return sbool(c.bool_val(a.op == b.op));
+    }
     case K::DType:
       return sbool(c.bool_val(a.dt == b.dt));
     case K::Str:
@@ -623,7 +642,12 @@ SVal Evaluator::member(const RExpr& e, const SVal& recv) {
   SNode* n = recv.u;
   auto with = [&](SVal v) { return with_none(std::move(v), recv.none); };
   if (name == "op") {
-    if ((n->leaf && n->op == Op::Noop) || n->ite) return unknown_op();
+    if ((n->leaf && n->op == Op::Noop) || n->ite) {
+      SVal v = unknown_op();
+      if (n->other) v.s = "?other";
+      if (n->leaf) v.u = n;  // its is_const fact answers `x.op == Const`
+      return v;
+    }
     SVal v;
     v.k = SVal::K::Op;
     v.op = n->op;
@@ -646,6 +670,13 @@ SVal Evaluator::member(const RExpr& e, const SVal& recv) {
       return with(n->dtype.is_bool() ? sbool(n->val != 0) : sint(n->val));
     }
     if (!n->leaf && !n->ite && op_info(n->op).is_alu()) return SVal{};  // an ALU node's arg
+    if (n->leaf && n->op == Op::Noop) {
+      // any node's arg: as a constant's, its value or none (another op's arg: the rule errs
+      // reading it as a number, so a model that reads more behaviours stays sound)
+      m_.const_facts(n);
+      const z3::expr none = recv.none ? (*recv.none || *n->arg_none) : *n->arg_none;
+      return with_none(n->dtype.is_bool() ? sbool(n->val != 0) : sint(n->val), none);
+    }
     throw Unsupported(fmt::format("the arg of a node the pattern does not fix ({})", n->name));
   }
   if (name == "src" || name == "nsrc") {
@@ -659,7 +690,10 @@ SVal Evaluator::member(const RExpr& e, const SVal& recv) {
     return t;
   }
   if (name == "is_const") {
-    if (n->leaf && n->op == Op::Noop) return sbool(m_.fresh_bool("is_const"));
+    if (n->leaf && n->op == Op::Noop) {
+      m_.const_facts(n);
+      return sbool(*n->is_const);
+    }
     return sbool(c.bool_val(n->op == Op::Const && !n->ite));
   }
   throw Unsupported(fmt::format("the UOp property .{}", name));
@@ -928,10 +962,16 @@ SVal Evaluator::eval(const RExpr& e, std::vector<SVal>& frame) {
       return frame.at(static_cast<size_t>(e.slot));
     case K::Binary:
       return binary(e, e.bop, eval(e.kids[0], frame), eval(e.kids[1], frame));
-    case K::And:
-      return sbool(truth(eval(e.kids[0], frame)) && truth(eval(e.kids[1], frame)));
-    case K::Or:
-      return sbool(truth(eval(e.kids[0], frame)) || truth(eval(e.kids[1], frame)));
+    case K::And: {  // && and || stop where the left side decides, as when rules run
+      const z3::expr l = truth(eval(e.kids[0], frame));
+      if (is_false(l)) return sbool(l);
+      return sbool(l && truth(eval(e.kids[1], frame)));
+    }
+    case K::Or: {
+      const z3::expr l = truth(eval(e.kids[0], frame));
+      if (is_true(l)) return sbool(l);
+      return sbool(l || truth(eval(e.kids[1], frame)));
+    }
     case K::Not:
       return sbool(!truth(eval(e.kids[0], frame)));
     case K::Neg: {

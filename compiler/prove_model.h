@@ -40,6 +40,10 @@ struct SNode {
   bool leaf = false;  // a capture with no pattern of its own: its op and sources are unknown
   bool ite = false;   // select() of two nodes: only its value and properties are known
   bool invalid = false;
+  bool other = false;  // a leaf that is neither a WHERE nor a constant (an expanded capture)
+  // a leaf's facts, made when first asked: whether it is a constant, and whether its arg is none
+  // (the constant Invalid, then undefined); else its arg is its value
+  std::optional<z3::expr> is_const, arg_none;
   std::vector<SNode*> src;
   std::string name;  // leaves: the capture's name
   z3::expr arg, val, def, vmin, vmax, finite, may_wrap, may_raise;
@@ -69,6 +73,8 @@ class Model {
   const std::vector<z3::expr>& axioms() const { return axioms_; }
 
   SNode* leaf(DType d, const std::string& name);
+  // a leaf's is_const and arg_none (SNode), with the facts that tie them to its value
+  void const_facts(SNode* n);
   SNode* constant(DType d, const z3::expr& value);  // value already in the dtype's range
   SNode* constant_of(DType d, const z3::expr& v);   // v converted to d as const_like does
   SNode* invalid();
