@@ -281,7 +281,8 @@ std::vector<std::vector<DType>> dtypings(Shape& s, bool& truncated) {
 enum class Verdict { Proven, Refuted, Vacuous, Unsupported, Unknown };
 struct Outcome {
   Verdict v = Verdict::Vacuous;
-  std::string why;  // Refuted: the counterexample; Unsupported/Unknown: the reason
+  std::string why;                 // Refuted: the counterexample; Unsupported/Unknown: the reason
+  bool symbolic_division = false;  // Unknown: the other form of division may decide it
 };
 
 std::string dtype_short(DType d) { return std::string(d.name()); }
@@ -378,7 +379,8 @@ Outcome prove_instance(const ResolvedRule& rule, const Shape& s, const std::vect
       case z3::unsat:
         return {Verdict::Proven, ""};
       case z3::unknown:
-        return {Verdict::Unknown, fmt::format("Z3: {}", sol.reason_unknown())};
+        return {Verdict::Unknown, fmt::format("Z3: {}", sol.reason_unknown()),
+                m.divides_symbolically()};
       case z3::sat:
         break;
     }
@@ -787,7 +789,7 @@ int prove_rules(const std::string& path, const ProveOptions& opts) {
           for (const auto& dts : dtypings(s, truncated)) {
             ++p.instances;
             Outcome o = prove_instance(*r, s, dts, opts.rlimit, false);
-            if (o.v == Verdict::Unknown) {  // the other form of division
+            if (o.v == Verdict::Unknown && o.symbolic_division) {  // the other form of division
               Outcome o2 = prove_instance(*r, s, dts, opts.rlimit, true);
               if (o2.v != Verdict::Unknown) o = std::move(o2);
             }

@@ -77,6 +77,7 @@ z3::expr Model::in_dtype(DType d, const z3::expr& v) {
 // proves rules the other's query runs out of resources on.
 z3::expr Model::floor_div(const z3::expr& a, const z3::expr& b) {
   const z3::expr bs = b.simplify();
+  if (!bs.is_numeral()) symbolic_division_ = true;
   if (bs.is_numeral() || !quotient_vars_) return z3::ite(b > 0, a / b, (-a) / (-b));
   const std::string key = fmt::format("{} {}", a.id(), b.id());
   if (auto it = quotients_.find(key); it != quotients_.end()) return it->second;

@@ -92,6 +92,8 @@ class Model {
   z3::expr floor_mod(const z3::expr& a, const z3::expr& b);
   z3::expr saturate(const z3::expr& v);  // rule arithmetic saturates at the 128-bit limits
   z3::expr is_infinite(const z3::expr& v);
+  // some floor division had a symbolic divisor (the other form of division may then help)
+  bool divides_symbolically() const { return symbolic_division_; }
 
  private:
   void bounds(SNode* n);
@@ -100,6 +102,7 @@ class Model {
   std::deque<SNode> nodes_;
   std::map<std::string, SNode*> consed_;  // hash-consing: the same op, dtype, sources and arg
   bool quotient_vars_;
+  bool symbolic_division_ = false;
   std::map<std::string, z3::expr> quotients_;  // floor_div's quotient of (a, b), by term ids
   int fresh_ = 0;
 };
