@@ -145,6 +145,11 @@ std::vector<Shape> shapes_of(const MatchNode& m, ShapeOpts& so) {
     if (op == Op::Const || leaf_op(op)) {
       if (m.sources == S::Exact && !m.srcs.empty()) continue;
       with_kids(op, {});
+      // a constant pattern matches the index constant Invalid too (its arg is none)
+      if (op == Op::Const && m.arg.kind != ArgMatch::Kind::Literal && !out.empty()) {
+        with_kids(op, {});
+        out.back().nodes[0].invalid = true;
+      }
       continue;
     }
     if (!info.is_alu() && op != Op::Cast && op != Op::Bitcast)
@@ -310,6 +315,7 @@ SNode* build_shape(Model& m, const Shape& s, const std::vector<DType>& dts, size
     out->other = n.other;
   } else if (n.op == Op::Const && n.invalid) {
     out = m.invalid();
+    if (n.m && n.m->arg.kind == ArgMatch::Kind::Bind) ev->bind(n.m->arg.slot, SVal{});
   } else if (n.op == Op::Const) {
     z3::expr v = m.fresh_int(name);
     if (n.m && n.m->arg.kind == ArgMatch::Kind::Literal) {
@@ -422,6 +428,8 @@ Outcome prove_instance(const ResolvedRule& rule, const Shape& s, const std::vect
     return {Verdict::Unsupported, e.what()};
   } catch (const z3::exception& e) {
     return {Verdict::Unsupported, fmt::format("Z3: {}", e.msg())};
+  } catch (const std::exception& e) {  // a helper run on constants raised (EvalError, ...)
+    return {Verdict::Unsupported, e.what()};
   }
 }
 
@@ -490,7 +498,11 @@ class Tester {
       }
       if (!out || !out->is_uop() || out->as_uop() == root) continue;
       ++res.fired;
-      check(root, out->as_uop(), res);
+      try {
+        check(root, out->as_uop(), res);
+      } catch (const NotEvaluable&) {
+        --res.fired;  // an op the tester does not evaluate: this instance is left out
+      }
     }
   }
 
@@ -595,6 +607,16 @@ class Tester {
     return out;
   }
 
+  // a node of an op the tester does not evaluate
+  struct NotEvaluable {};
+  static std::string shown(const UOp& u) {
+    try {
+      return render(u);
+    } catch (const std::exception&) {
+      return fmt::format("a {} node", op_name(u.op()));
+    }
+  }
+
   // a node's value at the point env (nullopt: undefined)
   static std::optional<Arg> value(const UOp& u, const std::map<const void*, i128>& env,
                                   std::map<const void*, std::optional<Arg>>& memo) {
@@ -613,6 +635,8 @@ class Tester {
         r = value(u.src(c->as_int() != 0 || (c->is_bool() && c->as_bool()) ? 1 : 2), env, memo);
     } else if (u.op() == Op::Cast) {
       if (auto a = value(u.src(0), env, memo)) r = cast_value(u.dtype(), *a);
+    } else if (!op_info(u.op()).is_alu()) {
+      throw NotEvaluable{};  // a BITCAST, a RANGE, ...: the instance is left out
     } else {
       std::vector<Arg> args;
       bool ok = true;
@@ -654,7 +678,7 @@ class Tester {
       std::string err;
       try {
         b = value(rhs, env, memo);
-      } catch (const std::exception& e) {
+      } catch (const std::exception& e) {  // (NotEvaluable is not one: it leaves the instance)
         err = e.what();
       }
       if (a && (!b || !(*a == *b))) {
@@ -662,11 +686,11 @@ class Tester {
         for (size_t i = 0; i < vs.size(); ++i)
           pts.push_back(fmt::format("{}={}", vs[i].arg().items()[0].as_string(), to_string(at[i])));
         res.failure = fmt::format("{} at {}: the matched node is {}, the result {} ({})",
-                                  render(lhs), fmt::join(pts, ", "), a->repr(),
+                                  shown(lhs), fmt::join(pts, ", "), a->repr(),
                                   b             ? b->repr()
                                   : err.empty() ? "undefined"
                                                 : err,
-                                  render(rhs));
+                                  shown(rhs));
         return;
       }
       long step = p + stride < total ? stride : 0;  // the next point: `stride` further on

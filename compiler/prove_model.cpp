@@ -1,5 +1,7 @@
 #include "compiler/prove_model.h"
 
+#include <set>
+
 #include <fmt/format.h>
 
 #include "ir/int128.h"
@@ -67,6 +69,18 @@ z3::expr Model::saturate(const z3::expr& v) {
   return z3::ite(v >= int_val(kInfinity), int_val(kInfinity),
                  z3::ite(v <= int_val(-kInfinity), int_val(-kInfinity), v));
 }
+// ir/int128.h's sat_add and sat_mul: an infinite operand stays infinite
+z3::expr Model::sat_add(const z3::expr& a, const z3::expr& b) {
+  return z3::ite(is_infinite(a), saturate(a),
+                 z3::ite(is_infinite(b), saturate(b), saturate(a + b)));
+}
+z3::expr Model::sat_mul(const z3::expr& a, const z3::expr& b) {
+  const z3::expr inf = int_val(kInfinity);
+  const z3::expr neg = (a < 0) != (b < 0);
+  return z3::ite(
+      a == 0 || b == 0, c_.int_val(0),
+      z3::ite(is_infinite(a) || is_infinite(b), z3::ite(neg, -inf, inf), saturate(a * b)));
+}
 z3::expr Model::in_dtype(DType d, const z3::expr& v) {
   if (d.is_index()) return c_.bool_val(true);
   return v >= int_val(d.int_min()) && v <= int_val(d.int_max());
@@ -112,6 +126,8 @@ void Model::bounds(SNode* n) {
   if (n->dtype.is_index()) {
     n->finite = fresh_bool("finite");
     axioms_.push_back(z3::implies(n->finite, !is_infinite(n->vmin) && !is_infinite(n->vmax)));
+  } else if (n->dtype.is_bool()) {  // the IR does not clamp a bool's range (Add of bools: [0, 2])
+    n->finite = c_.bool_val(true);
   } else {
     axioms_.push_back(in_dtype(n->dtype, n->vmin) && in_dtype(n->dtype, n->vmax));
     n->finite = c_.bool_val(true);
@@ -184,7 +200,8 @@ SNode* Model::invalid() {
   n->vmin = fresh_int("vmin");
   n->vmax = fresh_int("vmax");
   n->finite = c_.bool_val(false);
-  n->may_wrap = n->may_raise = c_.bool_val(false);
+  n->may_wrap = c_.bool_val(false);
+  n->may_raise = c_.bool_val(true);
   consed_[key] = n;
   return n;
 }
@@ -230,6 +247,8 @@ SNode* Model::alu(Op op, DType d, std::vector<SNode*> src) {
   if (!d.is_int() && !d.is_bool())
     throw Unsupported(fmt::format("{} of dtype {} (only int, index and bool are modelled)",
                                   op_name(op), d.repr()));
+  if (op == Op::Where && (!src[0]->dtype.is_bool() || src[1]->dtype != d || src[2]->dtype != d))
+    throw Unsupported("a WHERE that does not type");
   std::string key = fmt::format("{} {}", op_name(op), d.repr());
   for (SNode* s : src) key += fmt::format(" {}", s->id);
   if (auto it = consed_.find(key); it != consed_.end()) return it->second;
@@ -308,7 +327,7 @@ SNode* Model::alu(Op op, DType d, std::vector<SNode*> src) {
       case Op::Shr: {
         defined = defined && v(1) >= 0 && v(1) < 127;
         raises = fresh_bool("raises");
-        axioms_.push_back(z3::implies(!raises, src[1]->vmin >= 0));
+        axioms_.push_back(z3::implies(!raises, src[1]->vmin >= 0 && src[1]->vmax < 127));
         z3::expr p = int_val(static_cast<i128>(1) << 126);  // 2^b as a chain of cases
         for (int k = 125; k >= 0; --k)
           p = z3::ite(v(1) == k, int_val(static_cast<i128>(1) << k), p);
@@ -389,15 +408,29 @@ SNode* Model::alu(Op op, DType d, std::vector<SNode*> src) {
   n->def = defined;
   z3::expr wrapped = c_.bool_val(false);
   n->val = exact ? wrap(d, *exact, wrapped) : *value;
-  // may_wrap: a source's, or this node's own (false only where its value did not wrap)
+  // may_wrap as the IR computes it (ir/properties.cpp): a CAST's is false; an ALU node's is a
+  // source's or its own, and its own is false only where its value did not wrap, for the ops whose
+  // wrap-around the IR detects (sums, products, maxima, a division whose divisor's range excludes
+  // 0, a shift by a constant in [0, 120))
   const z3::expr own = fresh_bool("wraps");
-  axioms_.push_back(z3::implies(!own, !wrapped));
-  n->may_wrap = own;
+  const auto numeral_in = [&](size_t i, int lo, int hi) {
+    const z3::expr b = n->src[i]->val.simplify();
+    return b.is_numeral() && b.get_numeral_int64() >= lo && b.get_numeral_int64() < hi;
+  };
+  if (op == Op::Add || op == Op::Sub || op == Op::Mul || op == Op::Max)
+    axioms_.push_back(z3::implies(!own, !wrapped));
+  else if (op == Op::FloorDiv || op == Op::CDiv)
+    axioms_.push_back(z3::implies(!own && (n->src[1]->vmin > 0 || n->src[1]->vmax < 0), !wrapped));
+  else if ((op == Op::Shl || op == Op::Shr) && numeral_in(1, 0, 120))
+    axioms_.push_back(z3::implies(!own, !wrapped));
   n->may_raise = raises;
-  for (SNode* s : n->src) {
-    n->may_wrap = n->may_wrap || s->may_wrap;
-    n->may_raise = n->may_raise || s->may_raise;
+  if (op == Op::Cast || op == Op::Bitcast) {
+    n->may_wrap = c_.bool_val(false);
+  } else {
+    n->may_wrap = own;
+    for (SNode* s : n->src) n->may_wrap = n->may_wrap || s->may_wrap;
   }
+  for (SNode* s : n->src) n->may_raise = n->may_raise || s->may_raise;
   bounds(n);
   consed_[key] = n;
   return n;
@@ -415,6 +448,7 @@ z3::expr Evaluator::run_steps() {
   if (slots_.size() < rule_.slot_names.size()) slots_.resize(rule_.slot_names.size());
   z3::expr path = m_.ctx().bool_val(true);
   for (const Step& st : rule_.steps) {
+    pc_ = path;
     SVal v = eval(st.expr, slots_);
     if (st.is_let) {
       slots_[static_cast<size_t>(st.slot)] = std::move(v);
@@ -428,7 +462,16 @@ z3::expr Evaluator::run_steps() {
   return path;
 }
 
-SVal Evaluator::result() { return eval(rule_.result, slots_); }
+SVal Evaluator::result() {
+  pc_ = m_.ctx().bool_val(true);
+  for (const z3::expr& g : guards_) pc_ = pc_ && g;
+  return eval(rule_.result, slots_);
+}
+
+SVal Evaluator::raises() {
+  guards_.push_back(!pc_);
+  return SVal{};
+}
 
 z3::expr Evaluator::result_guards() {
   z3::expr all = m_.ctx().bool_val(true);
@@ -452,6 +495,10 @@ z3::expr Evaluator::truth(const SVal& v) {
 z3::expr Evaluator::integer(const SVal& v) {
   if (v.k == SVal::K::Int) return *v.e;
   if (v.k == SVal::K::Bool) return z3::ite(*v.e, m_.ctx().int_val(1), m_.ctx().int_val(0));
+  if (v.k == SVal::K::None) {  // none where a number is needed raises (an Invalid's arg)
+    raises();
+    return m_.ctx().int_val(0);
+  }
   throw Unsupported("an integer operand that is not a number");
 }
 
@@ -517,6 +564,14 @@ SVal Evaluator::equal(const SVal& a, const SVal& b) {
       return sbool(all);
     }
     case K::Node: {
+      if (a.none || b.none) {  // none equals none only
+        const z3::expr an = a.none ? *a.none : c.bool_val(false);
+        const z3::expr bn = b.none ? *b.none : c.bool_val(false);
+        SVal x = a, y = b;
+        x.none.reset();
+        y.none.reset();
+        return sbool((an && bn) || (!an && !bn && truth(equal(x, y))));
+      }
       // hash-consing: nodes are the same exactly when op, dtype, arg and sources are
       SNode *x = a.u, *y = b.u;
       if (x == y) return sbool(c.bool_val(true));
@@ -600,15 +655,15 @@ SVal Evaluator::binary(const RExpr& e, BinOp op, const SVal& a, const SVal& b) {
   const auto none = none_of({&a, &b});
   switch (op) {
     case BinOp::Add:
-      return with_none(sint(m_.saturate(x + y)), none);
+      return with_none(sint(m_.sat_add(x, y)), none);
     case BinOp::Sub:
-      return with_none(sint(m_.saturate(x - y)), none);
+      return with_none(sint(m_.sat_add(x, m_.saturate(-m_.saturate(y)))), none);
     case BinOp::Mul:
-      return with_none(sint(m_.saturate(x * y)), none);
+      return with_none(sint(m_.sat_mul(x, y)), none);
     case BinOp::FloorDiv:
     case BinOp::Mod:
       // a zero divisor raises: the rule stops there, it does not rewrite
-      guards_.push_back(y != 0);
+      guards_.push_back(z3::implies(pc_, y != 0));
       return with_none(sint(op == BinOp::FloorDiv ? m_.floor_div(x, y) : m_.floor_mod(x, y)), none);
     case BinOp::Lt:
       return sbool(x < y);
@@ -627,6 +682,12 @@ SVal Evaluator::member(const RExpr& e, const SVal& recv) {
   z3::context& c = m_.ctx();
   const std::string& name = e.name;
   if (recv.k == SVal::K::DType) {
+    // the model tries bool, int8, uint8, int32, int64, uint64 and index: a rule that reads a
+    // dtype's size or range could differ at int16, uint16 or uint32
+    static const std::set<std::string> kinds{"is_int",   "is_bool",     "is_float",
+                                             "is_index", "is_unsigned", "count"};
+    if (!kinds.count(name))
+      throw Unsupported(fmt::format("dtype.{} (the model tries 7 dtypes, not every one)", name));
     const Value v = tinyrw::rw::member(Value::dtype(recv.dt), name);
     if (v.kind() == Value::Kind::Bool) return sbool(c.bool_val(v.as_bool()));
     if (v.kind() == Value::Kind::Int) return sint(m_.int_val(v.as_int()));
@@ -730,7 +791,14 @@ SVal Evaluator::method(const RExpr& e, const SVal& recv, std::vector<SVal> args)
     if (!x->dtype.is_bool()) throw Unsupported("logical_not of a number");
     return out(negated(m_, x));
   }
-  if (name == "where") return out(m_.build(Op::Where, {x, arg(0), arg(1)}));
+  if (name == "where") {  // numbers take the dtype of the other branch
+    if (args.size() != 2) throw Unsupported("where() of other than two branches");
+    SNode* like = args[0].k == SVal::K::Node   ? args[0].u
+                  : args[1].k == SVal::K::Node ? args[1].u
+                                               : nullptr;
+    if (!like) throw Unsupported("where() of two numbers");
+    return out(m_.build(Op::Where, {x, operand(args[0], like), operand(args[1], like)}));
+  }
   if (name == "const_like") {
     if (args.empty()) throw Unsupported("const_like() without a value");
     return out(m_.constant_of(x->dtype, integer(args[0])));
@@ -782,6 +850,15 @@ SVal Evaluator::builtin(const RExpr& e, std::vector<SVal> args) {
   }
   if (name == "select") {
     need(3);
+    if (args[0].k == SVal::K::Node) {  // a UOp condition: the IR builds a WHERE
+      SNode* like = args[1].k == SVal::K::Node   ? args[1].u
+                    : args[2].k == SVal::K::Node ? args[2].u
+                                                 : nullptr;
+      if (!like) throw Unsupported("select() of a UOp condition and two numbers");
+      return with_none(
+          snode(m_.build(Op::Where, {args[0].u, operand(args[1], like), operand(args[2], like)})),
+          none_of({&args[0], &args[1], &args[2]}));
+    }
     const z3::expr cond = truth(args[0]);
     if (is_true(cond)) return args[1];
     if (is_false(cond)) return args[2];
@@ -963,15 +1040,16 @@ SVal Evaluator::eval(const RExpr& e, std::vector<SVal>& frame) {
       return frame.at(static_cast<size_t>(e.slot));
     case K::Binary:
       return binary(e, e.bop, eval(e.kids[0], frame), eval(e.kids[1], frame));
-    case K::And: {  // && and || stop where the left side decides, as when rules run
-      const z3::expr l = truth(eval(e.kids[0], frame));
-      if (is_false(l)) return sbool(l);
-      return sbool(l && truth(eval(e.kids[1], frame)));
-    }
+    case K::And:  // && and || evaluate their right side only where the left does not decide
     case K::Or: {
+      const bool is_and = e.k == K::And;
       const z3::expr l = truth(eval(e.kids[0], frame));
-      if (is_true(l)) return sbool(l);
-      return sbool(l || truth(eval(e.kids[1], frame)));
+      if (is_and ? is_false(l) : is_true(l)) return sbool(l);
+      const z3::expr saved = pc_;
+      pc_ = pc_ && (is_and ? l : !l);
+      const z3::expr r = truth(eval(e.kids[1], frame));
+      pc_ = saved;
+      return sbool(is_and ? (l && r) : (l || r));
     }
     case K::Not:
       return sbool(!truth(eval(e.kids[0], frame)));
@@ -998,7 +1076,7 @@ SVal Evaluator::eval(const RExpr& e, std::vector<SVal>& frame) {
       int64_t k = i.get_numeral_int64();
       const auto n = static_cast<int64_t>(seq.items.size());
       if (k < 0) k += n;
-      if (k < 0 || k >= n) throw Vacuous{};  // the rule raises: no rewrite
+      if (k < 0 || k >= n) return raises();
       return seq.items[static_cast<size_t>(k)];
     }
     case K::Builtin: {
@@ -1043,10 +1121,16 @@ SVal Evaluator::eval(const RExpr& e, std::vector<SVal>& frame) {
       const z3::expr cond = truth(eval(e.kids[1], frame));
       if (is_true(cond)) return eval(e.kids[0], frame);
       if (is_false(cond)) return eval(e.kids[2], frame);
+      const z3::expr saved = pc_;  // each branch evaluated where it is taken
+      pc_ = saved && cond;
+      SVal a = eval(e.kids[0], frame);
+      pc_ = saved && !cond;
+      SVal b = eval(e.kids[2], frame);
+      pc_ = saved;
       RExpr sel;
       sel.k = K::Builtin;
       sel.name = "select";
-      return builtin(sel, {sbool(cond), eval(e.kids[0], frame), eval(e.kids[2], frame)});
+      return builtin(sel, {sbool(cond), std::move(a), std::move(b)});
     }
     case K::Slice:
       throw Unsupported("tuple slices");

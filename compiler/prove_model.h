@@ -91,6 +91,8 @@ class Model {
   z3::expr floor_div(const z3::expr& a, const z3::expr& b);
   z3::expr floor_mod(const z3::expr& a, const z3::expr& b);
   z3::expr saturate(const z3::expr& v);  // rule arithmetic saturates at the 128-bit limits
+  z3::expr sat_add(const z3::expr& a, const z3::expr& b);
+  z3::expr sat_mul(const z3::expr& a, const z3::expr& b);
   z3::expr is_infinite(const z3::expr& v);
   // some floor division had a symbolic divisor (the other form of division may then help)
   bool divides_symbolically() const { return symbolic_division_; }
@@ -110,7 +112,7 @@ class Model {
 // The symbolic evaluation of one rule variant over an instantiated pattern.
 class Evaluator {
  public:
-  Evaluator(Model& m, const ResolvedRule& rule) : m_(m), rule_(rule) {}
+  Evaluator(Model& m, const ResolvedRule& rule) : m_(m), rule_(rule), pc_(m.ctx().bool_val(true)) {}
   // Binds a capture slot (the pattern instantiation does).
   void bind(int slot, SVal v);
   // Runs the guards and lets: the path condition that they pass. Throws Vacuous or Unsupported.
@@ -137,6 +139,10 @@ class Evaluator {
   // conditions without which evaluating raises (a zero divisor in rule arithmetic): the rule stops
   // there, it does not rewrite
   std::vector<z3::expr> guards_;
+  // the condition under which the expression being evaluated is (the left of && and ||, the
+  // branch of `if else` taken): a guard of a part evaluated lazily holds only there
+  z3::expr pc_;
+  SVal raises();  // evaluating here raises: no rewrite where pc_ holds
 };
 
 SVal sbool(const z3::expr& e);

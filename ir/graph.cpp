@@ -42,8 +42,11 @@ bool may_raise(const UOp& root) {
         if (u.src(1).vmin().i <= 0 && u.src(1).vmax().i >= 0) return true;
         break;
       case Op::Shl:
-      case Op::Shr:
-        if (u.src(1).vmin().i < 0) return true;
+      case Op::Shr:  // a shift amount out of [0, 127) is undefined (exec_alu)
+        if (u.src(1).vmin().i < 0 || u.src(1).vmax().i >= 127) return true;
+        break;
+      case Op::Const:  // Invalid: no value (the false branch of a gated index)
+        if (u.arg().is_invalid()) return true;
         break;
       default:
         break;

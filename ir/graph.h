@@ -14,9 +14,10 @@ namespace tinyrw {
 std::vector<UOp> toposort(const UOp& root, const std::function<bool(const UOp&)>& enter = nullptr,
                           bool enter_calls = true);
 
-// Whether evaluating root in Python may raise: a division or modulo whose divisor's range holds 0,
-// a shift whose count's range holds a negative number (an analysis of ranges, beside
-// UOp::may_wrap). Such a value must stay under the condition that guards it.
+// Whether evaluating root may raise or have no value: a division or modulo whose divisor's range
+// holds 0, a shift whose count's range leaves [0, 127), the index constant Invalid (an analysis of
+// ranges, beside UOp::may_wrap). Such a value must stay under the condition that guards it; where
+// it is false, root is defined (rwc prove assumes so).
 bool may_raise(const UOp& root);
 
 // The RANGEs root depends on that no END or REDUCE at or under root closes (tinygrad's UOp.ranges:
