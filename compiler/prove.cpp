@@ -446,6 +446,7 @@ bool expands(const ResolvedRule& rule) {
       }
     }
   } catch (const Unsupported&) {
+    // a pattern the model cannot instantiate: nothing to expand (the proof reports why)
   }
   return false;
 }
@@ -795,6 +796,7 @@ int prove_rules(const std::string& path, const ProveOptions& opts) {
     std::string skipped;
     size_t instances = 0;
     double ms = 0;
+    std::vector<bool> expand;  // per variant: its open captures are expanded (expands())
   };
   std::vector<Proofs> proofs(order.size());
   std::vector<std::promise<void>> done(order.size());
@@ -806,6 +808,7 @@ int prove_rules(const std::string& path, const ProveOptions& opts) {
       try {
         ShapeOpts so;
         so.expand = expands(*r);
+        p.expand.push_back(so.expand);
         std::vector<Shape> shapes = shapes_of(r->root, so);
         p.skipped = so.skipped;
         bool truncated = so.truncated;
@@ -887,13 +890,16 @@ int prove_rules(const std::string& path, const ProveOptions& opts) {
       for (int budget : {opts.test_rounds * 4, opts.test_rounds * 16}) {
         const int rounds =
             std::clamp(budget / std::max(1, static_cast<int>(ninstances)), 8, opts.test_rounds);
-        for (const ResolvedRule* r : variants[key]) {
+        const std::vector<bool>& expand = proofs[ri].expand;
+        for (size_t vi = 0; vi < variants[key].size(); ++vi) {
+          const ResolvedRule* r = variants[key][vi];
           ShapeOpts so;
-          so.expand = expands(*r);
+          so.expand = vi < expand.size() && expand[vi];
           std::vector<Shape> shapes;
           try {
             shapes = shapes_of(r->root, so);
           } catch (const Unsupported&) {
+            // a pattern the model cannot instantiate: its reason is the rule's already
           }
           for (Shape& s : shapes)
             for (const auto& dts : dtypings(s, so.truncated))

@@ -612,27 +612,7 @@ SVal Evaluator::binary(const RExpr& e, BinOp op, const SVal& a, const SVal& b) {
     SNode* y = operand(b, like);
     const auto none = none_of({&a, &b});
     auto out = [&](SNode* n) { return with_none(snode(n), none); };
-    switch (op) {
-      case BinOp::Add:
-        return out(m_.build(Op::Add, {x, y}));
-      case BinOp::Sub:
-        return out(m_.build(Op::Add, {x, negated(m_, y)}));
-      case BinOp::Mul:
-        return out(m_.build(Op::Mul, {x, y}));
-      case BinOp::FloorDiv:
-        return out(m_.build(Op::FloorDiv, {x, y}));
-      case BinOp::Mod:
-        return out(m_.build(Op::FloorMod, {x, y}));
-      case BinOp::And:
-        return out(m_.build(Op::And, {x, y}));
-      case BinOp::Or:
-        return out(m_.build(Op::Or, {x, y}));
-      case BinOp::Xor:
-        return out(m_.build(Op::Xor, {x, y}));
-      case BinOp::Shl:
-        return out(m_.build(Op::Shl, {x, y}));
-      case BinOp::Shr:
-        return out(m_.build(Op::Shr, {x, y}));
+    switch (op) {  // comparisons as dsl/value.cpp's uop_binary builds them
       case BinOp::Lt:
         return out(m_.build(Op::CmpLt, {x, y}));
       case BinOp::Gt:
@@ -641,9 +621,14 @@ SVal Evaluator::binary(const RExpr& e, BinOp op, const SVal& a, const SVal& b) {
         return out(negated(m_, m_.build(Op::CmpLt, {y, x})));
       case BinOp::Ge:
         return out(negated(m_, m_.build(Op::CmpLt, {x, y})));
+      case BinOp::Sub:  // a + b*-1, as UOp's operator-
+        return out(m_.build(Op::Add, {x, negated(m_, y)}));
       default:
-        throw Unsupported(fmt::format("'{}' of UOps", binop_text(op)));
+        break;
     }
+    // the ALU op the operator builds between UOps, the same table the interpreter uses
+    if (const std::optional<Op> alu = uop_binop(op)) return out(m_.build(*alu, {x, y}));
+    throw Unsupported(fmt::format("'{}' of UOps", binop_text(op)));
   }
   if (a.k == K::Bool && b.k == K::Bool &&
       (op == BinOp::And || op == BinOp::Or || op == BinOp::Xor)) {
