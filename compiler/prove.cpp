@@ -292,6 +292,22 @@ struct Outcome {
 
 std::string dtype_short(DType d) { return std::string(d.name()); }
 
+// An instantiation as text, for --verbose: FloorMod:int64(FloorMod:int64(_:int64, y:int64), y)
+std::string shape_text(const ResolvedRule& rule, const Shape& s, const std::vector<DType>& dts,
+                       size_t i = 0) {
+  const PNode& n = s.nodes[i];
+  const std::string name =
+      n.m && !n.m->slots.empty() ? rule.slot_names[static_cast<size_t>(n.m->slots[0])] : "";
+  std::string head = n.op == Op::Noop ? (name.empty() ? "_" : name)
+                     : n.invalid      ? "Invalid"
+                                      : std::string(op_name(n.op));
+  std::string out = fmt::format("{}:{}", head, dtype_short(dts[i]));
+  if (n.kids.empty()) return out;
+  std::vector<std::string> kids;
+  for (int k : n.kids) kids.push_back(shape_text(rule, s, dts, static_cast<size_t>(k)));
+  return fmt::format("{}({})", out, fmt::join(kids, ", "));
+}
+
 // Builds the model's nodes of one instantiation, post-order, binding the captures.
 SNode* build_shape(Model& m, const Shape& s, const std::vector<DType>& dts, size_t i,
                    std::map<int, SNode*>& bound, Evaluator* ev, const ResolvedRule& rule) {
@@ -317,7 +333,7 @@ SNode* build_shape(Model& m, const Shape& s, const std::vector<DType>& dts, size
     out = m.invalid();
     if (n.m && n.m->arg.kind == ArgMatch::Kind::Bind) ev->bind(n.m->arg.slot, SVal{});
   } else if (n.op == Op::Const) {
-    z3::expr v = m.fresh_int(name);
+    z3::expr v = d.is_bool() ? m.bool01(m.fresh_bool(name)) : m.fresh_int(name);
     if (n.m && n.m->arg.kind == ArgMatch::Kind::Literal) {
       const Arg& lit = n.m->arg.literal;
       const i128 x = lit.is_bool() ? (lit.as_bool() ? 1 : 0) : lit.as_int();
@@ -364,24 +380,76 @@ Outcome prove_instance(const ResolvedRule& rule, const Shape& s, const std::vect
     const SVal r = ev.result();
     if (r.k == SVal::K::None) return {Verdict::Vacuous, ""};
     if (r.k != SVal::K::Node) throw Unsupported("a result that is not a UOp");
-    z3::solver sol(c);
-    z3::params p(c);
-    // a deterministic resource limit (Z3's timeout runs a timer thread, which can deadlock in
-    // Debian's Z3 4.8.12, and makes results depend on the machine's speed)
-    p.set("rlimit", rlimit);
-    sol.set(p);
-    for (const z3::expr& a : m.axioms()) sol.add(a);
-    for (const z3::expr& a : extra) sol.add(a);
-    sol.add(path);
-    sol.add(ev.result_guards());
-    if (r.none) sol.add(!*r.none);
+    // The query: the model's facts, the path and guards, and a matched node that is defined and
+    // differs from a result (or a result that is undefined there).
+    std::vector<z3::expr> facts = m.axioms();
+    facts.insert(facts.end(), extra.begin(), extra.end());
+    facts.push_back(path);
+    facts.push_back(ev.result_guards());
+    if (r.none) facts.push_back(!*r.none);
     SNode* rhs = r.u;
     const bool dtype_differs = rhs->dtype != root->dtype;
+    // two values with bits (bitwise ops) are equal as bit-vectors, which Z3 bit-blasts
+    const z3::expr same = rhs->bv && root->bv ? *rhs->bv == *root->bv : rhs->val == root->val;
+    // a deterministic resource limit (Z3's timeout runs a timer thread, which can deadlock in
+    // Debian's Z3 4.8.12, and makes results depend on the machine's speed)
+    // Z3's equation solving before its SMT core: bounds and guards such as vmin == vmax become
+    // substitutions, which the core alone searches for at length
+    auto solver = [&](unsigned limit, bool nonlinear, bool preprocess = true) {
+      z3::solver sol = preprocess ? (z3::tactic(c, "simplify") & z3::tactic(c, "propagate-values") &
+                                     z3::tactic(c, "solve-eqs") & z3::tactic(c, "smt"))
+                                        .mk_solver()
+                                  : z3::solver(c);
+      z3::params p(c);
+      p.set("rlimit", limit);
+      // without nonlinear arithmetic a product is an unknown of its own: a weaker theory, so
+      // its unsat is a proof, found where the nonlinear search would wander
+      if (!nonlinear) p.set("arith.nl", false);
+      sol.set(p);
+      return sol;
+    };
+    // Cheap first: the values equal whatever holds (a ring identity of the reps, an identity of
+    // bit-vectors); the matched node defined and the result not is then all that is left to ask
+    bool values_equal = false;
     if (!dtype_differs) {
-      sol.add(root->def);
-      sol.add(!(rhs->def && rhs->val == root->val));
+      auto differ = [&](const z3::expr& claim) {
+        z3::solver quick = solver(rlimit * 2, false);
+        quick.add(claim);
+        return quick.check();
+      };
+      const z3::expr differs = !same;
+      values_equal = differ(differs) == z3::unsat;
+      // else case by case on up to 3 bool captures (a WHERE's condition): each case simplifies
+      // the branches away, which bit-vector shifts and 128-bit ops need
+      const std::vector<z3::expr>& bools = m.bool_leaves();
+      if (!values_equal && !bools.empty() && bools.size() <= 3) {
+        values_equal = true;
+        for (unsigned k = 0; k < (1u << bools.size()) && values_equal; ++k) {
+          z3::expr_vector from(c), to(c);
+          for (size_t b = 0; b < bools.size(); ++b) {
+            from.push_back(bools[b]);
+            to.push_back(c.bool_val((k >> b) & 1));
+          }
+          values_equal = differ(z3::expr(differs).substitute(from, to).simplify()) == z3::unsat;
+        }
+      }
     }
-    switch (sol.check()) {
+    auto ask = [&](z3::solver& q) {
+      for (const z3::expr& f : facts) q.add(f);
+      if (!dtype_differs) {
+        q.add(root->def);
+        q.add(values_equal ? !rhs->def : !(rhs->def && same));
+      }
+      return q.check();
+    };
+    // then with the equations solved first; then Z3's SMT core alone (each proves rules the
+    // other runs out of resources on)
+    {
+      z3::solver pre = solver(rlimit, true);
+      if (ask(pre) == z3::unsat) return {Verdict::Proven, ""};
+    }
+    z3::solver sol = solver(rlimit, true, false);
+    switch (ask(sol)) {
       case z3::unsat:
         return {Verdict::Proven, ""};
       case z3::unknown:
@@ -721,6 +789,7 @@ struct RuleReport {
   Tester::Result tests;
   std::string reason;  // unsupported: why; tested: why not proven
   std::string counterexample;
+  std::vector<std::string> open_instances;  // --verbose: each instantiation left unproven, and why
   double ms = 0;
 };
 
@@ -780,6 +849,7 @@ int prove_rules(const std::string& path, const ProveOptions& opts) {
       detail = r.reason;
     fmt::print("{:<28} {:<12} {:>4}/{:<4} {:>9.1f}  {}\n", r.rule->info.location(), r.status,
                r.proven, r.instances, r.ms, detail);
+    for (const std::string& o : r.open_instances) fmt::print("    not proven: {}\n", o);
     std::fflush(stdout);
   };
   if (!opts.json)
@@ -815,9 +885,13 @@ int prove_rules(const std::string& path, const ProveOptions& opts) {
         for (Shape& s : shapes)
           for (const auto& dts : dtypings(s, truncated)) {
             ++p.instances;
-            Outcome o = prove_instance(*r, s, dts, opts.rlimit, false);
+            // once an instance is left open the rule is tested whatever the others give: they
+            // are only searched for a counterexample, with less (--verbose: with the same)
+            const unsigned limit =
+                p.open && !opts.verbose ? std::max(1u, opts.rlimit / 8) : opts.rlimit;
+            Outcome o = prove_instance(*r, s, dts, limit, false);
             if (o.v == Verdict::Unknown && o.symbolic_division) {  // the other form of division
-              Outcome o2 = prove_instance(*r, s, dts, opts.rlimit, true);
+              Outcome o2 = prove_instance(*r, s, dts, limit, true);
               if (o2.v != Verdict::Unknown) o = std::move(o2);
             }
             if (o.v == Verdict::Vacuous) continue;
@@ -829,6 +903,9 @@ int prove_rules(const std::string& path, const ProveOptions& opts) {
             } else {
               p.open = true;
               if (p.rep.reason.empty()) p.rep.reason = o.why;
+              if (opts.verbose)
+                p.rep.open_instances.push_back(
+                    fmt::format("{}: {}", shape_text(*r, s, dts), o.why));
             }
           }
         if (truncated) {

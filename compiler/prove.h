@@ -1,8 +1,8 @@
-// `rwc prove FILE.rw [--set NAME]... [--json] [--min-proven PERCENT]`: each rewrite rule of the
-// integer and boolean rule sets proven with Z3 (compiler/prove_model.h states the semantics), or
-// refuted with a counterexample at its line; a rule the model cannot translate (a helper without
-// an SMT model, a comprehension over a capture's terms) is tested instead: instances of its pattern
-// over small variables, every value of them, compared with what the rule gives.
+// `rwc prove FILE.rw [--set NAME]... [--json] [--verbose] [--min-proven PERCENT]`: each rewrite
+// rule of the integer and boolean rule sets proven with Z3 (compiler/prove_model.h states the
+// semantics), or refuted with a counterexample at its line; a rule the model cannot translate (a
+// helper without an SMT model, a comprehension over a capture's terms) is tested instead: instances
+// of its pattern over small variables, every value of them, compared with what the rule gives.
 #pragma once
 
 #include <string>
@@ -13,6 +13,7 @@ namespace tinyrw::rw {
 struct ProveOptions {
   std::vector<std::string> sets;  // empty: every rule set the file itself defines
   bool json = false;
+  bool verbose = false;  // list each instantiation left unproven under its rule's row
   // fail unless this share of the rules is proven outright and none is left unchecked (< 0: off)
   double min_proven = -1;
   // Z3's resource limit per query, tried with each form of division (compiler/prove_model.cpp's

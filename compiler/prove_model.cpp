@@ -59,6 +59,7 @@ z3::expr Model::int_val(i128 v) { return c_.int_val(to_string(v).c_str()); }
 z3::expr Model::fresh_int(const std::string& hint) {
   return c_.int_const(fmt::format("{}!{}", hint, fresh_++).c_str());
 }
+z3::expr Model::bool01(const z3::expr& b) { return z3::ite(b, c_.int_val(1), c_.int_val(0)); }
 z3::expr Model::fresh_bool(const std::string& hint) {
   return c_.bool_const(fmt::format("{}!{}", hint, fresh_++).c_str());
 }
@@ -91,30 +92,46 @@ z3::expr Model::in_dtype(DType d, const z3::expr& v) {
 // proves rules the other's query runs out of resources on.
 z3::expr Model::floor_div(const z3::expr& a, const z3::expr& b) {
   const z3::expr bs = b.simplify();
-  if (!bs.is_numeral()) symbolic_division_ = true;
-  if (bs.is_numeral() || !quotient_vars_) return z3::ite(b > 0, a / b, (-a) / (-b));
+  if (bs.is_numeral()) return z3::ite(b > 0, a / b, (-a) / (-b));
+  symbolic_division_ = true;
   const std::string key = fmt::format("{} {}", a.id(), b.id());
   if (auto it = quotients_.find(key); it != quotients_.end()) return it->second;
-  const z3::expr q = fresh_int("q"), r = a - b * q;
+  const z3::expr q = quotient_vars_ ? fresh_int("q") : z3::ite(b > 0, a / b, (-a) / (-b));
+  // what floor division is, stated for the quotient (the remainder lies between 0 and b), and
+  // lemmas of it that Z3's nonlinear arithmetic does not find alone: a quotient is 0 where |a|
+  // is below |b| and has a's sign, and is no further from 0 than a
+  const z3::expr r = a - b * q;
   axioms_.push_back(z3::implies(b > 0, r >= 0 && r < b));
   axioms_.push_back(z3::implies(b < 0, r <= 0 && r > b));
+  axioms_.push_back(z3::implies((b > 0 && a >= 0 && a < b) || (b < 0 && a <= 0 && a > b), q == 0));
+  axioms_.push_back(z3::implies(b > 0 && a >= 0, q >= 0 && q <= a));
+  axioms_.push_back(z3::implies(b > 0 && a < 0, q < 0 && q >= a));
+  axioms_.push_back(z3::implies(b < 0 && a > 0, q < 0 && q >= -a));
+  axioms_.push_back(z3::implies(b < 0 && a <= 0, q >= 0 && q <= -a));
   quotients_.emplace(key, q);
   return q;
 }
 z3::expr Model::floor_mod(const z3::expr& a, const z3::expr& b) { return a - b * floor_div(a, b); }
 
-// exact wrapped to d's width: exact - k*2^w within the dtype (index and bool are never wrapped
-// here); `wrapped` is whether k != 0
-z3::expr Model::wrap(DType d, const z3::expr& exact, z3::expr& wrapped) {
-  if (d.is_index() || d.is_bool()) {
-    wrapped = c_.bool_val(false);
-    return exact;
+// rep wrapped to d's width as a function of rep alone, (rep - min) mod 2^w + min, so equal reps
+// give one term (index and bool are never wrapped here)
+z3::expr Model::wrap(DType d, const z3::expr& rep) {
+  if (d.is_index() || d.is_bool()) return rep;
+  const z3::expr lo = int_val(d.int_min());
+  return z3::mod(rep - lo, int_val(static_cast<i128>(1) << width(d))) + lo;
+}
+
+z3::expr Model::bits(SNode* n) {
+  if (n->bv) return *n->bv;
+  const unsigned w = width(n->dtype);
+  if (n->leaf) {  // a capture: its bits are the unknown, its value their integer
+    n->bv = c_.bv_const(fmt::format("{}.bits!{}", n->name, fresh_++).c_str(), w);
+    axioms_.push_back(n->val == z3::bv2int(*n->bv, !n->dtype.is_unsigned()));
+    return *n->bv;
   }
-  const z3::expr k = fresh_int("k");
-  const z3::expr w = exact - k * int_val(static_cast<i128>(1) << width(d));
-  axioms_.push_back(in_dtype(d, w));
-  wrapped = k != 0;
-  return w;
+  if (n->op == Op::Where && !n->ite)  // the bits of the branch taken
+    return z3::ite((n->src[0]->val != 0).simplify(), bits(n->src[1]), bits(n->src[2]));
+  return z3::int2bv(w, n->rep);  // int2bv takes rep mod 2^w: the same bits as val's
 }
 
 // vmin/vmax: any bounds that hold the value (and, for a sized int, the dtype's range); finite
@@ -140,7 +157,10 @@ SNode* Model::leaf(DType d, const std::string& name) {
   n->leaf = true;
   n->dtype = d;
   n->name = name;
-  n->val = fresh_int(name);
+  // a bool is 0 or 1 by a Z3 bool (an int compared with 0 in a condition slows bit-vector
+  // queries down by orders of magnitude)
+  if (d.is_bool()) bool_leaves_.push_back(fresh_bool(name));
+  n->val = n->rep = d.is_bool() ? bool01(bool_leaves_.back()) : fresh_int(name);
   // a value of the dtype (index: an i128 short of the saturated infinity)
   axioms_.push_back(d.is_index() ? !is_infinite(n->val) : in_dtype(d, n->val));
   n->def = fresh_bool(name + ".defined");
@@ -168,7 +188,7 @@ SNode* Model::constant(DType d, const z3::expr& value) {
   n->op = Op::Const;
   n->dtype = d;
   n->arg = value;
-  n->val = value;
+  n->val = n->rep = value;
   n->def = c_.bool_val(true);
   n->vmin = n->vmax = value;
   n->finite = d.is_index() ? !is_infinite(value) : c_.bool_val(true);
@@ -187,15 +207,15 @@ SNode* Model::constant_of(DType d, const z3::expr& v) {
   return constant(d, floor_mod(v - lo, m) + lo);
 }
 
-SNode* Model::invalid() {
-  const std::string key = "Invalid";
+SNode* Model::invalid(DType d) {
+  const std::string key = "Invalid " + d.repr();
   if (auto it = consed_.find(key); it != consed_.end()) return it->second;
   SNode* n = &nodes_.emplace_back(c_);
   n->id = static_cast<int>(nodes_.size());
   n->op = Op::Const;
-  n->dtype = dtypes::index;
+  n->dtype = d;
   n->invalid = true;
-  n->val = fresh_int("invalid");
+  n->val = n->rep = fresh_int("invalid");
   n->def = c_.bool_val(false);
   n->vmin = fresh_int("vmin");
   n->vmax = fresh_int("vmax");
@@ -214,7 +234,7 @@ SNode* Model::select(const z3::expr& cond, SNode* a, SNode* b) {
   n->id = static_cast<int>(nodes_.size());
   n->ite = true;
   n->dtype = a->dtype;
-  n->val = z3::ite(cond, a->val, b->val);
+  n->val = n->rep = z3::ite(cond, a->val, b->val);
   n->def = z3::ite(cond, a->def, b->def);
   n->vmin = z3::ite(cond, a->vmin, b->vmin);
   n->vmax = z3::ite(cond, a->vmax, b->vmax);
@@ -254,13 +274,16 @@ SNode* Model::alu(Op op, DType d, std::vector<SNode*> src) {
   if (auto it = consed_.find(key); it != consed_.end()) return it->second;
 
   auto v = [&](size_t i) { return src[i]->val; };
+  auto r = [&](size_t i) { return src[i]->rep; };
   const DType s0 = src[0]->dtype;
   const z3::expr one = c_.int_val(1), zero = c_.int_val(0);
   auto b01 = [&](const z3::expr& b) { return z3::ite(b, one, zero); };
   z3::expr defined = c_.bool_val(true);
   for (SNode* s : src) defined = defined && s->def;
   std::optional<z3::expr> exact;  // before wrap-around; value: already in the dtype
+  std::optional<z3::expr> ring;   // with exact: a rep of it (SNode::rep), from the sources' reps
   std::optional<z3::expr> value;
+  std::optional<z3::expr> bv;            // bitwise ops: the value's bits
   z3::expr raises = c_.bool_val(false);  // this node may divide by zero (for may_raise)
   if (op != Op::Cast && op != Op::Bitcast && op != Op::Where && !is_cmp(op))
     for (SNode* x : src)
@@ -287,18 +310,23 @@ SNode* Model::alu(Op op, DType d, std::vector<SNode*> src) {
     switch (op) {
       case Op::Add:
         exact = v(0) + v(1);
+        ring = r(0) + r(1);
         break;
       case Op::Sub:
         exact = v(0) - v(1);
+        ring = r(0) - r(1);
         break;
       case Op::Mul:
         exact = v(0) * v(1);
+        ring = r(0) * r(1);
         break;
       case Op::MulAcc:
         exact = v(0) * v(1) + v(2);
+        ring = r(0) * r(1) + r(2);
         break;
       case Op::Neg:
         exact = -v(0);
+        ring = -r(0);
         break;
       case Op::Trunc:
         value = v(0);
@@ -315,12 +343,12 @@ SNode* Model::alu(Op op, DType d, std::vector<SNode*> src) {
         axioms_.push_back(z3::implies(!raises, src[1]->vmin > 0 || src[1]->vmax < 0));
         const z3::expr a = v(0), b = v(1);
         if (op == Op::FloorDiv) exact = floor_div(a, b);
-        if (op == Op::FloorMod) exact = floor_mod(a, b);
+        if (op == Op::FloorMod) value = floor_mod(a, b);  // |a % b| < |b|: never wraps
         // C's: the quotient rounds toward zero, the remainder takes the dividend's sign
         const z3::expr q = z3::ite(a >= 0, z3::ite(b > 0, a / b, -(a / (-b))),
                                    z3::ite(b > 0, -((-a) / b), (-a) / (-b)));
         if (op == Op::CDiv) exact = q;
-        if (op == Op::CMod) exact = a - b * q;
+        if (op == Op::CMod) value = a - b * q;
         break;
       }
       case Op::Shl:
@@ -328,10 +356,25 @@ SNode* Model::alu(Op op, DType d, std::vector<SNode*> src) {
         defined = defined && v(1) >= 0 && v(1) < 127;
         raises = fresh_bool("raises");
         axioms_.push_back(z3::implies(!raises, src[1]->vmin >= 0 && src[1]->vmax < 127));
-        z3::expr p = int_val(static_cast<i128>(1) << 126);  // 2^b as a chain of cases
+        // a sized int shifted by a symbolic amount: the bit-vector shift (bits shifted out are
+        // the wrap-around; an arithmetic right shift floors); else 2^b as a chain of cases
+        if (!d.is_index() && !v(1).simplify().is_numeral()) {
+          const unsigned w = width(d);
+          // the amount's bits where it has the width (no int-to-bits conversion for Z3 to solve)
+          const z3::expr x = bits(src[0]);
+          const z3::expr k =
+              width(src[1]->dtype) == w && !src[1]->dtype.is_bool() && !src[1]->dtype.is_index()
+                  ? bits(src[1])
+                  : z3::int2bv(w, v(1));
+          bv = op == Op::Shl ? z3::shl(x, k) : d.is_unsigned() ? z3::lshr(x, k) : z3::ashr(x, k);
+          value = z3::bv2int(*bv, !d.is_unsigned());
+          break;
+        }
+        z3::expr p = int_val(static_cast<i128>(1) << 126);
         for (int k = 125; k >= 0; --k)
           p = z3::ite(v(1) == k, int_val(static_cast<i128>(1) << k), p);
         exact = op == Op::Shl ? v(0) * p : floor_div(v(0), p);
+        if (op == Op::Shl) ring = r(0) * p;
         break;
       }
       case Op::And:
@@ -351,12 +394,11 @@ SNode* Model::alu(Op op, DType d, std::vector<SNode*> src) {
           value = op == Op::And ? zero : other;
           break;
         }
-        const unsigned w = width(d);
         // an index beyond the 128 bits the IR holds: not modelled (undefined)
         if (d.is_index()) defined = defined && !is_infinite(v(0)) && !is_infinite(v(1));
-        const z3::expr x = z3::int2bv(w, v(0)), y = z3::int2bv(w, v(1));
-        const z3::expr r = op == Op::And ? (x & y) : op == Op::Or ? (x | y) : (x ^ y);
-        value = z3::bv2int(r, !d.is_unsigned());
+        const z3::expr x = bits(src[0]), y = bits(src[1]);
+        bv = op == Op::And ? (x & y) : op == Op::Or ? (x | y) : (x ^ y);
+        value = z3::bv2int(*bv, !d.is_unsigned());
         break;
       }
       case Op::CmpLt:
@@ -368,10 +410,13 @@ SNode* Model::alu(Op op, DType d, std::vector<SNode*> src) {
       case Op::CmpEq:
         value = b01(v(0) == v(1));
         break;
-      case Op::Where:
-        value = z3::ite(v(0) != 0, v(1), v(2));
-        defined = src[0]->def && z3::ite(v(0) != 0, src[1]->def, src[2]->def);
+      case Op::Where: {
+        const z3::expr cond = (v(0) != 0).simplify();
+        value = z3::ite(cond, v(1), v(2));
+        if (src[1]->bv && src[2]->bv) bv = z3::ite(cond, *src[1]->bv, *src[2]->bv);
+        defined = src[0]->def && z3::ite(cond, src[1]->def, src[2]->def);
         break;
+      }
       case Op::ThreeFry: {  // random bits: some function of the two sources
         const z3::sort i = c_.int_sort();
         const z3::func_decl f = z3::function("threefry", i, i, i);
@@ -391,10 +436,14 @@ SNode* Model::alu(Op op, DType d, std::vector<SNode*> src) {
           axioms_.push_back(in_dtype(d, *value));
           break;
         }
-        if (d.is_bool())
+        if (d.is_bool()) {
           value = b01(v(0) != 0);
-        else
+        } else {
           exact = v(0);
+          // to a sized int no wider than the source's: wrapping the source's rep is the same
+          if (!s0.is_bool() && !s0.is_index() && !d.is_index() && width(d) <= width(s0))
+            ring = r(0);
+        }
         break;
       default:
         throw Unsupported(fmt::format("{} is not modelled", op_name(op)));
@@ -407,7 +456,17 @@ SNode* Model::alu(Op op, DType d, std::vector<SNode*> src) {
   n->src = std::move(src);
   n->def = defined;
   z3::expr wrapped = c_.bool_val(false);
-  n->val = exact ? wrap(d, *exact, wrapped) : *value;
+  if (exact) {
+    n->rep = ring ? *ring : *exact;
+    n->val = wrap(d, n->rep);
+    if (!d.is_index() && !d.is_bool()) {
+      wrapped = !in_dtype(d, *exact);
+      axioms_.push_back(z3::implies(!wrapped, n->val == *exact));
+    }
+  } else {
+    n->val = n->rep = *value;
+  }
+  n->bv = bv;
   // may_wrap as the IR computes it (ir/properties.cpp): a CAST's is false; an ALU node's is a
   // source's or its own, and its own is false only where its value did not wrap, for the ops whose
   // wrap-around the IR detects (sums, products, maxima, a division whose divisor's range excludes
@@ -829,7 +888,9 @@ SVal Evaluator::builtin(const RExpr& e, std::vector<SVal> args) {
   if (name == "const_like") {
     need(2);
     if (args[0].k != SVal::K::Node) throw Unsupported("const_like() of a value that is not a UOp");
-    if (args[1].k == SVal::K::None) throw Unsupported("const_like(x, none): Invalid");
+    // a none arg makes the constant Invalid (Value's to_arg), undefined in any dtype
+    if (args[1].k == SVal::K::None)
+      return with_none(snode(m_.invalid(args[0].u->dtype)), args[0].none);
     return with_none(snode(m_.constant_of(args[0].u->dtype, integer(args[1]))),
                      none_of({&args[0], &args[1]}));
   }

@@ -47,8 +47,15 @@ struct SNode {
   std::vector<SNode*> src;
   std::string name;  // leaves: the capture's name
   z3::expr arg, val, def, vmin, vmax, finite, may_wrap, may_raise;
+  // A sized int's value before wrap-around, up to a multiple of 2^width: sums and products build it
+  // from their sources' reps, so wrap(rep) is one term for every grouping of a ring expression
+  // ((x*c)*y and (x*y)*c wrap the same product). Elsewhere rep is val.
+  z3::expr rep;
+  // The value as a bit-vector of the dtype's width, where bitwise ops made or read it (an equality
+  // of two such values is then asked of the bit-vectors, which Z3 decides by bit-blasting)
+  std::optional<z3::expr> bv;
   explicit SNode(z3::context& c)
-      : arg(c), val(c), def(c), vmin(c), vmax(c), finite(c), may_wrap(c), may_raise(c) {}
+      : arg(c), val(c), def(c), vmin(c), vmax(c), finite(c), may_wrap(c), may_raise(c), rep(c) {}
 };
 
 // A symbolic value of an expression: None, a Z3 bool or int, a node, or a concrete op, dtype,
@@ -77,7 +84,7 @@ class Model {
   void const_facts(SNode* n);
   SNode* constant(DType d, const z3::expr& value);  // value already in the dtype's range
   SNode* constant_of(DType d, const z3::expr& v);   // v converted to d as const_like does
-  SNode* invalid();
+  SNode* invalid(DType d = dtypes::index);
   SNode* alu(Op op, DType d, std::vector<SNode*> src);
   SNode* select(const z3::expr& cond, SNode* a, SNode* b);
   // A node built with the dtype the IR gives it (alu_result_dtype's rules for the model's dtypes).
@@ -85,15 +92,19 @@ class Model {
 
   z3::expr fresh_int(const std::string& hint);
   z3::expr fresh_bool(const std::string& hint);
+  z3::expr bool01(const z3::expr& b);  // a bool's value: 1 or 0
   z3::expr int_val(i128 v);
   z3::expr in_dtype(DType d, const z3::expr& v);
-  z3::expr wrap(DType d, const z3::expr& exact, z3::expr& wrapped_flag);
+  z3::expr wrap(DType d, const z3::expr& rep);  // rep represented in d (sized ints: mod 2^width)
+  z3::expr bits(SNode* n);                      // n's value as a bit-vector (SNode::bv)
   z3::expr floor_div(const z3::expr& a, const z3::expr& b);
   z3::expr floor_mod(const z3::expr& a, const z3::expr& b);
   z3::expr saturate(const z3::expr& v);  // rule arithmetic saturates at the 128-bit limits
   z3::expr sat_add(const z3::expr& a, const z3::expr& b);
   z3::expr sat_mul(const z3::expr& a, const z3::expr& b);
   z3::expr is_infinite(const z3::expr& v);
+  // the Z3 bools of the bool captures: a query may be split into cases on them
+  const std::vector<z3::expr>& bool_leaves() const { return bool_leaves_; }
   // some floor division had a symbolic divisor (the other form of division may then help)
   bool divides_symbolically() const { return symbolic_division_; }
 
@@ -105,7 +116,8 @@ class Model {
   std::map<std::string, SNode*> consed_;  // hash-consing: the same op, dtype, sources and arg
   bool quotient_vars_;
   bool symbolic_division_ = false;
-  std::map<std::string, z3::expr> quotients_;  // floor_div's quotient of (a, b), by term ids
+  std::map<std::string, z3::expr> quotients_;
+  std::vector<z3::expr> bool_leaves_;  // floor_div's quotient of (a, b), by term ids
   int fresh_ = 0;
 };
 

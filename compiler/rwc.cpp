@@ -3,7 +3,7 @@
 //   rwc compile FILE.rw -o OUT.cpp [--depfile D] [--header OUT.h] [--name SHOWN_PATH]
 //                                                 writes the matcher (only when it changes)
 //   rwc dump FILE.rw                              prints the decision trees
-//   rwc prove FILE.rw [--set NAME]... [--json] [--min-proven PERCENT] [--rlimit N]
+//   rwc prove FILE.rw [--set NAME]... [--json] [--verbose] [--min-proven PERCENT] [--rlimit N]
 //                                                 proves each rule with Z3, or refutes it
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -36,7 +36,8 @@ int usage() {
       "       rwc compile FILE.rw -o OUT.cpp [--depfile FILE.d] [--header OUT.h] [--name "
       "SHOWN_PATH]\n"
       "       rwc dump FILE.rw\n"
-      "       rwc prove FILE.rw [--set NAME]... [--json] [--min-proven PERCENT] [--rlimit N]\n");
+      "       rwc prove FILE.rw [--set NAME]... [--json] [--verbose] [--min-proven PERCENT] "
+      "[--rlimit N]\n");
   return 2;
 }
 
@@ -215,6 +216,8 @@ int prove(const std::vector<std::string>& args) {
       opts.sets.push_back(args[++i]);
     } else if (args[i] == "--json") {
       opts.json = true;
+    } else if (args[i] == "--verbose") {
+      opts.verbose = true;
     } else if (args[i] == "--min-proven") {
       const auto v = number(i, 0, 100);
       if (!v) return usage();
