@@ -391,10 +391,10 @@ Outcome prove_instance(const ResolvedRule& rule, const Shape& s, const std::vect
     const bool dtype_differs = rhs->dtype != root->dtype;
     // two values with bits (bitwise ops) are equal as bit-vectors, which Z3 bit-blasts
     const z3::expr same = rhs->bv && root->bv ? *rhs->bv == *root->bv : rhs->val == root->val;
-    // a deterministic resource limit (Z3's timeout runs a timer thread, which can deadlock in
-    // Debian's Z3 4.8.12, and makes results depend on the machine's speed)
-    // Z3's equation solving before its SMT core: bounds and guards such as vmin == vmax become
-    // substitutions, which the core alone searches for at length
+    // A solver with a deterministic resource limit (Z3's timeout runs a timer thread, which can
+    // deadlock in Debian's Z3 4.8.12, and makes results depend on the machine's speed); with
+    // `preprocess`, Z3's equation solving runs before its SMT core: bounds and guards such as
+    // vmin == vmax become substitutions, which the core alone searches for at length
     auto solver = [&](unsigned limit, bool nonlinear, bool preprocess = true) {
       z3::solver sol = preprocess ? (z3::tactic(c, "simplify") & z3::tactic(c, "propagate-values") &
                                      z3::tactic(c, "solve-eqs") & z3::tactic(c, "smt"))

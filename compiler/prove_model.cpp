@@ -276,8 +276,8 @@ SNode* Model::alu(Op op, DType d, std::vector<SNode*> src) {
   auto v = [&](size_t i) { return src[i]->val; };
   auto r = [&](size_t i) { return src[i]->rep; };
   const DType s0 = src[0]->dtype;
-  const z3::expr one = c_.int_val(1), zero = c_.int_val(0);
-  auto b01 = [&](const z3::expr& b) { return z3::ite(b, one, zero); };
+  const z3::expr zero = c_.int_val(0);
+  auto b01 = [&](const z3::expr& b) { return bool01(b); };
   z3::expr defined = c_.bool_val(true);
   for (SNode* s : src) defined = defined && s->def;
   std::optional<z3::expr> exact;  // before wrap-around; value: already in the dtype
