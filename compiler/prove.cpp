@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "compiler/prove_index.h"
 #include "compiler/prove_model.h"
 #include "dsl/interp.h"
 #include "ir/alu.h"
@@ -28,14 +29,21 @@ using namespace prove;
 namespace {
 
 // The dtypes a capture is tried at: bool, sized ints of both signs and both ends of the widths,
-// and index (exact). A rule is proven at each that its pattern admits.
+// and index (exact); with --every-width also int16, uint16 and uint32 (set once, before the
+// proofs start). A rule is proven at each that its pattern admits.
+bool g_every_width = false;
 const std::vector<DType>& model_dtypes() {
-  static const std::vector<DType> d{dtypes::bool_, dtypes::int8,   dtypes::uint8, dtypes::int32,
-                                    dtypes::int64, dtypes::uint64, dtypes::index};
-  return d;
+  static const std::vector<DType> some{dtypes::bool_, dtypes::int8,   dtypes::uint8, dtypes::int32,
+                                       dtypes::int64, dtypes::uint64, dtypes::index};
+  static const std::vector<DType> every{
+      dtypes::bool_, dtypes::int8,   dtypes::uint8, dtypes::int16,  dtypes::uint16,
+      dtypes::int32, dtypes::uint32, dtypes::int64, dtypes::uint64, dtypes::index};
+  return g_every_width ? every : some;
 }
 using Domain = uint32_t;  // a set of model_dtypes() by position
-constexpr Domain kAll = (1u << 7) - 1, kBool = 1u, kInts = kAll & ~kBool;
+constexpr Domain kBool = 1u;
+Domain all_dtypes() { return (1u << model_dtypes().size()) - 1; }
+Domain int_dtypes() { return all_dtypes() & ~kBool; }
 Domain domain_of(const DTypeFilter& f) {
   Domain out = 0;
   for (size_t i = 0; i < model_dtypes().size(); ++i)
@@ -43,20 +51,33 @@ Domain domain_of(const DTypeFilter& f) {
   return out;
 }
 
-// An op the IR types at no integer or bool dtype (Sqrt, FDiv, ...): outside the model.
-bool float_only(Op op) {
-  const int n = op_info(op).min_src;
-  for (DType d : {dtypes::int32, dtypes::bool_}) {
-    std::vector<UOp> src(static_cast<size_t>(n), UOp::constant(d, Arg::integer(0)));
-    if (op == Op::Where) src[0] = UOp::cbool(false);
-    try {
-      alu_result_dtype(op, src);
-      return false;
-    } catch (const GraphError&) {
+// The ALU ops the IR types at no integer or bool dtype (Sqrt, FDiv, ...): outside the model.
+// Found by building UOps, so first asked on the main thread, before the proofs' threads start
+// (the UOp table is not shared between threads).
+const OpSet& float_only_ops() {
+  static const OpSet ops = [] {
+    OpSet out;
+    for (int o = 0; o < kNumOps; ++o) {
+      const Op op = static_cast<Op>(o);
+      if (!op_info(op).is_alu()) continue;
+      const int n = op_info(op).min_src;
+      bool typed = false;
+      for (DType d : {dtypes::int32, dtypes::bool_}) {
+        std::vector<UOp> src(static_cast<size_t>(n), UOp::constant(d, Arg::integer(0)));
+        if (op == Op::Where) src[0] = UOp::cbool(false);
+        try {
+          alu_result_dtype(op, src);
+          typed = true;
+        } catch (const GraphError&) {
+        }
+      }
+      if (!typed) out = out | OpSet{op};
     }
-  }
-  return true;
+    return out;
+  }();
+  return ops;
 }
+bool float_only(Op op) { return float_only_ops().contains(op); }
 bool leaf_op(Op op) { return op == Op::DefineVar || op == Op::Range || op == Op::Special; }
 
 // ---- pattern instantiations: each pattern node with one op, its sources and a dtype class
@@ -214,7 +235,7 @@ std::vector<std::vector<DType>> dtypings(Shape& s, bool& truncated) {
   Classes c;
   const int boolean = c.add(kBool);
   for (PNode& n : s.nodes) {
-    n.cls = c.add(kAll);
+    n.cls = c.add(all_dtypes());
     if (n.m) c.restrict(n.cls, domain_of(n.m->dtype));
   }
   for (PNode& n : s.nodes) {
@@ -228,12 +249,12 @@ std::vector<std::vector<DType>> dtypings(Shape& s, bool& truncated) {
         if (lit.is_bool())
           c.restrict(n.cls, kBool);
         else if (lit.is_number() && !lit.is_float())
-          c.restrict(n.cls, kInts);
+          c.restrict(n.cls, int_dtypes());
         else
           c.restrict(n.cls, 0);
       }
     } else if (leaf_op(op)) {
-      c.restrict(n.cls, kInts);
+      c.restrict(n.cls, int_dtypes());
     } else if (op == Op::CmpLt || op == Op::CmpNe || op == Op::CmpEq) {
       c.unite(boolean, n.cls);
       c.unite(kid(0), kid(1));
@@ -248,7 +269,7 @@ std::vector<std::vector<DType>> dtypings(Shape& s, bool& truncated) {
       if (op == Op::FloorDiv || op == Op::FloorMod || op == Op::CDiv || op == Op::CMod ||
           op == Op::Shl || op == Op::Shr || op == Op::Sub || op == Op::Neg || op == Op::MulAcc ||
           op == Op::Trunc || op == Op::ThreeFry)
-        c.restrict(n.cls, kInts);
+        c.restrict(n.cls, int_dtypes());
     }
   }
   std::vector<int> roots;
@@ -522,6 +543,15 @@ bool expands(const ResolvedRule& rule) {
 // ---- bounded testing: instances of the pattern over small variables, every value checked
 
 constexpr long kMaxPoints = 2048;  // values checked per instance
+// constant combinations tried per rule by exhaustive testing, shared by its open instances
+constexpr long kExhaustiveBudget = 4096;
+// rewrites below which a rule's exhaustive testing is topped up with random instances (a pattern
+// whose guard few small instances pass)
+constexpr int kMinFired = 32;
+
+std::string open_key(const ResolvedRule* r, const Shape& s, const std::vector<DType>& dts) {
+  return fmt::format("{}|{}", static_cast<const void*>(r), shape_text(*r, s, dts));
+}
 
 class Tester {
  public:
@@ -534,7 +564,54 @@ class Tester {
     long points = 0;
     std::string failure;  // a counterexample
     std::string error;    // the first error the rule raised
+    // exhaustive(): the constants took every value of [-range, range] (the smallest such range
+    // over the instances; 0: none was exhaustive)
+    int range = 0;
   };
+
+  // Bounded exhaustive testing of one instance: its constant captures take every value in
+  // [-r, r] (within their dtype), r as large as `budget` combinations allow up to 64, each
+  // with new small expressions for the open captures; every point of their variables is checked.
+  void exhaustive(const ResolvedRule& rule, const Shape& s, const std::vector<DType>& dts,
+                  long budget, Result& res) {
+    std::vector<size_t> consts;
+    for (size_t i = 0; i < s.nodes.size(); ++i) {
+      const PNode& n = s.nodes[i];
+      if (n.op == Op::Const && !n.invalid && !dts[i].is_bool() &&
+          !(n.m && n.m->arg.kind == ArgMatch::Kind::Literal))
+        consts.push_back(i);
+    }
+    int r = 64;
+    auto combos = [&](int range) {
+      long c = 1;
+      for (size_t i = 0; i < consts.size() && c <= budget; ++i) c *= 2 * range + 1;
+      return c;
+    };
+    while (r > 1 && combos(r) > budget) r /= 2;
+    if (!consts.empty()) res.range = res.range == 0 ? r : std::min(res.range, r);
+    // what the budget leaves: each combination again, with other expressions for the captures
+    const long passes = std::max(1L, budget / combos(r));
+    ResolvedSet one;
+    one.name = "prove";
+    one.rules.push_back(rule);
+    InterpretedMatcher matcher(prog_, one);
+    std::vector<i128> at(consts.size());
+    for (size_t k = 0; k < consts.size(); ++k) at[k] = std::max<i128>(-r, dts[consts[k]].int_min());
+    fixed_.clear();
+    while (res.failure.empty()) {
+      for (size_t k = 0; k < consts.size(); ++k) fixed_[consts[k]] = at[k];
+      for (long pass = 0; pass < passes && res.failure.empty(); ++pass)
+        attempt(matcher, rule, s, dts, res, 256);
+      size_t k = 0;  // the next combination
+      for (; k < consts.size(); ++k) {
+        const i128 hi = std::min<i128>(r, dts[consts[k]].int_max());
+        if (++at[k] <= hi) break;
+        at[k] = std::max<i128>(-r, dts[consts[k]].int_min());
+      }
+      if (k == consts.size()) break;
+    }
+    fixed_.clear();
+  }
 
   void run(const ResolvedRule& rule, const Shape& s, const std::vector<DType>& dts, int rounds,
            Result& res) {
@@ -542,40 +619,36 @@ class Tester {
     one.name = "prove";
     one.rules.push_back(rule);
     InterpretedMatcher matcher(prog_, one);
-    for (int round = 0; round < rounds && res.failure.empty(); ++round) {
-      vars_.clear();
-      divisor_ = 2 + pick(3);
-      scale_ = 1 + pick(2);
-      std::map<int, UOp> bound;
-      UOp root;
-      try {
-        root = build(rule, s, dts, 0, bound);
-      } catch (const Vacuous&) {
-        continue;
-      } catch (const std::exception&) {
-        continue;  // an instance the IR refuses to build (a type it does not accept)
-      }
-      RewriteContext ctx;
-      ctx.pm = &whole_;
-      std::optional<Value> out;
-      try {
-        const RuleInfo* fired = nullptr;
-        out = matcher.apply(root, ctx, &fired);
-      } catch (const std::exception& e) {
-        if (res.error.empty()) res.error = e.what();
-        continue;
-      }
-      if (!out || !out->is_uop() || out->as_uop() == root) continue;
-      ++res.fired;
-      try {
-        check(root, out->as_uop(), res);
-      } catch (const NotEvaluable&) {
-        --res.fired;  // an op the tester does not evaluate: this instance is left out
-      }
-    }
+    for (int round = 0; round < rounds && res.failure.empty(); ++round)
+      attempt(matcher, rule, s, dts, res, kMaxPoints);
   }
 
  private:
+  // one random instance (constants from fixed_ where it has them) rewritten by the rule and checked
+  void attempt(const InterpretedMatcher& matcher, const ResolvedRule& rule, const Shape& s,
+               const std::vector<DType>& dts, Result& res, long max_points) {
+    vars_.clear();
+    divisor_ = 2 + pick(3);
+    scale_ = 1 + pick(2);
+    std::map<int, UOp> bound;
+    UOp root;
+    try {
+      root = build(rule, s, dts, 0, bound);
+    } catch (const Vacuous&) {
+      return;
+    } catch (const std::exception&) {
+      return;  // an instance the IR refuses to build (a type it does not accept)
+    }
+    const std::optional<UOp> out = rewrite_once(matcher, whole_, root, res.error);
+    if (!out) return;
+    ++res.fired;
+    try {
+      check(root, *out, res, max_points);
+    } catch (const NotEvaluable&) {
+      --res.fired;  // an op the tester does not evaluate: this instance is left out
+    }
+  }
+
   i128 small(DType d, i128 lo = -64, i128 hi = 64) {
     if (d.is_bool()) return std::uniform_int_distribution<int>(0, 1)(rng_);
     lo = std::max(lo, d.int_min());
@@ -663,6 +736,8 @@ class Tester {
     } else if (n.op == Op::Const) {
       if (n.m && n.m->arg.kind == ArgMatch::Kind::Literal)
         out = UOp::constant(d, n.m->arg.literal);
+      else if (auto f = fixed_.find(i); f != fixed_.end())
+        out = UOp::constant(d, Arg::integer(f->second));
       else
         out = UOp::constant(d, Arg::integer(small(d)));
     } else if (n.op == Op::Cast || n.op == Op::Bitcast) {
@@ -723,7 +798,7 @@ class Tester {
     return r;
   }
 
-  void check(const UOp& lhs, const UOp& rhs, Result& res) {
+  void check(const UOp& lhs, const UOp& rhs, Result& res, long max_points) {
     std::vector<UOp> vs;
     for (const UOp& u : toposort(lhs))
       if (u.op() == Op::DefineVar) vs.push_back(u);
@@ -736,7 +811,7 @@ class Tester {
     std::vector<i128> at(vs.size());
     for (size_t i = 0; i < vs.size(); ++i) at[i] = ranges[i].first;
     // every point of small instances; a sample of the rest's (a stride through them)
-    const long stride = std::max(1L, total / kMaxPoints);
+    const long stride = std::max(1L, total / max_points);
     for (long p = 0; p < total; p += stride) {
       std::map<const void*, i128> env;
       for (size_t i = 0; i < vs.size(); ++i) env[&vs[i].arg()] = at[i];
@@ -777,6 +852,7 @@ class Tester {
   std::mt19937_64 rng_;
   std::vector<UOp> vars_;
   i128 divisor_ = 2, scale_ = 1;  // of the split-index terms of one instance
+  std::map<size_t, i128> fixed_;  // exhaustive(): the constant at each shape node
 };
 
 // ---- the report
@@ -796,6 +872,8 @@ struct RuleReport {
 }  // namespace
 
 int prove_rules(const std::string& path, const ProveOptions& opts) {
+  g_every_width = opts.every_width;
+  float_only_ops();  // (builds UOps: on this thread, before the proofs' threads start)
   Diagnostics diags;
   std::shared_ptr<const ResolvedProgram> prog = load_rules(path, diags);
   std::fputs(diags.render().c_str(), stderr);
@@ -842,9 +920,13 @@ int prove_rules(const std::string& path, const ProveOptions& opts) {
     std::string detail = r.rule->info.source;
     if (const size_t nl = detail.find('\n'); nl != std::string::npos) detail = detail.substr(0, nl);
     if (detail.size() > 60) detail = detail.substr(0, 57) + "...";
-    if (r.status == "tested")
-      detail = fmt::format("{} instances fired, {} points; not proven: {}", r.tests.fired,
-                           r.tests.points, r.reason);
+    if (r.status == "tested" && r.tests.fired == 0)
+      detail = r.reason;
+    else if (r.status == "tested")
+      detail = fmt::format(
+          "{} instances fired, {} points{}; not proven: {}", r.tests.fired, r.tests.points,
+          r.tests.range ? fmt::format(", constants every value of [-{0}, {0}]", r.tests.range) : "",
+          r.reason);
     else if (r.status == "unsupported")
       detail = r.reason;
     fmt::print("{:<28} {:<12} {:>4}/{:<4} {:>9.1f}  {}\n", r.rule->info.location(), r.status,
@@ -867,6 +949,11 @@ int prove_rules(const std::string& path, const ProveOptions& opts) {
     size_t instances = 0;
     double ms = 0;
     std::vector<bool> expand;  // per variant: its open captures are expanded (expands())
+    bool index = false;        // an index rule of rangeify: checked on views (prove_index.h)
+    // the instances left open, by variant and shape_text (tested exhaustively), and whether some
+    // are open that are not listed (truncated, or untranslatable: tested at random)
+    std::set<std::string> open_keys;
+    bool unlisted = false;
   };
   std::vector<Proofs> proofs(order.size());
   std::vector<std::promise<void>> done(order.size());
@@ -874,7 +961,10 @@ int prove_rules(const std::string& path, const ProveOptions& opts) {
   auto prove_rule = [&](size_t i) {
     Proofs& p = proofs[i];
     const auto t0 = std::chrono::steady_clock::now();
-    for (const ResolvedRule* r : variants[order[i]]) {
+    p.index = std::all_of(variants[order[i]].begin(), variants[order[i]].end(),
+                          [](const ResolvedRule* r) { return is_index_rule(*r); });
+    for (const ResolvedRule* r :
+         p.index ? std::vector<const ResolvedRule*>{} : variants[order[i]]) {
       try {
         ShapeOpts so;
         so.expand = expands(*r);
@@ -902,6 +992,7 @@ int prove_rules(const std::string& path, const ProveOptions& opts) {
               if (p.rep.counterexample.empty()) p.rep.counterexample = o.why;
             } else {
               p.open = true;
+              p.open_keys.insert(open_key(r, s, dts));
               if (p.rep.reason.empty()) p.rep.reason = o.why;
               if (opts.verbose)
                 p.rep.open_instances.push_back(
@@ -909,12 +1000,12 @@ int prove_rules(const std::string& path, const ProveOptions& opts) {
             }
           }
         if (truncated) {
-          p.open = true;
+          p.open = p.unlisted = true;
           if (p.rep.reason.empty())
             p.rep.reason = fmt::format("more than {} instances", kMaxShapes);
         }
       } catch (const Unsupported& e) {
-        p.open = true;
+        p.open = p.unlisted = true;
         if (p.rep.reason.empty()) p.rep.reason = e.what();
       }
     }
@@ -949,7 +1040,36 @@ int prove_rules(const std::string& path, const ProveOptions& opts) {
     const bool open = proofs[ri].open;
     const std::string& skipped = proofs[ri].skipped;
     const size_t ninstances = proofs[ri].instances;
-    if (!rep.counterexample.empty()) {
+    if (proofs[ri].index) {
+      // run on the catalog of views (the interpreter, so on this thread)
+      IndexCheck ic;
+      for (const ResolvedRule* r : variants[key]) {
+        const IndexCheck one = check_index_rule(prog, *home[key], *r, opts.rlimit);
+        ic.views += one.views;
+        ic.proofs += one.proofs;
+        for (auto [to, from] : {std::pair{&ic.failure, &one.failure},
+                                {&ic.error, &one.error},
+                                {&ic.undecided, &one.undecided}})
+          if (to->empty()) *to = *from;
+        if (!ic.failure.empty()) break;
+      }
+      rep.instances = ic.views;
+      rep.proven = static_cast<int>(ic.proofs);
+      if (!ic.failure.empty()) {
+        rep.status = "refuted";
+        rep.counterexample = ic.failure;
+      } else if (ic.views > 0 && ic.undecided.empty()) {
+        rep.status = "tested";
+        rep.reason = fmt::format(
+            "index math, proven by Z3 for every index of {} views of fixed shapes (ranks 0-3)",
+            ic.views);
+      } else {
+        rep.status = "unsupported";
+        rep.reason = !ic.undecided.empty() ? ic.undecided
+                     : ic.error.empty()    ? "no view of the catalog is rewritten by it"
+                                           : fmt::format("no view rewritten: {}", ic.error);
+      }
+    } else if (!rep.counterexample.empty()) {
       rep.status = "refuted";
     } else if (!open && rep.proven > 0) {
       rep.status = "proven";
@@ -958,15 +1078,13 @@ int prove_rules(const std::string& path, const ProveOptions& opts) {
       if (rep.reason.empty())
         rep.reason = skipped.empty() ? "no instance at int, index or bool dtypes" : skipped;
     } else {
-      // bounded testing of every instantiation (variants of one rule share shapes by position)
+      // bounded testing
       auto& tester = testers[home[key]];
       if (!tester) tester = std::make_unique<Tester>(prog, *home[key]);
       // the same instances on every run: the random stream starts from the rule's location
       tester->seed(std::hash<std::string>{}(key));
-      // a budget of rounds shared by the instantiations, four times more where none fired
-      for (int budget : {opts.test_rounds * 4, opts.test_rounds * 16}) {
-        const int rounds =
-            std::clamp(budget / std::max(1, static_cast<int>(ninstances)), 8, opts.test_rounds);
+      // every instantiation of the rule's variants (variants of one rule share shapes by position)
+      auto each_instance = [&](const auto& fn) {
         const std::vector<bool>& expand = proofs[ri].expand;
         for (size_t vi = 0; vi < variants[key].size(); ++vi) {
           const ResolvedRule* r = variants[key][vi];
@@ -980,11 +1098,30 @@ int prove_rules(const std::string& path, const ProveOptions& opts) {
           }
           for (Shape& s : shapes)
             for (const auto& dts : dtypings(s, so.truncated))
-              tester->run(*r, s, dts, rounds, rep.tests);
-          if (!rep.tests.failure.empty()) break;
+              if (rep.tests.failure.empty()) fn(r, s, dts);
         }
-        if (rep.tests.fired > 0 || !rep.tests.failure.empty()) break;
+      };
+      // The open instances: exhaustive in their constants, within a budget of combinations
+      // shared by them. Then, where some open instances are not known (or few fired), random
+      // instances of every instantiation: a budget of rounds shared by them, four times more
+      // where none fired.
+      const std::set<std::string>& open_keys = proofs[ri].open_keys;
+      if (!open_keys.empty()) {
+        const long per =
+            std::max<long>(64, kExhaustiveBudget / static_cast<long>(open_keys.size()));
+        each_instance([&](const ResolvedRule* r, const Shape& s, const std::vector<DType>& dts) {
+          if (open_keys.count(open_key(r, s, dts))) tester->exhaustive(*r, s, dts, per, rep.tests);
+        });
       }
+      if (proofs[ri].unlisted || rep.tests.fired < kMinFired)
+        for (int budget : {opts.test_rounds * 4, opts.test_rounds * 16}) {
+          const int rounds =
+              std::clamp(budget / std::max(1, static_cast<int>(ninstances)), 8, opts.test_rounds);
+          each_instance([&](const ResolvedRule* r, const Shape& s, const std::vector<DType>& dts) {
+            tester->run(*r, s, dts, rounds, rep.tests);
+          });
+          if (rep.tests.fired > 0 || !rep.tests.failure.empty()) break;
+        }
       if (!rep.tests.failure.empty()) {
         rep.status = "refuted";
         rep.counterexample = rep.tests.failure;

@@ -19,7 +19,8 @@ struct ProveOptions {
   // Z3's resource limit per query, tried with each form of division (compiler/prove_model.cpp's
   // floor_div); an instance past both is tested instead
   unsigned rlimit = 600000;
-  int test_rounds = 160;  // random instances tried per pattern instantiation when testing
+  bool every_width = false;  // also int16, uint16 and uint32 (slower; the others have both ends)
+  int test_rounds = 160;     // random instances tried per pattern instantiation when testing
 };
 
 // 0: nothing refuted (and --min-proven met); 1: a rule refuted, or the goal missed; 2: bad input.

@@ -4,7 +4,7 @@
 //                                                 writes the matcher (only when it changes)
 //   rwc dump FILE.rw                              prints the decision trees
 //   rwc prove FILE.rw [--set NAME]... [--json] [--verbose] [--min-proven PERCENT] [--rlimit N]
-//                                                 proves each rule with Z3, or refutes it
+//             [--every-width]                     proves each rule with Z3, or refutes it
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -37,7 +37,7 @@ int usage() {
       "SHOWN_PATH]\n"
       "       rwc dump FILE.rw\n"
       "       rwc prove FILE.rw [--set NAME]... [--json] [--verbose] [--min-proven PERCENT] "
-      "[--rlimit N]\n");
+      "[--rlimit N] [--every-width]\n");
   return 2;
 }
 
@@ -218,6 +218,8 @@ int prove(const std::vector<std::string>& args) {
       opts.json = true;
     } else if (args[i] == "--verbose") {
       opts.verbose = true;
+    } else if (args[i] == "--every-width") {
+      opts.every_width = true;
     } else if (args[i] == "--min-proven") {
       const auto v = number(i, 0, 100);
       if (!v) return usage();

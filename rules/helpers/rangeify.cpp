@@ -109,9 +109,5 @@ const HelperRegistrar kGetenv(typed_helper(
       }
     }));
 
-// tinygrad's Invalid: the index of a gated read where its valid fails (no .rw literal spells it)
-const HelperRegistrar kInvalid(typed_helper(
-    "invalid", +[]() { return UOp::constant(dtypes::index, Arg::invalid()); }));
-
 }  // namespace
 }  // namespace tinyrw::rw

@@ -36,5 +36,10 @@ const HelperRegistrar kFits(typed_helper(
       return !d.is_int() || d.is_index() || (i >= d.int_min() && i <= d.int_max());
     }));
 
+// tinygrad's Invalid: the index of a gated read where its valid fails (no .rw literal spells
+// it). IR only, so `rwc prove` runs the index rules that build gates.
+const HelperRegistrar kInvalid(typed_helper(
+    "invalid", +[]() { return UOp::constant(dtypes::index, Arg::invalid()); }));
+
 }  // namespace
 }  // namespace tinyrw::rw
