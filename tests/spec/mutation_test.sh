@@ -34,5 +34,12 @@ mutate extra_kernel_ast_row 'Spec.KernelAst*' 's/^spec\\_kernel\\_ast.group & .*
 mutate remove_kernel_graph_row 'Spec.KernelAst*' '/^spec\\_kernel\\_graph.after\\_other &/d'
 mutate untied_rule 'Spec.EveryContract*' 's/ \& Assign.MismatchesAreErrors \\\\/ \& \\\\/'
 mutate missing_test 'Spec.EveryContract*' 's/Assign.AnExecutedAssignmentIsNotRunAgain/Assign.NoSuchTest/'
+mutate wrong_shift 'Devices/SpecSemantics.*/0' 's/^\\op{Shr} & int & \\sem{a >> b}/\\op{Shr} \& int \& \\sem{a << b}/'
+mutate remove_shift_row 'Spec.EveryElementwiseOp*' '/^\\op{Shl} & int/d'
+mutate remove_threefry_row 'Spec.EveryElementwiseOp*' '/^\\op{ThreeFry} & uint64/d'
+mutate cast_rounds 'Devices/SpecSemantics.Conversions*/0' 's/\\sem{trunc(a) if abs(a)/\\sem{floor(a) if abs(a)/'
+mutate cast_limit 'Devices/SpecSemantics.Conversions*/0' 's/< 2\*\*119 else 0}/< 2**63 else 0}/'
+mutate cast_to_bool 'Devices/SpecSemantics.Conversions*/0' 's/& bool & \\sem{a != 0}/\& bool \& \\sem{a == 0}/'
+mutate remove_bitcast_row 'Spec.EveryElementwiseOp*' '/^\\op{Bitcast} & int/d'
 [ $fail -eq 0 ] && echo "all mutations detected"
 exit $fail

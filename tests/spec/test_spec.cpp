@@ -165,6 +165,10 @@ class Formula {
         x = I(x.i | sum().i);
       else if (eat("^"))
         x = I(x.i ^ sum().i);
+      else if (eat("<<"))  // a * 2**b (the dtype wraps it)
+        x = I(x.i * (i128{1} << static_cast<int>(sum().i)));
+      else if (eat(">>"))  // floor(a / 2**b)
+        x = I(floor_div(x.i, i128{1} << static_cast<int>(sum().i)));
       else
         return x;
     }
@@ -218,7 +222,15 @@ class Formula {
       V x = unary();
       return x.fl ? F(-x.f) : I(-x.i);
     }
-    return atom();
+    return power();
+  }
+  V power() {  // x**y, integers only
+    V x = atom();
+    if (!eat("**")) return x;
+    V y = unary();
+    i128 r = 1;
+    for (i128 k = 0; k < y.i; ++k) r *= x.i;
+    return I(r);
   }
   V call(const std::string& fn) {
     exact_div_ = false;
@@ -248,6 +260,7 @@ class Formula {
       return x.fl ? F(fn == "floor" ? std::floor(x.f) : std::trunc(x.f)) : x;
     }
     const double v = x.d();
+    if (fn == "abs") return x.fl ? F(std::fabs(x.f)) : I(x.i < 0 ? -x.i : x.i);
     if (fn == "sqrt") return F(std::sqrt(v));
     if (fn == "exp2") return F(std::exp2(v));
     if (fn == "log2") return F(v == 0 ? -INFINITY : std::log2(v));
@@ -317,6 +330,11 @@ Tensor tensor_of(const std::vector<V>& vals, DType d) {
     for (const V& x : vals) v.push_back(x.f);
     return Tensor::from_vector(v, {static_cast<int64_t>(v.size())}, d);
   }
+  if (d == dtypes::uint64) {  // (above int64's range)
+    std::vector<uint64_t> v;
+    for (const V& x : vals) v.push_back(static_cast<uint64_t>(x.i));
+    return Tensor::from_vector(v, {static_cast<int64_t>(v.size())}, d);
+  }
   std::vector<int64_t> v;
   for (const V& x : vals) v.push_back(static_cast<int64_t>(x.i));
   return Tensor::from_vector(v, {static_cast<int64_t>(v.size())}, d);
@@ -328,18 +346,27 @@ bool same_float(double a, double b) {
          (a == 0 && b == 0 && std::signbit(a) == std::signbit(b));
 }
 
+// A kinds cell: words `int`, `float`, `bool` (each dtype of that kind the tests try) or a dtype's
+// own name (`uint64`, `float32`).
 std::vector<DType> dtypes_of_kind(const std::string& kinds) {
   std::vector<DType> out;
-  if (kinds.find("int") != std::string::npos) {
-    for (DType d :
-         {dtypes::int8, dtypes::int16, dtypes::int32, dtypes::int64, dtypes::uint8, dtypes::uint32})
-      out.push_back(d);
+  std::istringstream words(kinds);
+  for (std::string w; words >> w;) {
+    if (w == "int") {
+      for (DType d : {dtypes::int8, dtypes::int16, dtypes::int32, dtypes::int64, dtypes::uint8,
+                      dtypes::uint32})
+        out.push_back(d);
+    } else if (w == "float") {
+      for (DType d : {dtypes::float16, dtypes::bfloat16, dtypes::float32, dtypes::float64})
+        out.push_back(d);
+    } else if (w == "bool") {
+      out.push_back(dtypes::bool_);
+    } else {
+      const std::optional<DType> d = DType::from_name(w);
+      if (!d) throw std::runtime_error("kinds: unknown kind or dtype '" + w + "'");
+      out.push_back(*d);
+    }
   }
-  if (kinds.find("float") != std::string::npos) {
-    for (DType d : {dtypes::float16, dtypes::bfloat16, dtypes::float32, dtypes::float64})
-      out.push_back(d);
-  }
-  if (kinds.find("bool") != std::string::npos) out.push_back(dtypes::bool_);
   return out;
 }
 
@@ -493,6 +520,9 @@ TEST(Spec, RangesLieWithinTheDocumentedRules) {
 
 class SpecSemantics : public ::testing::TestWithParam<std::string> {};
 
+// Elementwise ops the document says no device executes yet.
+const OpSet kNotExecuted{Op::ThreeFry};
+
 TEST_P(SpecSemantics, ElementwiseFormulasAgreeWithTheDevice) {
   const std::string device = GetParam();
   if (!device_available(device)) GTEST_SKIP() << device << " is not available";
@@ -530,7 +560,23 @@ TEST_P(SpecSemantics, ElementwiseFormulasAgreeWithTheDevice) {
           if (v.i == 0) v.i = 3;
         srcs[1] = tensor_of(in[1], d);
       }
+      if (*op == Op::Shl || *op == Op::Shr) {  // amounts within the width (others undefined)
+        const i128 w = 8 * static_cast<i128>(d.itemsize());
+        for (V& v : in[1]) v.i = (v.i % w + w) % w;
+        srcs[1] = tensor_of(in[1], d);
+      }
       set_default_device(device);
+      if (kNotExecuted.contains(*op)) {  // the document says devices refuse it
+        try {
+          (void)Tensor::alu(*op, srcs).to_doubles();
+          ADD_FAILURE() << r[0] << " runs on " << device
+                        << ": the document says no device executes it";
+        } catch (const std::exception& e) {
+          EXPECT_NE(std::string(e.what()).find(op_name(*op)), std::string::npos) << e.what();
+        }
+        set_default_device("");
+        continue;
+      }
       Tensor out = Tensor::alu(*op, srcs);
       const DType od = out.dtype();
       const std::vector<double> got = od.is_float() ? out.to_doubles() : std::vector<double>{};
@@ -569,7 +615,89 @@ TEST_P(SpecSemantics, ElementwiseFormulasAgreeWithTheDevice) {
   EXPECT_GT(checked, 1000);
 }
 
+// A value's bytes (little-endian, of dtype from) read as dtype to, of the same size.
+V reinterpret(const V& v, DType from, DType to) {
+  uint64_t bits = 0;
+  if (from == dtypes::float32)
+    bits = std::bit_cast<uint32_t>(static_cast<float>(v.f));
+  else if (from == dtypes::float64)
+    bits = std::bit_cast<uint64_t>(v.f);
+  else
+    bits = static_cast<uint64_t>(v.i);  // two's complement, the low bytes kept below
+  const int width = 8 * to.itemsize();
+  if (width < 64) bits &= (uint64_t{1} << width) - 1;
+  if (to == dtypes::float32) return V{true, 0, std::bit_cast<float>(static_cast<uint32_t>(bits))};
+  if (to == dtypes::float64) return V{true, 0, std::bit_cast<double>(bits)};
+  return V{false, truncate_int(to, static_cast<i128>(bits)), 0};
+}
+
+// The conversions table: each Cast and Bitcast row at every pair of its kinds' dtypes (a bitcast's
+// of the same size), with the edge values of inputs(), on the device.
+TEST_P(SpecSemantics, ConversionsAgreeWithTheDevice) {
+  const std::string device = GetParam();
+  if (!device_available(device)) GTEST_SKIP() << device << " is not available";
+  const auto rows = table("conversions");
+  ASSERT_GE(rows.size(), 5u);
+  std::mt19937 rng(7);
+  int checked = 0;
+  for (const auto& r : rows) {
+    ASSERT_EQ(r.size(), 4u) << r[0];
+    const std::optional<Op> op = op_from_name(r[0]);
+    ASSERT_TRUE(op == Op::Cast || op == Op::Bitcast) << r[0];
+    Formula f(r[3]);
+    for (DType from : dtypes_of_kind(r[1]))
+      for (DType to : dtypes_of_kind(r[2])) {
+        if (from == to || (*op == Op::Bitcast && from.itemsize() != to.itemsize())) continue;
+        const std::vector<V> in = inputs(from, rng);
+        set_default_device(device);
+        Tensor t = tensor_of(in, from);
+        Tensor out = *op == Op::Cast ? t.cast(to) : t.bitcast(to);
+        const std::vector<double> got = to.is_float() ? out.to_doubles() : std::vector<double>{};
+        const std::vector<int64_t> goti =
+            to.is_float() ? std::vector<int64_t>{} : out.data<int64_t>();
+        set_default_device("");
+        for (size_t e = 0; e < in.size(); ++e) {
+          const std::string at =
+              fmt::format("{} {} -> {} on {} at {}", r[0], from.repr(), to.repr(), device, e);
+          const V want = r[3] == "bits(a)" ? reinterpret(in[e], from, to) : f.eval({{'a', in[e]}});
+          if (to.is_float()) {
+            const double w = truncate_float(to, want.d());
+            EXPECT_TRUE(same_float(got[e], w))
+                << at << ": got " << got[e] << ", the document says " << w;
+          } else {
+            const i128 w = to.is_bool() ? (want.fl ? want.f != 0 : want.i != 0)
+                           : want.fl    ? truncate_int(to, static_cast<i128>(want.f))
+                                        : truncate_int(to, want.i);
+            const i128 g =
+                to == dtypes::uint64 ? static_cast<i128>(static_cast<uint64_t>(goti[e])) : goti[e];
+            EXPECT_EQ(static_cast<long long>(g), static_cast<long long>(w)) << at;
+          }
+          ++checked;
+        }
+      }
+  }
+  EXPECT_GT(checked, 1000);
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, SpecSemantics, ::testing::Values("INTERP", "CPU"));
+
+// Every elementwise op of ir/ops.def has a row of the elementwise or conversions table, and each
+// row names an elementwise op.
+TEST(Spec, EveryElementwiseOpHasAFormulaRow) {
+  OpSet documented;
+  for (const char* name : {"elementwise", "conversions"})
+    for (const auto& r : table(name)) {
+      const std::optional<Op> op = op_from_name(r[0]);
+      ASSERT_TRUE(op.has_value()) << r[0];
+      EXPECT_TRUE(groups::elementwise().contains(*op)) << r[0] << " is not an elementwise op";
+      documented = documented | OpSet{*op};
+    }
+  for (int o = 0; o < kNumOps; ++o) {
+    const Op op = static_cast<Op>(o);
+    if (groups::elementwise().contains(op))
+      EXPECT_TRUE(documented.contains(op)) << op_name(op) << " has no formula row";
+  }
+}
 
 // (b) the documented forms are accepted by the verifiers, wrong dtypes and arities rejected
 TEST(Spec, VerifiersAcceptDocumentedFormsAndRejectOthers) {
