@@ -41,5 +41,9 @@ mutate cast_rounds 'Devices/SpecSemantics.Conversions*/0' 's/\\sem{trunc(a) if a
 mutate cast_limit 'Devices/SpecSemantics.Conversions*/0' 's/< 2\*\*119 else 0}/< 2**63 else 0}/'
 mutate cast_to_bool 'Devices/SpecSemantics.Conversions*/0' 's/& bool & \\sem{a != 0}/\& bool \& \\sem{a == 0}/'
 mutate remove_bitcast_row 'Spec.EveryElementwiseOp*' '/^\\op{Bitcast} & int/d'
+mutate widen_max 'Spec.Ranges*' 's/\\sem{\[max(a, b), max(A, B)\]}/\\sem{[min(a, b), max(A, B)]}/'
+mutate widen_range_op 'Spec.Ranges*' 's/^\\op{Range} & always & \\sem{\[0, A - 1\]}/\\op{Range} \& always \& \\sem{[0, A]}/'
+mutate widen_cmod 'Spec.Ranges*' 's/0 if A < 0 else min(A, b - 1)\]}/0 if A < 0 else b - 1]}/'
+mutate remove_sub_range_row 'Spec.EveryOpWithARangeRule*' '/^\\op{Sub} & always/d'
 [ $fail -eq 0 ] && echo "all mutations detected"
 exit $fail

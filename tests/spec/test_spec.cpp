@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <numeric>
 #include <random>
@@ -24,6 +25,7 @@
 #include "dsl/compiled.h"
 #include "dsl/interp.h"
 #include "dsl/verify.h"
+#include "ir/alu.h"
 #include "ir/call.h"
 #include "ir/kernel_info.h"
 #include "ir/ops.h"
@@ -460,12 +462,19 @@ TEST(Spec, RangeArgsNameAKnownAxisType) {
   }
 }
 
-TEST(Spec, RangesLieWithinTheDocumentedRules) {
+// Every row of the ranges table read both ways: the implementation's vmin/vmax equal the row's
+// range wherever its condition holds, and every value the op computes from values within its
+// sources' ranges lies within it.
+TEST(Spec, RangesEqualTheDocumentedRulesAndHoldEveryValue) {
   const auto rows = table("ranges");
-  ASSERT_GE(rows.size(), 5u);
   std::mt19937 rng(11);
-  std::uniform_int_distribution<int> u(-20, 20);
-  int checked = 0;
+  auto pick = [&](i128 lo, i128 hi) {
+    return static_cast<i128>(std::uniform_int_distribution<int64_t>(static_cast<int64_t>(lo),
+                                                                    static_cast<int64_t>(hi))(rng));
+  };
+  auto value = [](const Arg& v) { return v.is_bool() ? i128{v.as_bool()} : v.as_int(); };
+  const DType cast_to = dtypes::int8;
+  int checked = 0, values = 0;
   for (const auto& r : rows) {
     const std::optional<Op> op = op_from_name(r[0]);
     ASSERT_TRUE(op.has_value()) << r[0];
@@ -479,27 +488,49 @@ TEST(Spec, RangesLieWithinTheDocumentedRules) {
       if (f[i] == ',' && depth == 0) comma = i;
     }
     Formula lo(f.substr(0, comma)), hi(f.substr(comma + 1));
-    Formula cond(r[1] == "always" ? "1" : r[1]);
-    for (int t = 0; t < 200; ++t) {
-      i128 a = u(rng), A = a + (u(rng) + 20) / 4, b = u(rng), B = b + (u(rng) + 20) / 4, c = u(rng),
-           C = c + (u(rng) + 20) / 4;
-      if (*op == Op::FloorMod) B = b;  // a constant divisor
-      const std::map<char, V> env = {{'a', V{false, a, 0}}, {'A', V{false, A, 0}},
-                                     {'b', V{false, b, 0}}, {'B', V{false, B, 0}},
-                                     {'c', V{false, c, 0}}, {'C', V{false, C, 0}}};
+    const bool boolean = r[1] == "bool";
+    Formula cond(r[1] == "always" || boolean ? "1" : r[1]);
+    int held = 0;
+    for (int t = 0; t < 400; ++t) {
+      // ranges of sources 0-2, a constant divisor or shift amount (b == B) half the time, bools
+      // where the row says so; a cast's source sometimes beyond its dtype
+      const i128 span = *op == Op::Cast && t % 2 ? 300 : 20;
+      i128 a = pick(-span, span), A = a + pick(0, 10), b = pick(-20, 20), B = b + pick(0, 10),
+           c = pick(-20, 20), C = c + pick(0, 10);
+      if (t % 2) B = b;
+      if ((*op == Op::Shl || *op == Op::Shr) && t % 2) b = B = pick(0, 6);
+      if (*op == Op::Xor && t % 4 == 1) b = B = -1;
+      if (boolean) {
+        a = pick(0, 1), A = std::max(a, pick(0, 1)), b = pick(0, 1), B = std::max(b, pick(0, 1));
+      }
+      std::map<char, V> env = {{'a', V{false, a, 0}},
+                               {'A', V{false, A, 0}},
+                               {'b', V{false, b, 0}},
+                               {'B', V{false, B, 0}},
+                               {'c', V{false, c, 0}},
+                               {'C', V{false, C, 0}},
+                               {'m', V{false, cast_to.int_min(), 0}},
+                               {'M', V{false, cast_to.int_max(), 0}}};
       if (cond.eval(env).i == 0) continue;
-      const UOp x = UOp::variable("x", a, A), y = b == B ? UOp::cint(b) : UOp::variable("y", b, B),
+      if ((*op == Op::Range || *op == Op::Special) && A < 1) continue;
+      const DType d = boolean ? dtypes::bool_ : dtypes::index;
+      const UOp x = UOp::variable("x", a, A, d),
+                y = b == B && !boolean ? UOp::cint(b) : UOp::variable("y", b, B, d),
                 z = UOp::variable("z", c, C);
       UOp node;
       switch (*op) {
         case Op::Range:
           node = UOp::range(UOp::variable("n", a, A), 0);
           break;
+        case Op::Special:  // a GPU thread index below its source
+          node = UOp::make(Op::Special, dtypes::index, {UOp::variable("n", a, A)},
+                           Arg::string("gidx0"));
+          break;
         case Op::Neg:
           node = UOp::make(Op::Neg, dtypes::index, {x});
           break;
-        case Op::CmpLt:
-          node = x.lt(y);
+        case Op::Cast:
+          node = x.cast(cast_to);
           break;
         case Op::Where:
           node = UOp::variable("cnd", 0, 1, dtypes::bool_).where(y, z);
@@ -508,14 +539,97 @@ TEST(Spec, RangesLieWithinTheDocumentedRules) {
           node = x.alu(*op, {y});
           break;
       }
-      if (*op == Op::Range && A < 1) continue;
       const i128 dlo = lo.eval(env).i, dhi = hi.eval(env).i;
-      ASSERT_GE(node.vmin().i, dlo) << r[0] << " vmin below the documented rule";
-      ASSERT_LE(node.vmax().i, dhi) << r[0] << " vmax above the documented rule";
-      ++checked;
+      const std::string at = fmt::format("{} at a={}, A={}, b={}, B={}, c={}, C={}", r[0],
+                                         static_cast<long long>(a), static_cast<long long>(A),
+                                         static_cast<long long>(b), static_cast<long long>(B),
+                                         static_cast<long long>(c), static_cast<long long>(C));
+      ASSERT_EQ(static_cast<long long>(node.vmin().i), static_cast<long long>(dlo))
+          << at << ": vmin differs from the document";
+      ASSERT_EQ(static_cast<long long>(node.vmax().i), static_cast<long long>(dhi))
+          << at << ": vmax differs from the document";
+      // values drawn within the sources' ranges land within the range
+      for (int k = 0; k < 8; ++k) {
+        const i128 xv = pick(a, A), yv = pick(b, B), zv = pick(c, C);
+        std::optional<Arg> out;
+        if (*op == Op::Range || *op == Op::Special) {
+          if (xv < 1) continue;  // no index below a size of 0
+          out = Arg::integer(pick(0, xv - 1));
+        } else if (*op == Op::Cast) {
+          out = cast_value(cast_to, Arg::integer(xv));
+        } else if (*op == Op::Where) {
+          const Arg args[] = {Arg::boolean(pick(0, 1) == 1), Arg::integer(yv), Arg::integer(zv)};
+          out = exec_alu(*op, node.dtype(), args);
+        } else if (*op == Op::Neg) {
+          const Arg args[] = {Arg::integer(xv)};
+          out = exec_alu(*op, node.dtype(), args);
+        } else {
+          const Arg args[] = {boolean ? Arg::boolean(xv != 0) : Arg::integer(xv),
+                              boolean ? Arg::boolean(yv != 0) : Arg::integer(yv)};
+          out = exec_alu(*op, node.dtype(), args);
+        }
+        if (!out) continue;  // undefined there (a zero divisor)
+        const i128 v = value(*out);
+        EXPECT_TRUE(v >= dlo && v <= dhi)
+            << at << ": the value " << static_cast<long long>(v) << " lies outside ["
+            << static_cast<long long>(dlo) << ", " << static_cast<long long>(dhi) << "]";
+        ++values;
+      }
+      ++held;
     }
+    EXPECT_GT(held, 20) << r[0] << ": its condition held too rarely to check the row";
+    checked += held;
   }
-  EXPECT_GT(checked, 500);
+  EXPECT_GT(checked, 1000);
+  EXPECT_GT(values, 5000);
+}
+
+// Every op the implementation derives a range for has a row, and no row names another op. An op
+// has a rule where some node of it gets a range narrower than its dtype's (index: unbounded; bool:
+// [0, 1]), tried on small ranges, constants and bools.
+TEST(Spec, EveryOpWithARangeRuleHasARangeRow) {
+  OpSet documented;
+  for (const auto& r : table("ranges")) documented = documented | OpSet{*op_from_name(r[0])};
+  const std::vector<UOp> ints{UOp::variable("x", 2, 5), UOp::cint(3), UOp::variable("y", 1, 4),
+                              UOp::cint(-1)};
+  const std::vector<UOp> bools{UOp::variable("p", 1, 1, dtypes::bool_),
+                               UOp::variable("q", 0, 0, dtypes::bool_)};
+  auto narrowed = [](const UOp& u) {
+    const DType d = u.dtype();
+    const i128 lo = d.is_index() ? -kInfinity : d.int_min(),
+               hi = d.is_index() ? kInfinity : d.int_max();
+    return !u.vmin().is_infinite() && !u.vmax().is_infinite() &&
+           (u.vmin().i > lo || u.vmax().i < hi);
+  };
+  for (int o = 0; o < kNumOps; ++o) {
+    const Op op = static_cast<Op>(o);
+    std::vector<UOp> nodes;
+    auto attempt = [&](const std::function<UOp()>& make) {
+      try {
+        nodes.push_back(make());
+      } catch (const std::exception&) {  // not an op of these dtypes
+      }
+    };
+    if (op == Op::Range) attempt([&] { return UOp::range(ints[0], 0); });
+    if (op == Op::Special)
+      attempt([&] { return UOp::make(op, dtypes::index, {ints[0]}, Arg::string("gidx0")); });
+    if (op == Op::Cast) attempt([&] { return ints[0].cast(dtypes::int8); });
+    if (groups::alu().contains(op)) {
+      const int n = op_info(op).min_src;
+      for (const std::vector<UOp>* pool : {&ints, &bools})
+        for (const UOp& p : *pool)
+          for (const UOp& q : *pool) {
+            std::vector<UOp> src{p, q, q};
+            if (op == Op::Where) src = {bools[0], p, q};
+            src.resize(static_cast<size_t>(n));
+            attempt([&] { return UOp::make(op, alu_result_dtype(op, src), src); });
+          }
+    }
+    const bool has_rule = std::any_of(nodes.begin(), nodes.end(), narrowed);
+    EXPECT_EQ(documented.contains(op), has_rule)
+        << op_name(op)
+        << (has_rule ? " has a range rule but no row" : " has a row but no range rule");
+  }
 }
 
 class SpecSemantics : public ::testing::TestWithParam<std::string> {};
@@ -716,12 +830,19 @@ TEST(Spec, VerifiersAcceptDocumentedFormsAndRejectOthers) {
       const UOp good = UOp::make(op, out, src);
       EXPECT_NO_THROW(verify(good, "spec_alu_only")) << r[0] << " " << d.repr();
       ++accepted;
-      // a source of another dtype is rejected
-      const DType other = d == dtypes::float32 ? dtypes::int32 : dtypes::float32;
-      std::vector<UOp> bad_src = src;
-      bad_src[static_cast<size_t>(arity - 1)] = UOp::make(Op::Load, other, {UOp::cint(9)});
-      EXPECT_THROW(verify(UOp::make(op, out, bad_src), "spec_alu_only"), SpecError)
-          << r[0] << " " << d.repr();
+      // a source of another dtype, at each position, is rejected
+      for (size_t k = 0; k < src.size(); ++k) {
+        const DType other = src[k].dtype() == dtypes::float32 ? dtypes::int32 : dtypes::float32;
+        std::vector<UOp> bad_src = src;
+        bad_src[k] = UOp::make(Op::Load, other, {UOp::cint(9)});
+        EXPECT_THROW(verify(UOp::make(op, out, bad_src), "spec_alu_only"), SpecError)
+            << r[0] << " " << d.repr() << ": source " << k << " of " << other.repr();
+        ++rejected;
+      }
+      // and so is a result of another dtype (a comparison's that is not bool)
+      const DType wrong_out = out == dtypes::float32 ? dtypes::int32 : dtypes::float32;
+      EXPECT_THROW(verify(UOp::make(op, wrong_out, src), "spec_alu_only"), SpecError)
+          << r[0] << " " << d.repr() << ": a result of " << wrong_out.repr();
       ++rejected;
       // a wrong arity cannot even be built: the op table rejects it
       std::vector<UOp> more = src;
