@@ -45,5 +45,9 @@ mutate widen_max 'Spec.Ranges*' 's/\\sem{\[max(a, b), max(A, B)\]}/\\sem{[min(a,
 mutate widen_range_op 'Spec.Ranges*' 's/^\\op{Range} & always & \\sem{\[0, A - 1\]}/\\op{Range} \& always \& \\sem{[0, A]}/'
 mutate widen_cmod 'Spec.Ranges*' 's/0 if A < 0 else min(A, b - 1)\]}/0 if A < 0 else b - 1]}/'
 mutate remove_sub_range_row 'Spec.EveryOpWithARangeRule*' '/^\\op{Sub} & always/d'
+mutate device_copy 'Spec.Devices*' 's/^\\op{Copy} & \\sem{arg}/\\op{Copy} \& \\sem{first(src)}/'
+mutate device_after 'Spec.Devices*' 's/^\\op{After} & \\sem{src\[0\]}/\\op{After} \& \\sem{first(src)}/'
+mutate device_mselect 'Spec.Devices*' 's/^\\op{MSelect} & \\sem{src\[0\]\[arg\]}/\\op{MSelect} \& \\sem{first(src)}/'
+mutate remove_device_row 'Spec.Devices*' '/^\\op{Stage} & \\sem{arg.device}/d'
 [ $fail -eq 0 ] && echo "all mutations detected"
 exit $fail

@@ -1161,18 +1161,78 @@ TEST(Spec, ShapesFollowTheDocumentedRules) {
   }
 }
 
-TEST(Spec, DevicesFollowTheDocumentedRule) {
-  const Arg cpu = Arg::record(
-      "ParamArg",
-      {{"slot", Arg::integer(0)}, {"size", Arg::integer(4)}, {"device", Arg::string("CPU")}});
-  const UOp buf = UOp::make(Op::Buffer, dtypes::float32, {}, cpu);
-  const UOp c = UOp::constant(dtypes::float32, Arg::real(1));
-  EXPECT_EQ(buf.device(), Arg::string("CPU"));
-  EXPECT_TRUE(c.device().is_none());
-  EXPECT_EQ((c + buf).device(), Arg::string("CPU"));  // the first source that has one
-  const UOp copied = UOp::make(Op::Copy, dtypes::float32, {buf}, Arg::string("INTERP"));
-  EXPECT_EQ(copied.device(), Arg::string("INTERP"));
-  EXPECT_EQ((copied * buf).device(), Arg::string("INTERP"));
+// The devices table, each row's rule checked on a node whose sources and arg make every rule of
+// the table give a different device: source 0 has none, source 1 is on B, the arg names A.
+TEST(Spec, DevicesFollowTheDocumentedTable) {
+  const auto rows = table("devices");
+  const Arg A = Arg::string("A"), B = Arg::string("B");
+  auto record = [](const Arg& device) {
+    return Arg::record("ParamArg",
+                       {{"slot", Arg::integer(0)}, {"size", Arg::integer(4)}, {"device", device}});
+  };
+  const UOp none_src = UOp::cfloat(1.0);  // no device
+  const UOp on_b = UOp::make(Op::Buffer, dtypes::float32, {}, record(B));
+  const UOp on_a = UOp::make(Op::Buffer, dtypes::float32, {}, record(A));
+  // what a cell says the node's device is
+  auto expected = [&](const std::string& rule, const UOp& node) -> Arg {
+    if (rule == "arg.device") {
+      const Arg* d = node.arg().is_record() ? node.arg().find_field("device") : nullptr;
+      return d ? *d : Arg();
+    }
+    if (rule == "arg") return node.arg();
+    if (rule == "arg[1]") return node.arg().items()[1];
+    if (rule == "src[0]") return node.src(0).device();
+    if (rule == "tuple(src)") {
+      std::vector<Arg> d;
+      for (const UOp& x : node.src()) d.push_back(x.device());
+      return Arg::tuple(std::move(d));
+    }
+    if (rule == "src[0][arg]")
+      return node.src(0).device().items()[static_cast<size_t>(node.arg().as_int())];
+    if (rule == "first(src)") {
+      for (const UOp& x : node.src())
+        if (!x.device().is_none()) return x.device();
+      return Arg();
+    }
+    ADD_FAILURE() << "unknown device rule '" << rule << "'";
+    return Arg();
+  };
+  // a node of each op the table may name, built so that the rules differ
+  std::map<std::string, UOp> nodes{
+      {"Buffer", UOp::make(Op::Buffer, dtypes::float32, {}, record(A))},
+      {"Param", UOp::make(Op::Param, dtypes::float32, {}, record(A))},
+      {"Stage", UOp::make(Op::Stage, dtypes::float32, {none_src, on_b}, record(A))},
+      {"Copy", UOp::make(Op::Copy, dtypes::float32, {none_src, on_b}, A)},
+      {"AllReduce",
+       UOp::make(Op::AllReduce, dtypes::float32, {on_b}, Arg::tuple({Arg::op(Op::Add), A}))},
+      {"After", UOp::make(Op::After, dtypes::float32, {none_src, on_b})},
+      {"MStack", UOp::make(Op::MStack, dtypes::float32, {on_a, on_b})},
+      {"MSelect",
+       UOp::make(Op::MSelect, dtypes::float32,
+                 {UOp::make(Op::MStack, dtypes::float32, {on_a, on_b})}, Arg::integer(1))},
+  };
+  std::set<std::string> seen;
+  for (const auto& r : rows) {
+    ASSERT_EQ(r.size(), 2u) << r[0];
+    seen.insert(r[0]);
+    if (r[0] == "other") {  // ops not listed: an elementwise op, a view, one with no device
+      const UOp add = UOp::make(Op::Add, dtypes::float32, {none_src, on_b});
+      EXPECT_EQ(add.device(), expected(r[1], add)) << "ADD";
+      const UOp cst = UOp::make(Op::Contiguous, dtypes::float32, {on_a});
+      EXPECT_EQ(cst.device(), expected(r[1], cst)) << "CONTIGUOUS";
+      EXPECT_TRUE(none_src.device().is_none());
+      EXPECT_EQ(expected(r[1], none_src), Arg());
+      continue;
+    }
+    auto it = nodes.find(r[0]);
+    ASSERT_NE(it, nodes.end()) << r[0] << ": the test builds no node of this op";
+    EXPECT_EQ(it->second.device(), expected(r[1], it->second))
+        << r[0] << ": the device is " << it->second.device().repr() << ", the table says " << r[1]
+        << " (" << expected(r[1], it->second).repr() << ")";
+  }
+  // every op with a rule of its own has its row (the test builds exactly those)
+  for (const auto& [name, node] : nodes) EXPECT_TRUE(seen.count(name)) << name << " has no row";
+  EXPECT_TRUE(seen.count("other"));
 }
 
 // Every float elementwise op of the document is differentiable: rules/gradient.rw has a rule for
