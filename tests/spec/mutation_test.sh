@@ -49,5 +49,9 @@ mutate device_copy 'Spec.Devices*' 's/^\\op{Copy} & \\sem{arg}/\\op{Copy} \& \\s
 mutate device_after 'Spec.Devices*' 's/^\\op{After} & \\sem{src\[0\]}/\\op{After} \& \\sem{first(src)}/'
 mutate device_mselect 'Spec.Devices*' 's/^\\op{MSelect} & \\sem{src\[0\]\[arg\]}/\\op{MSelect} \& \\sem{first(src)}/'
 mutate remove_device_row 'Spec.Devices*' '/^\\op{Stage} & \\sem{arg.device}/d'
+mutate pipeline_order 'Spec.PipelineTable*' '/^apply rangeify & /{h;d};/^cleanups & /G'
+mutate pipeline_file 'Spec.PipelineTable*' 's/^add loads & add\\_loads & rules\/devectorizer.rw/add loads \& add\\_loads \& rules\/linearize.rw/'
+mutate pipeline_missing_stage 'Spec.PipelineTable*' '/^merge reduce ends & /d'
+mutate pipeline_unknown_set 'Spec.PipelineTable*' 's/^expander & expander & /expander \& expandr \& /'
 [ $fail -eq 0 ] && echo "all mutations detected"
 exit $fail

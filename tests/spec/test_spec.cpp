@@ -7,6 +7,7 @@
 // The document's path can be overridden (TINYSPEC_PATH) so a mutated copy can be checked: see
 // tests/spec/mutation_test.sh.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <bit>
@@ -29,6 +30,7 @@
 #include "ir/call.h"
 #include "ir/kernel_info.h"
 #include "ir/ops.h"
+#include "ir/viz.h"
 #include "rules_gen/spec.h"
 #include "tensor/function.h"
 #include "tensor/tensor.h"
@@ -1233,6 +1235,71 @@ TEST(Spec, DevicesFollowTheDocumentedTable) {
   // every op with a rule of its own has its row (the test builds exactly those)
   for (const auto& [name, node] : nodes) EXPECT_TRUE(seen.count(name)) << name << " has no row";
   EXPECT_TRUE(seen.count("other"));
+}
+
+// The pipeline table against a VIZ trace of a realize (a matmul, a padded view, a reduction, on the
+// CPU): the stages appear in the table's order (each by the first call named for it), every stage
+// of the table appears, every call of the trace's outer level is a stage of the table or a
+// substitution, each stage's rules come from the row's files, and its rule sets and verifiers
+// exist.
+TEST(Spec, PipelineTableIsTheOrderOfTheStages) {
+  const auto rows = table("pipeline");
+  ASSERT_GT(rows.size(), 20u);
+  auto words = [](const std::string& cell) {
+    std::vector<std::string> w;
+    std::istringstream in(cell);
+    for (std::string x; in >> x;) {
+      std::erase(x, '\\');  // spec\_tensor
+      if (x != "-") w.push_back(x);
+    }
+    return w;
+  };
+  std::map<std::string, size_t> position;
+  for (size_t k = 0; k < rows.size(); ++k) {
+    ASSERT_EQ(rows[k].size(), 4u) << rows[k][0];
+    position[rows[k][0]] = k;
+    for (const std::string& set : words(rows[k][1]))
+      EXPECT_NE(rw::compiled_rules(set), nullptr) << rows[k][0] << ": no rule set " << set;
+    for (const std::string& v : words(rows[k][3]))
+      EXPECT_NE(rw::compiled_rules(v), nullptr) << rows[k][0] << ": no verifier " << v;
+  }
+  set_default_device("CPU");
+  const Tensor a = Tensor::arange(64).reshape({8, 8}).cast(dtypes::float32);
+  Tensor b = (a.matmul(a) + a.pad({{1, 1}, {0, 0}}).shrink({{1, 9}, {0, 8}})).sum({1});
+  viz::clear();
+  viz::enable();
+  const std::vector<double> got = b.to_doubles();
+  viz::disable();
+  set_default_device("");
+  const auto doc = nlohmann::json::parse(viz::to_json());
+  viz::clear();
+  ASSERT_EQ(got.size(), 8u);
+  std::vector<size_t> first_seen;  // table positions, in the order the trace first calls them
+  std::set<size_t> seen;
+  for (const auto& call : doc["calls"]) {
+    if (call["depth"] != 0) continue;
+    const std::string name = call["name"];
+    const auto it = position.find(name);
+    if (it == position.end()) {
+      // substitutions and the C++ passes of tensor/realize.cpp (schedule, linearize) are not
+      // rule-set stages
+      EXPECT_TRUE(name == "substitute" || name == "schedule" || name == "linearize")
+          << "the trace calls a stage the table lacks: " << name;
+      continue;
+    }
+    if (seen.insert(it->second).second) first_seen.push_back(it->second);
+    const std::vector<std::string> files = words(rows[it->second][2]);
+    for (const auto& m : call["matches"]) {
+      const std::string file = m["rule"]["file"];
+      EXPECT_NE(std::find(files.begin(), files.end(), file), files.end())
+          << name << ": rule " << m["rule"]["name"] << " is from " << file
+          << ", not a file of the row";
+    }
+  }
+  EXPECT_TRUE(std::is_sorted(first_seen.begin(), first_seen.end()))
+      << "the stages run in another order than the table's";
+  for (size_t k = 0; k < rows.size(); ++k)
+    EXPECT_TRUE(seen.count(k)) << rows[k][0] << " does not run";
 }
 
 // Every float elementwise op of the document is differentiable: rules/gradient.rw has a rule for
