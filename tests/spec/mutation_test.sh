@@ -53,5 +53,8 @@ mutate pipeline_order 'Spec.PipelineTable*' '/^apply rangeify & /{h;d};/^cleanup
 mutate pipeline_file 'Spec.PipelineTable*' 's/^add loads & add\\_loads & rules\/devectorizer.rw/add loads \& add\\_loads \& rules\/linearize.rw/'
 mutate pipeline_missing_stage 'Spec.PipelineTable*' '/^merge reduce ends & /d'
 mutate pipeline_unknown_set 'Spec.PipelineTable*' 's/^expander & expander & /expander \& expandr \& /'
+mutate contract_retarget 'Spec.EveryContract*' 's/& Assign.GradientFlowsThroughAFullOverwriteToTheStoredValue \\\\/\& Assign.MismatchesAreErrors \\\\/'
+mutate contract_swap 'Spec.EveryContract*' 's/Assign.AnExecutedAssignmentIsNotRunAgain \\\\/Assign.TMP \\\\/;s/Assign.AnExecutedCloneKeepsItsDataInFreshStorage \\\\/Assign.AnExecutedAssignmentIsNotRunAgain \\\\/;s/Assign.TMP \\\\/Assign.AnExecutedCloneKeepsItsDataInFreshStorage \\\\/'
+mutate contract_gap 'Spec.EveryContract*' 's/^C5 & /C50 \& /'
 [ $fail -eq 0 ] && echo "all mutations detected"
 exit $fail

@@ -19,6 +19,7 @@
 #include <map>
 #include <numeric>
 #include <random>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -1331,29 +1332,58 @@ TEST(Spec, EveryFloatElementwiseOpHasAGradientRule) {
 }
 
 // (e) every rule of the scheduling contract names at least one test, and each named test exists.
+// Each contract row (ids C1, C2, ... with no gap) names tests that exist, and the tie is read both
+// ways: the line before each named test's declaration is a tag `// contract: C3 ...` holding the
+// row's id, and every tag in the tensor tests names rows that list the test it precedes.
 TEST(Spec, EveryContractRuleIsTiedToATest) {
-  std::string sources;
+  // test name (Suite.Name) -> the ids its tag gives, from every tagged declaration
+  std::map<std::string, std::set<std::string>> tagged;
+  std::set<std::string> declared;
+  const std::regex decl(R"(^TEST(_P|_F)?\((\w+), (\w+)\))");
   for (const auto& f : std::filesystem::directory_iterator(TINYRW_SOURCE_DIR "/tests/tensor")) {
     std::ifstream in(f.path());
-    sources += std::string(std::istreambuf_iterator<char>(in), {});
+    std::string prev, line;
+    for (; std::getline(in, line); prev = line) {
+      std::smatch m;
+      if (!std::regex_search(line, m, decl)) {
+        EXPECT_FALSE(line.find("// contract:") != std::string::npos &&
+                     line.rfind("// contract:", 0) != 0)
+            << f.path() << ": a contract tag must be a line of its own: " << line;
+        continue;
+      }
+      const std::string name = m[2].str() + "." + m[3].str();
+      declared.insert(name);
+      if (prev.rfind("// contract:", 0) != 0) continue;
+      std::istringstream ids(prev.substr(12));
+      for (std::string id; ids >> id;) tagged[name].insert(id);
+    }
   }
   const auto rows = table("contract");
   ASSERT_GE(rows.size(), 6u);
-  for (const auto& r : rows) {
+  std::map<std::string, std::set<std::string>> listed;  // test -> the rows that list it
+  for (size_t k = 0; k < rows.size(); ++k) {
+    const auto& r = rows[k];
     ASSERT_EQ(r.size(), 3u);
+    EXPECT_EQ(r[0], fmt::format("C{}", k + 1)) << "contract ids run C1, C2, ... with no gap";
     std::stringstream names(r[2]);
     std::string name;
     int tied = 0;
     while (std::getline(names, name, ',')) {
       name = clean(name);
-      const size_t dot = name.find('.');
-      ASSERT_NE(dot, std::string::npos) << r[0] << ": '" << name << "' is not Suite.Test";
-      const std::string decl = "(" + name.substr(0, dot) + ", " + name.substr(dot + 1) + ")";
-      EXPECT_NE(sources.find(decl), std::string::npos) << r[0] << ": no test " << name;
+      ASSERT_NE(name.find('.'), std::string::npos)
+          << r[0] << ": '" << name << "' is not Suite.Test";
+      EXPECT_TRUE(declared.count(name)) << r[0] << ": no test " << name;
+      EXPECT_TRUE(tagged[name].count(r[0]))
+          << r[0] << " names " << name << ", whose declaration is not tagged // contract: " << r[0];
+      listed[name].insert(r[0]);
       ++tied;
     }
     EXPECT_GE(tied, 1) << r[0] << " is tied to no test";
   }
+  for (const auto& [name, ids] : tagged)
+    for (const std::string& id : ids)
+      EXPECT_TRUE(listed[name].count(id))
+          << name << " is tagged " << id << ", but that row does not list it";
 }
 
 // ---- the kernel AST verifier (spec_kernel_ast) and its table

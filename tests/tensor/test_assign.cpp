@@ -32,6 +32,7 @@ void expect_cycle(const std::vector<Tensor*>& ts) {
 
 }  // namespace
 
+// contract: C1 C2
 TEST_P(Assign, WritesIntoTheSameBuffer) {
   Tensor a = vec({1, 2, 3});
   const UOp buffer = a.uop();
@@ -43,6 +44,7 @@ TEST_P(Assign, WritesIntoTheSameBuffer) {
   EXPECT_EQ(a.to_doubles(), (D{30, 50, 70}));
 }
 
+// contract: C4
 TEST_P(Assign, ValueReadingOtherElementsOfTheTarget) {
   Tensor a = vec({1, 2, 3, 4});
   a.assign(a.flip({0}) + a);
@@ -52,6 +54,7 @@ TEST_P(Assign, ValueReadingOtherElementsOfTheTarget) {
   EXPECT_EQ(b.to_doubles(), (D{6, 6, 6}));
 }
 
+// contract: C3
 TEST_P(Assign, ReadsBeforeSeeOldContentsReadsAfterSeeNew) {
   Tensor x = vec({1});
   Tensor old_read = x + 1.0;  // made before the assignment
@@ -63,6 +66,7 @@ TEST_P(Assign, ReadsBeforeSeeOldContentsReadsAfterSeeNew) {
   EXPECT_EQ(x.to_doubles(), (D{10}));
 }
 
+// contract: C6
 TEST_P(Assign, AnExecutedAssignmentIsNotRunAgain) {
   Tensor a = vec({1});
   a.assign(a + 1.0);
@@ -72,6 +76,7 @@ TEST_P(Assign, AnExecutedAssignmentIsNotRunAgain) {
   EXPECT_EQ(later.to_doubles(), (D{2}));  // not 3
 }
 
+// contract: C5
 TEST_P(Assign, ReaderThatAlreadyDependsOnTheWriteIsACycle) {
   Tensor x = vec({1}), y = vec({2});
   Tensor x_expr = x * 3.0;  // reads x before its assignment
@@ -84,6 +89,7 @@ TEST_P(Assign, ReaderThatAlreadyDependsOnTheWriteIsACycle) {
   EXPECT_EQ(x_buffer.to_doubles(), (D{1}));
 }
 
+// contract: C5
 TEST_P(Assign, ReadBetweenTwoAssignmentsIsACycle) {
   Tensor b = vec({10});
   Tensor a = vec({0});
@@ -94,6 +100,7 @@ TEST_P(Assign, ReadBetweenTwoAssignmentsIsACycle) {
   expect_cycle({&out});
 }
 
+// contract: C3
 TEST_P(Assign, ReadOfContentsAlreadyOverwrittenIsRefused) {
   Tensor b = vec({10});
   Tensor a = vec({0});
@@ -118,6 +125,7 @@ TEST_P(Assign, ReadOfContentsAlreadyOverwrittenIsRefused) {
   EXPECT_EQ(copy.to_doubles(), (D{111}));
 }
 
+// contract: C2
 TEST_P(Assign, TrainingLoopUpdatesInPlace) {
   Tensor w = vec({1, 2});
   for (int step = 0; step < 3; ++step) {
@@ -126,6 +134,7 @@ TEST_P(Assign, TrainingLoopUpdatesInPlace) {
   EXPECT_EQ(w.to_doubles(), (D{0.125, 0.25}));
 }
 
+// contract: C7
 TEST_P(Assign, GradientFlowsThroughAFullOverwriteToTheStoredValue) {
   Tensor w = vec({1, 2});
   Tensor x = vec({3, 4});
@@ -136,6 +145,7 @@ TEST_P(Assign, GradientFlowsThroughAFullOverwriteToTheStoredValue) {
 
 // ---- writes into part of a buffer: setitem, and assign() on a view
 
+// contract: C16
 TEST_P(Assign, SetitemWritesASliceOfTheBuffer) {
   Tensor a = vec({1, 2, 3, 4});
   a.setitem({{1, 3, 1}}, vec({10, 20}));
@@ -149,12 +159,14 @@ TEST_P(Assign, SetitemWritesASliceOfTheBuffer) {
   EXPECT_EQ(m.to_doubles(), (D{1, 7, 3, 4, 8, 6}));
 }
 
+// contract: C16
 TEST_P(Assign, SetitemValueReadingTheTargetIsComputedFirst) {
   Tensor a = vec({1, 2, 3, 4});
   a.setitem({{1, 4, 1}}, a.shrink({{0, 3}}));  // shift right by one
   EXPECT_EQ(a.to_doubles(), (D{1, 1, 2, 3}));
 }
 
+// contract: C16
 TEST_P(Assign, SetitemIsOrderedLikeAnAssignment) {
   Tensor a = vec({1, 2, 3, 4});
   Tensor before = a * 1.0f;
@@ -169,6 +181,7 @@ TEST_P(Assign, SetitemIsOrderedLikeAnAssignment) {
 // An assignment through a view is seen by every live tensor over the buffer: the buffer's own,
 // copies, and other views of it made before (tinygrad replaces their graphs); a computed read made
 // before reads the old contents.
+// contract: C16
 TEST_P(Assign, AssignThroughAViewWritesTheBuffer) {
   Tensor a = vec({1, 2, 3, 4});
   Tensor part = a.shrink({{1, 3}});
@@ -194,6 +207,7 @@ TEST_P(Assign, AssignThroughAViewWritesTheBuffer) {
 }
 
 // tinygrad's values for assignments through views (issue 13; tinygrad's test_assign.py).
+// contract: C16
 TEST_P(Assign, AssignmentsThroughViewsAsTinygrad) {
   Tensor x = vec({1, 2, 3, 4});
   Tensor xs = x.shrink({{2, 4}});
@@ -234,6 +248,7 @@ TEST_P(Assign, AssignmentsThroughViewsAsTinygrad) {
 // A computed read made before an assignment through a view reads the old contents when it is
 // ordered before the write (tinygrad rewrites it to read the new ones; its own tests call reads
 // made before that see new bytes wrong, see docs/tinygrad-differences.md).
+// contract: C16
 TEST_P(Assign, ComputedReadBeforeAViewAssignmentReadsTheOldContents) {
   Tensor x = vec({1, 2, 3, 4});
   Tensor y = x + 0.0;
@@ -523,6 +538,7 @@ TEST_P(Assign, GradientThroughAssignmentsOfSnapshots) {
   EXPECT_EQ(gg.to_doubles(), (D{48, 108}));
 }
 
+// contract: C9
 TEST_P(Assign, AnExecutedCloneKeepsItsDataInFreshStorage) {
   Tensor a = vec({1, 2, 3});
   Tensor c = a.clone().realize();
@@ -532,6 +548,7 @@ TEST_P(Assign, AnExecutedCloneKeepsItsDataInFreshStorage) {
   EXPECT_NE(c.uop().src(0), a.uop().src(0).src(0));  // another buffer
 }
 
+// contract: C8
 TEST_P(Assign, MismatchesAreErrors) {
   Tensor a = vec({1, 2, 3});
   EXPECT_THROW(a.assign(vec({1, 2})), TensorError);
@@ -544,6 +561,7 @@ TEST_P(Assign, MismatchesAreErrors) {
 // semantics (a computed tensor means what its inputs held when it was made; a copy of a buffer's
 // tensor is another tensor over the buffer, and sees its writes): every tensor either gives
 // the model's value or is refused with an error. Never a wrong value.
+// contract: C3
 TEST_P(Assign, RandomProgramsNeverReadWrongContents) {
   struct Item {
     Tensor t;

@@ -108,6 +108,7 @@ TEST_P(CustomKernel, AliasedArgumentsOfDifferentSizes) {
   EXPECT_EQ(out.to_doubles(), (D{2, 3, 4, 5}));
 }
 
+// contract: C13
 TEST_P(CustomKernel, UnindexedAccessIsOrderedBeforeALaterAssign) {
   auto kernel = [](const Params& p) {
     return kernel_sink({kernel_store(p[0], p[1] + p[1].const_like(1.0))}, "unindexed");
@@ -120,6 +121,7 @@ TEST_P(CustomKernel, UnindexedAccessIsOrderedBeforeALaterAssign) {
   EXPECT_EQ(y.to_doubles(), (D{3}));
 }
 
+// contract: C13
 TEST_P(CustomKernel, ReadOnlyOutputDoesNotHideALaterWrite) {
   Tensor x = vec({2});
   Tensor before = custom_kernel({Tensor::empty({1}), x}, add_one)[1];
@@ -181,6 +183,7 @@ TEST_P(CustomKernel, BadKernelsAreRefused) {
   expect_error([&] { lazy_target.realize(); }, "not a realized buffer");
 }
 
+// contract: C13
 TEST_P(CustomKernel, OpaqueKernelIsRefusedBeforeAnythingRuns) {
   Tensor x = vec({2});
   Tensor y = custom_kernel({x}, [](const Params& p) {
@@ -309,6 +312,7 @@ TEST_P(CustomKernel, UnchangedOutputGradient) {
   EXPECT_EQ(custom_kernel({x}, noop, grad)[0].sum().gradient({x})[0].to_doubles(), (D{1}));
 }
 
+// contract: C14
 TEST_P(CustomKernel, ReadOnlyOutputPassesItsGradientThrough) {
   const Tensor x = vec({2});
   auto kernel = [](const Params& p) {
@@ -369,6 +373,7 @@ TEST_P(CustomKernel, HandBuiltCallRunsOnce) {
   EXPECT_EQ(last_kernel_count(), 1);  // only the multiply: the CALL ran before
 }
 
+// contract: C15
 TEST_P(CustomKernel, DuplicateCallOutputIsAmbiguous) {
   const Tensor x = vec({2});
   auto kernel = [](const Params& p) {
@@ -406,6 +411,7 @@ TEST_P(CustomKernel, GradientThroughAnAliasedOrDoubledCallWriteIsRefused) {
                "ambiguous CALL output gradient: CALL 'twice' gets its output 0 twice as arguments");
 }
 
+// contract: C15
 TEST_P(CustomKernel, GradientAfterUnrelatedStores) {
   const Tensor x = vec({2}), v = vec({3}), dst = Tensor::empty({1});
   Tensor y = Tensor::from_uop(
@@ -426,6 +432,7 @@ TEST_P(CustomKernel, GradientAfterUnrelatedStores) {
   EXPECT_EQ(z.sum().gradient({x})[0].to_doubles(), (D{1}));
 }
 
+// contract: C15
 TEST_P(CustomKernel, GradientThroughAnAliasedStoreViewIsRefused) {
   const Tensor x = vec({2, 3});
   const UOp part = x.shrink({{0, 1}}).uop();
@@ -483,6 +490,7 @@ TEST_P(CustomKernel, GemmWithACustomBackward) {
 
 // ---- inside function()
 
+// contract: C12
 TEST_P(CustomKernel, InsidePrecompiledFunctionWithGradient) {
   auto grad = [](const std::vector<std::optional<Tensor>>& g, const std::vector<Tensor>&) {
     return std::vector<std::optional<Tensor>>{std::nullopt, *g[0] * 2.0};

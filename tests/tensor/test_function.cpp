@@ -92,6 +92,7 @@ TEST_P(Functions, TwoReturnsPlainAndPrecompiled) {
   }
 }
 
+// contract: C10
 TEST_P(Functions, SameTensorTwiceIsOneInput) {
   auto f = function([](Tensor a, Tensor b) { return a + b; });
   const Tensor a = ivec({1, 2, 3});
@@ -153,6 +154,7 @@ TEST_P(Functions, ExceptionLeavesNoState) {
   EXPECT_EQ(b.to_doubles(), (D{3}));
 }
 
+// contract: C10
 TEST_P(Functions, ImplicitInputs) {
   const Tensor inp = ivec({7, 8, 9});
   auto f = function([&](Tensor a, Tensor b) { return a + b + inp; }, {.allow_implicit = true});
@@ -182,6 +184,7 @@ TEST_P(Functions, UnrealizedImplicitInput) {
   EXPECT_EQ(f(ivec({10, 20, 30})).to_doubles(), (D{15, 27, 39}));
 }
 
+// contract: C10
 TEST_P(Functions, ImplicitInputRefusedWithoutAllowImplicit) {
   const Tensor inp = ivec({7, 8, 9});
   auto f = function([&](Tensor a) { return a + inp; }, {.name = "f", .allow_implicit = false});
@@ -279,6 +282,7 @@ TEST_P(Functions, UnusedParameterGetsZeroGradient) {
 
 // x += 1 inside: the assignment is part of the call and runs once; the caller's tensor shows it
 // (tinygrad runs it twice here and gets [3, 4, 5], which its own TODO calls wrong)
+// contract: C11
 TEST_P(Functions, AssignToAnInputRunsOnce) {
   auto f = function([](Tensor& x) {
     x.assign(x + 1.0f);
@@ -332,6 +336,7 @@ TEST_P(Functions, AssignToAFunctionOutput) {
   EXPECT_EQ(out.to_doubles(), (D{9, 9, 9, 9}));
 }
 
+// contract: C11
 TEST_P(Functions, AssignInput) {
   auto f = function([](Tensor& a, Tensor& b) {
     a.assign(b + 1.0f);
@@ -392,6 +397,7 @@ TEST_P(Functions, TupleOutputsPlainAndPrecompiled) {
   }
 }
 
+// contract: C12
 TEST_P(Functions, PrecompiledBodyIsItsOwnKernel) {
   const Tensor x = vec({1, 2, 3}).realize();
   auto plain = function([](Tensor t) { return t * 2.0; });
@@ -422,6 +428,7 @@ TEST_P(Functions, GradThroughTupleOutputs) {
   }
 }
 
+// contract: C14
 TEST_P(Functions, CustomGradientPerOutput) {
   int calls = 0;
   auto grad = [&](const std::vector<std::optional<Tensor>>& g, const std::vector<Tensor>&) {
@@ -510,6 +517,7 @@ TEST_P(Functions, BackwardOfTwoMatmuls) {
   }
 }
 
+// contract: C14
 TEST_P(Functions, BackwardReusesTheForwardOutputs) {
   auto f = function([](Tensor a) { return a.exp(); }, {.name = "f"});
   const Tensor x = vec({0, 1});
