@@ -300,9 +300,10 @@ DType alu_dtype(Op op, std::span<const UOp> src) {
     case Op::Sqrt:
     case Op::Reciprocal:
       return a.is_float() ? a : fail("needs a float source");
-    case Op::Neg:
-    case Op::Trunc:
+    case Op::Trunc:  // (of an int or a bool: the value itself)
       return a;
+    case Op::Neg:  // (no negation of a bool: UOp's unary minus of one is logical_not)
+      return a.scalar_type().is_bool() ? fail("needs an int or float source") : a;
     case Op::CmpLt:
     case Op::CmpNe:
     case Op::CmpEq:
@@ -322,16 +323,22 @@ DType alu_dtype(Op op, std::span<const UOp> src) {
     case Op::FloorMod:
     case Op::Shl:
     case Op::Shr:
-      return a.scalar_type().is_int() && src[1].dtype().scalar_type().is_int()
-                 ? a
-                 : fail("needs integer sources");
+      if (!a.scalar_type().is_int() || !src[1].dtype().scalar_type().is_int())
+        return fail("needs integer sources");
+      return all_same() ? a : fail("sources have different dtypes");
     case Op::And:
     case Op::Or:
     case Op::Xor:
       if (!a.scalar_type().is_int() && !a.scalar_type().is_bool())
         return fail("needs integer or bool sources");
       return all_same() ? a : fail("sources have different dtypes");
-    default:  // Add, Mul, Max, Sub, MulAcc, ThreeFry
+    case Op::Sub:
+    case Op::MulAcc:
+      if (a.scalar_type().is_bool()) return fail("needs int or float sources");
+      return all_same() ? a : fail("sources have different dtypes");
+    case Op::ThreeFry:
+      return a == dtypes::uint64 && all_same() ? a : fail("needs uint64 sources");
+    default:  // Add, Mul, Max (at bool: or, and, or)
       return all_same() ? a : fail("sources have different dtypes");
   }
 }

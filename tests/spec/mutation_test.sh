@@ -19,7 +19,7 @@ mutate() {  # NAME FILTER SED-EXPRESSION
 mutate remove_add_row 'Spec.OpsTable*' '/^\\op{Add} & elementwise binary/d'
 mutate wrong_arity 'Spec.OpsTable*' 's/^\\op{Where} & elementwise ternary & 3/\\op{Where} \& elementwise ternary \& 2/'
 mutate extra_op 'Spec.OpsTable*' 's/^\\op{Mul} & elementwise binary & 2 \(.*\)$/&\n\\op{Frobnicate} \& elementwise binary \& 2 \& made up \\\\/'
-mutate wrong_formula 'Devices/SpecSemantics.*/0' 's/^\\op{Add} & int float & \\sem{a + b}/\\op{Add} \& int float \& \\sem{a - b}/'
+mutate wrong_formula 'Devices/SpecSemantics.*/0' 's/^\\op{Add} & int float bool & \\sem{a + b}/\\op{Add} \& int float bool \& \\sem{a - b}/'
 mutate wrong_floor 'Devices/SpecSemantics.*/0' 's/\\sem{floor(a \/ b)}/\\sem{trunc(a \/ b)}/'
 mutate wrong_range 'Spec.Ranges*' 's/\\sem{\[a + b, A + B\]}/\\sem{[a + b + 1, A + B]}/'
 mutate wrong_shape 'Spec.Shapes*' 's/^\\op{Reshape} & \\sem{s1}/\\op{Reshape} \& \\sem{s0}/'
@@ -56,5 +56,8 @@ mutate pipeline_unknown_set 'Spec.PipelineTable*' 's/^expander & expander & /exp
 mutate contract_retarget 'Spec.EveryContract*' 's/& Assign.GradientFlowsThroughAFullOverwriteToTheStoredValue \\\\/\& Assign.MismatchesAreErrors \\\\/'
 mutate contract_swap 'Spec.EveryContract*' 's/Assign.AnExecutedAssignmentIsNotRunAgain \\\\/Assign.TMP \\\\/;s/Assign.AnExecutedCloneKeepsItsDataInFreshStorage \\\\/Assign.AnExecutedAssignmentIsNotRunAgain \\\\/;s/Assign.TMP \\\\/Assign.AnExecutedCloneKeepsItsDataInFreshStorage \\\\/'
 mutate contract_gap 'Spec.EveryContract*' 's/^C5 & /C50 \& /'
+mutate cmplt_drop_bool 'Spec.Verifiers*' 's/^\\op{CmpLt} & int float bool &/\\op{CmpLt} \& int float \&/'
+mutate add_drop_bool 'Spec.Verifiers*' 's/^\\op{Add} & int float bool &/\\op{Add} \& int float \&/'
+mutate sub_add_bool 'Devices/SpecSemantics.*/0' 's/^\\op{Sub} & int float &/\\op{Sub} \& int float bool \&/'
 [ $fail -eq 0 ] && echo "all mutations detected"
 exit $fail

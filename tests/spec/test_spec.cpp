@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <numeric>
 #include <random>
@@ -855,6 +856,40 @@ TEST(Spec, VerifiersAcceptDocumentedFormsAndRejectOthers) {
   }
   EXPECT_GT(accepted, 80);
   EXPECT_GT(rejected, 80);
+  // the kinds read the other way: at a dtype of no listed kind (all sources and the result of it,
+  // a Where's condition bool) the op is refused, by the verifier or by the IR
+  int unlisted = 0;
+  for (const auto& r : rows) {
+    const Op op = *op_from_name(r[0]);
+    const int arity = op_info(op).min_src;
+    const std::vector<DType> listed = dtypes_of_kind(r[1]);
+    std::istringstream kinds(r[1]);
+    const bool ints = std::find(std::istream_iterator<std::string>(kinds),
+                                std::istream_iterator<std::string>(), "int") !=
+                      std::istream_iterator<std::string>();
+    for (DType d : dtypes_of_kind("int float bool uint64")) {
+      // (a listed dtype, or an int dtype the tests do not try where the row lists int)
+      if (std::find(listed.begin(), listed.end(), d) != listed.end() || (ints && d.is_int()))
+        continue;
+      std::vector<UOp> src;
+      for (int k = 0; k < arity; ++k)
+        src.push_back(UOp::make(Op::Load, (op == Op::Where && k == 0) ? dtypes::bool_ : d,
+                                {UOp::cint(k)}));
+      const DType out = groups::comparison().contains(op) ? dtypes::bool_ : d;
+      bool refused = false;
+      try {
+        verify(UOp::make(op, out, src), "spec_alu_only");
+      } catch (const SpecError&) {
+        refused = true;
+      } catch (const GraphError&) {
+        refused = true;
+      }
+      EXPECT_TRUE(refused) << r[0] << " at " << d.repr()
+                           << " is accepted, but the document does not list its kind";
+      ++unlisted;
+    }
+  }
+  EXPECT_GT(unlisted, 30);
   try {
     verify(UOp::make(Op::Add, dtypes::int32, {UOp::cint(1, dtypes::int32), UOp::cfloat(1.0)}),
            "spec_alu_only");
