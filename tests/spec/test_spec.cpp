@@ -864,17 +864,17 @@ TEST(Spec, VerifiersAcceptDocumentedFormsAndRejectOthers) {
     const int arity = op_info(op).min_src;
     const std::vector<DType> listed = dtypes_of_kind(r[1]);
     std::istringstream kinds(r[1]);
-    const bool ints = std::find(std::istream_iterator<std::string>(kinds),
-                                std::istream_iterator<std::string>(), "int") !=
-                      std::istream_iterator<std::string>();
+    const bool ints =
+        std::find(std::istream_iterator<std::string>(kinds), std::istream_iterator<std::string>(),
+                  "int") != std::istream_iterator<std::string>();
     for (DType d : dtypes_of_kind("int float bool uint64")) {
       // (a listed dtype, or an int dtype the tests do not try where the row lists int)
       if (std::find(listed.begin(), listed.end(), d) != listed.end() || (ints && d.is_int()))
         continue;
       std::vector<UOp> src;
       for (int k = 0; k < arity; ++k)
-        src.push_back(UOp::make(Op::Load, (op == Op::Where && k == 0) ? dtypes::bool_ : d,
-                                {UOp::cint(k)}));
+        src.push_back(
+            UOp::make(Op::Load, (op == Op::Where && k == 0) ? dtypes::bool_ : d, {UOp::cint(k)}));
       const DType out = groups::comparison().contains(op) ? dtypes::bool_ : d;
       bool refused = false;
       try {
