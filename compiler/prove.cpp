@@ -963,8 +963,9 @@ int prove_rules(const std::string& path, const ProveOptions& opts) {
     const auto t0 = std::chrono::steady_clock::now();
     p.index = std::all_of(variants[order[i]].begin(), variants[order[i]].end(),
                           [](const ResolvedRule* r) { return is_index_rule(*r); });
-    for (const ResolvedRule* r :
-         p.index ? std::vector<const ResolvedRule*>{} : variants[order[i]]) {
+    // (an index rule is checked on views, in rule order on the main thread)
+    for (const ResolvedRule* r : variants[order[i]]) {
+      if (p.index) break;
       try {
         ShapeOpts so;
         so.expand = expands(*r);

@@ -636,6 +636,28 @@ TEST(Spec, EveryOpWithARangeRuleHasARangeRow) {
   }
 }
 
+// A device's result, element by element, as the formula evaluator's values (a uint64 above
+// int64's range as itself).
+std::vector<V> values_of(Tensor& out) {
+  const DType d = out.dtype();
+  std::vector<V> v;
+  if (d.is_float()) {
+    for (double x : out.to_doubles()) v.push_back(V{true, 0, x});
+    return v;
+  }
+  for (int64_t x : out.data<int64_t>())
+    v.push_back(V{false, d == dtypes::uint64 ? static_cast<i128>(static_cast<uint64_t>(x)) : x, 0});
+  return v;
+}
+
+// The document's value represented in dtype d: a float rounded to its precision, a bool 1 where
+// not 0, an int wrapped to its width (a float value truncated first).
+V represented(DType d, const V& want) {
+  if (d.is_float()) return V{true, 0, truncate_float(d, want.d())};
+  if (d.is_bool()) return V{false, want.fl ? want.f != 0 : want.i != 0, 0};
+  return V{false, truncate_int(d, want.fl ? static_cast<i128>(want.f) : want.i), 0};
+}
+
 class SpecSemantics : public ::testing::TestWithParam<std::string> {};
 
 // Elementwise ops the document says no device executes yet.
@@ -697,33 +719,26 @@ TEST_P(SpecSemantics, ElementwiseFormulasAgreeWithTheDevice) {
       }
       Tensor out = Tensor::alu(*op, srcs);
       const DType od = out.dtype();
-      const std::vector<double> got = od.is_float() ? out.to_doubles() : std::vector<double>{};
-      const std::vector<int64_t> goti =
-          od.is_float() ? std::vector<int64_t>{} : out.data<int64_t>();
+      const std::vector<V> got = values_of(out);
       set_default_device("");
       for (size_t e = 0; e < n; ++e) {
         std::map<char, V> env;
         for (int k = 0; k < arity; ++k) env['a' + k] = in[static_cast<size_t>(k)][e];
-        V want = f.eval(env);
+        const V w = represented(od, f.eval(env));
         if (od.is_float()) {
-          const double w = truncate_float(od, want.d());
           const bool transcendental = *op == Op::Sin || *op == Op::Exp2 || *op == Op::Log2;
-          if (device == "CPU" && transcendental && std::isfinite(w)) {
-            EXPECT_NEAR(got[e], w,
-                        1e-6 * std::max(1.0, std::fabs(w)) +
-                            (od == dtypes::float32 ? 0 : 1e-2 * std::fabs(w)))
+          if (device == "CPU" && transcendental && std::isfinite(w.f)) {
+            EXPECT_NEAR(got[e].f, w.f,
+                        1e-6 * std::max(1.0, std::fabs(w.f)) +
+                            (od == dtypes::float32 ? 0 : 1e-2 * std::fabs(w.f)))
                 << r[0] << " " << od.repr() << " at " << e;
           } else {
-            EXPECT_TRUE(same_float(got[e], w))
-                << r[0] << " " << od.repr() << " on " << device << " at " << e << ": got " << got[e]
-                << ", the document says " << w;
+            EXPECT_TRUE(same_float(got[e].f, w.f))
+                << r[0] << " " << od.repr() << " on " << device << " at " << e << ": got "
+                << got[e].f << ", the document says " << w.f;
           }
         } else {
-          const i128 w =
-              od.is_bool() ? (want.fl ? want.f != 0 : want.i != 0) : truncate_int(od, want.i);
-          const i128 g =
-              od == dtypes::uint64 ? static_cast<i128>(static_cast<uint64_t>(goti[e])) : goti[e];
-          EXPECT_EQ(static_cast<long long>(g), static_cast<long long>(w))
+          EXPECT_EQ(static_cast<long long>(got[e].i), static_cast<long long>(w.i))
               << r[0] << " " << od.repr() << " on " << device << " at " << e;
         }
         ++checked;
@@ -770,26 +785,18 @@ TEST_P(SpecSemantics, ConversionsAgreeWithTheDevice) {
         set_default_device(device);
         Tensor t = tensor_of(in, from);
         Tensor out = *op == Op::Cast ? t.cast(to) : t.bitcast(to);
-        const std::vector<double> got = to.is_float() ? out.to_doubles() : std::vector<double>{};
-        const std::vector<int64_t> goti =
-            to.is_float() ? std::vector<int64_t>{} : out.data<int64_t>();
+        const std::vector<V> got = values_of(out);
         set_default_device("");
         for (size_t e = 0; e < in.size(); ++e) {
           const std::string at =
               fmt::format("{} {} -> {} on {} at {}", r[0], from.repr(), to.repr(), device, e);
-          const V want = r[3] == "bits(a)" ? reinterpret(in[e], from, to) : f.eval({{'a', in[e]}});
-          if (to.is_float()) {
-            const double w = truncate_float(to, want.d());
-            EXPECT_TRUE(same_float(got[e], w))
-                << at << ": got " << got[e] << ", the document says " << w;
-          } else {
-            const i128 w = to.is_bool() ? (want.fl ? want.f != 0 : want.i != 0)
-                           : want.fl    ? truncate_int(to, static_cast<i128>(want.f))
-                                        : truncate_int(to, want.i);
-            const i128 g =
-                to == dtypes::uint64 ? static_cast<i128>(static_cast<uint64_t>(goti[e])) : goti[e];
-            EXPECT_EQ(static_cast<long long>(g), static_cast<long long>(w)) << at;
-          }
+          const V w = represented(
+              to, r[3] == "bits(a)" ? reinterpret(in[e], from, to) : f.eval({{'a', in[e]}}));
+          if (to.is_float())
+            EXPECT_TRUE(same_float(got[e].f, w.f))
+                << at << ": got " << got[e].f << ", the document says " << w.f;
+          else
+            EXPECT_EQ(static_cast<long long>(got[e].i), static_cast<long long>(w.i)) << at;
           ++checked;
         }
       }
