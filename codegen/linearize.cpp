@@ -33,7 +33,7 @@ namespace tinyrw {
 
 bool is_register(const UOp& buffer) {
   const Arg* space = buffer.arg().is_record() ? buffer.arg().find_field("addrspace") : nullptr;
-  return space && space->is_string() && space->as_string() == "REG";
+  return space && space->is_string() && space->as_string() == addrspace_name(AddrSpace::Reg);
 }
 
 std::vector<UOp> param_buffers(const UOp& sink) {

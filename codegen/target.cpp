@@ -58,7 +58,11 @@ const Target& Target::of(const std::string& device) {
   static const Target interp{.device = "INTERP", .decomposed = {}, .has_threads = true};
   static const Target cpu{
       .device = "CPU",
-      .decomposed = {{Op::FloorDiv, {}}, {Op::FloorMod, {}}, {Op::Exp2, {}}, {Op::Log2, {}}},
+      .decomposed = {{Op::FloorDiv, {}},
+                     {Op::FloorMod, {}},
+                     {Op::Exp2, {}},
+                     {Op::Log2, {}},
+                     {Op::ThreeFry, {}}},
       .has_threads = true,
   };
   static const Target cuda{.device = "CUDA",

@@ -27,12 +27,14 @@ struct Target {
   bool renders(Op op, DType dtype) const;
   // The most threads a THREAD opt may launch: cpu_threads() on a target that has threads, else 1.
   int64_t thread_limit() const;
-  // INTERP runs every op; CPU (LLVM) has no floor division or modulo and computes float32 (and
-  // narrower) exp2 and log2 as polynomials, which vectorize (LLVM's intrinsics call the C
-  // library one lane at a time: 2-2.4x slower on 16M floats). float64's need 64-bit float-to-int
-  // casts, which x86 does through a library call: the C library's are faster. Its sin is the C
-  // library's: tinygrad's polynomial computes both of its range reductions for every lane (4x
-  // slower), and its float64 one is wrong beyond 2^32 (docs/tinygrad-differences.md).
+  // INTERP runs every op; CPU (LLVM) has no floor division or modulo, no ThreeFry (32-bit
+  // integer ops in rules/decompositions.rw, as tinygrad lowers it for every real renderer), and
+  // computes float32 (and narrower) exp2 and log2 as polynomials, which vectorize (LLVM's
+  // intrinsics call the C library one lane at a time: 2-2.4x slower on 16M floats). float64's
+  // need 64-bit float-to-int casts, which x86 does through a library call: the C library's are
+  // faster. Its sin is the C library's: tinygrad's polynomial computes both of its range
+  // reductions for every lane (4x slower), and its float64 one is wrong beyond 2^32
+  // (docs/tinygrad-differences.md).
   // CUDA and HIP are codegen targets before they are devices (issue 16): the optimizer's LOCAL
   // and GROUP opts are checked against their limits.
   static const Target& of(const std::string& device);

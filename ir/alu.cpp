@@ -150,6 +150,24 @@ std::optional<Arg> exec_alu(Op op, DType dtype, std::span<const Arg> srcs) {
   return std::nullopt;
 }
 
+uint64_t threefry2x32(uint64_t counter, uint64_t key) {
+  static const int kRot[8] = {13, 15, 26, 6, 17, 29, 16, 24};
+  const auto k0 = static_cast<uint32_t>(key), k1 = static_cast<uint32_t>(key >> 32);
+  const uint32_t ks[3] = {k0, k1, k0 ^ k1 ^ 0x1BD11BDAu};
+  uint32_t x0 = static_cast<uint32_t>(counter) + k0, x1 = static_cast<uint32_t>(counter >> 32) + k1;
+  for (int r = 0; r < 20; ++r) {
+    x0 += x1;
+    x1 = (x1 << kRot[r % 8]) | (x1 >> (32 - kRot[r % 8]));
+    x1 ^= x0;
+    if (r % 4 == 3) {  // the key injection after every fourth round
+      const int s = r / 4 + 1;
+      x0 += ks[s % 3];
+      x1 += ks[(s + 1) % 3] + static_cast<uint32_t>(s);
+    }
+  }
+  return static_cast<uint64_t>(x1) << 32 | x0;
+}
+
 Arg cast_value(DType dtype, const Arg& v) {
   const DType s = dtype.scalar_type();
   if (s.is_bool()) return Arg::boolean(v.is_float() ? v.as_float() != 0 : v.as_int() != 0);

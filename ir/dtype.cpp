@@ -441,4 +441,16 @@ std::string to_string(i128 v) {
   return {s.rbegin(), s.rend()};
 }
 
+std::string_view addrspace_name(AddrSpace space) {
+  switch (space) {
+    case AddrSpace::Global:
+      return "GLOBAL";
+    case AddrSpace::Local:
+      return "LOCAL";
+    case AddrSpace::Reg:
+      return "REG";
+  }
+  return "?";
+}
+
 }  // namespace tinyrw

@@ -30,6 +30,9 @@ enum class ScalarKind : uint8_t {
 };
 
 enum class AddrSpace : uint8_t { Global, Local, Reg };
+inline constexpr int kNumAddrSpaces = 3;
+// "GLOBAL", "LOCAL", "REG": as a ParamArg's addrspace field spells it (none means GLOBAL)
+std::string_view addrspace_name(AddrSpace space);
 
 struct DTypeData;
 

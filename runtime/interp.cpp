@@ -198,6 +198,13 @@ class Machine {
       set(u, Arg::integer(truncate_int(u.dtype(), static_cast<i128>(p))));
       return pc + 1;
     }
+    // computed here, not by exec_alu, which folds constants: tinygrad leaves ThreeFry of constants
+    // to its lowering, and CPU lowers it in rules/decompositions.rw
+    if (u.op() == Op::ThreeFry) {
+      set(u, Arg::integer(threefry2x32(static_cast<uint64_t>(args[0].as_int()),
+                                       static_cast<uint64_t>(args[1].as_int()))));
+      return pc + 1;
+    }
     auto r = exec_alu(u.op(), u.dtype(), args);
     if (!r && is_int_division(u.op()) && !u.dtype().is_float() && args[1].as_int() == 0)
       throw division_by_zero("INTERP", u.op());

@@ -10,7 +10,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   antlr4 libantlr4-runtime-dev
   llvm-15-dev libz3-dev zlib1g-dev
-  dataset-fashion-mnist
+  dataset-fashion-mnist texlive-latex-base
   python3
   nodejs chromium
 )

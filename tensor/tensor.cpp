@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "dsl/compiled.h"
+#include "ir/alu.h"
 #include "ir/builders.h"
 #include "ir/graph.h"
 #include "ir/rewrite.h"
@@ -598,11 +599,6 @@ Tensor Tensor::reduce(Op op, std::vector<int> axes, bool keepdim, std::string_vi
     const size_t k = static_cast<size_t>(axis(a));
     if (reduced[k]) throw TensorError(fmt::format("{}: axis {} appears more than once", what, a));
     reduced[k] = true;
-    // max has no identity: over nothing it has no value (torch and numpy raise too)
-    if (op == Op::Max && s[k] == 0)
-      throw TensorError(
-          fmt::format("{} over axis {} of size 0 (shape {}): the reduction has no identity", what,
-                      a, dims_repr(s)));
   }
   std::vector<int64_t> reduced_axes;
   for (size_t i = 0; i < s.size(); ++i)
@@ -664,35 +660,14 @@ Tensor Tensor::linspace(double start, double stop, int64_t steps, DType dtype) {
   return from_vector(v, {steps}, dtype);
 }
 
-namespace {
-// threefry-2x32 with 20 rounds (Salmon et al.), the generator tinygrad uses.
-std::pair<uint32_t, uint32_t> threefry2x32(uint32_t k0, uint32_t k1, uint32_t x0, uint32_t x1) {
-  static const int kRot[8] = {13, 15, 26, 6, 17, 29, 16, 24};
-  const uint32_t k2 = k0 ^ k1 ^ 0x1BD11BDAu;
-  const uint32_t ks[3] = {k0, k1, k2};
-  x0 += k0;
-  x1 += k1;
-  for (int r = 0; r < 20; ++r) {
-    x0 += x1;
-    x1 = (x1 << kRot[r % 8]) | (x1 >> (32 - kRot[r % 8]));
-    x1 ^= x0;
-    if (r % 4 == 3) {
-      const int s = r / 4 + 1;
-      x0 += ks[s % 3];
-      x1 += ks[(s + 1) % 3] + static_cast<uint32_t>(s);
-    }
-  }
-  return {x0, x1};
-}
-}  // namespace
-
 Tensor Tensor::rand(Dims shape, uint64_t seed, DType dtype) {
   check_shape(shape, dtype, "rand");
   const int64_t n = product(shape);
   std::vector<double> v = host_values<double>(n, "rand");
   for (int64_t i = 0; i < n; i += 2) {
-    const auto [a, b] = threefry2x32(static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32),
-                                     static_cast<uint32_t>(i), static_cast<uint32_t>(i >> 32));
+    // counter i, key seed (ir/alu.h): the two words are the result's low and high halves
+    const uint64_t bits = threefry2x32(static_cast<uint64_t>(i), seed);
+    const auto a = static_cast<uint32_t>(bits), b = static_cast<uint32_t>(bits >> 32);
     // 24 random mantissa bits: a uniform float in [0, 1)
     v[static_cast<size_t>(i)] = static_cast<double>(a >> 8) / 16777216.0;
     if (i + 1 < n) v[static_cast<size_t>(i + 1)] = static_cast<double>(b >> 8) / 16777216.0;
@@ -856,6 +831,10 @@ Tensor Tensor::var(std::vector<int> axes, bool keepdim, int correction) const {
 Tensor Tensor::argmax(int ax, bool keepdim) const {
   const int a = axis(ax);
   const int64_t n = shape()[static_cast<size_t>(a)];
+  // over nothing there is no index to give (tinygrad returns INT32_MIN)
+  if (n == 0)
+    throw TensorError(fmt::format("argmax over axis {} of size 0 (shape {}): there is no index", a,
+                                  dims_repr(shape())));
   // the result is int32, as tinygrad's: an index past INT32_MAX has no value to give
   if (n > std::numeric_limits<int32_t>::max())
     throw TensorError(fmt::format(

@@ -31,10 +31,12 @@ const HelperRegistrar kAccumulator(typed_helper(
       const int64_t slot = -(++ctx.as<KernelContext>().accumulators);
       int64_t lanes = 1;  // one element per lane of a reduction the expander shaped
       for (const SInt& d : r.shape()) lanes *= d.value();
-      return UOp::make(Op::Buffer, r.dtype(), {},
-                       Arg::record("ParamArg", {{"slot", Arg::integer(slot)},
-                                                {"size", Arg::integer(lanes)},
-                                                {"addrspace", Arg::string("REG")}}));
+      return UOp::make(
+          Op::Buffer, r.dtype(), {},
+          Arg::record("ParamArg",
+                      {{"slot", Arg::integer(slot)},
+                       {"size", Arg::integer(lanes)},
+                       {"addrspace", Arg::string(std::string(addrspace_name(AddrSpace::Reg)))}}));
     }));
 
 // Whether the renderer of the program's target computes `op` giving `dtype` (codegen/target.h):

@@ -25,6 +25,7 @@
 #include <sstream>
 
 #include "codegen/linearize.h"
+#include "codegen/opt.h"
 #include "dsl/compiled.h"
 #include "dsl/interp.h"
 #include "dsl/verify.h"
@@ -36,6 +37,7 @@
 #include "rules_gen/spec.h"
 #include "tensor/function.h"
 #include "tensor/tensor.h"
+#include "tests/spec/threefry_reference.h"
 
 using namespace tinyrw;
 
@@ -147,17 +149,24 @@ class Formula {
   }
   V cmp() {
     V x = bits();
-    for (const char* op : {"<", "!=", "==", ">"}) {
+    for (const std::string op : {"<=", ">=", "<", "!=", "==", ">"}) {
       if (eat(op)) {
         V y = bits();
         if (x.fl || y.fl) {
           const double a = x.d(), b = y.d();
-          return I(op[0] == '<' ? a < b : op[0] == '>' ? a > b : op[0] == '!' ? a != b : a == b);
+          return I(op == "<="   ? a <= b
+                   : op == ">=" ? a >= b
+                   : op == "<"  ? a < b
+                   : op == ">"  ? a > b
+                   : op == "!=" ? a != b
+                                : a == b);
         }
-        return I(op[0] == '<'   ? x.i < y.i
-                 : op[0] == '>' ? x.i > y.i
-                 : op[0] == '!' ? x.i != y.i
-                                : x.i == y.i);
+        return I(op == "<="   ? x.i <= y.i
+                 : op == ">=" ? x.i >= y.i
+                 : op == "<"  ? x.i < y.i
+                 : op == ">"  ? x.i > y.i
+                 : op == "!=" ? x.i != y.i
+                              : x.i == y.i);
       }
     }
     return x;
@@ -272,6 +281,9 @@ class Formula {
     if (fn == "log2") return F(v == 0 ? -INFINITY : std::log2(v));
     if (fn == "sin") return F(std::sin(v));
     if (fn == "pow" && args.size() == 2) return F(std::pow(v, args[1].d()));
+    if (fn == "threefry2x32" && args.size() == 2)
+      return I(static_cast<i128>(tinyrw::testing::threefry2x32_reference(
+          static_cast<uint64_t>(x.i), static_cast<uint64_t>(args[1].i))));
     throw std::runtime_error("formula: unknown function " + fn);
   }
   V atom() {
@@ -645,8 +657,11 @@ std::vector<V> values_of(Tensor& out) {
     for (double x : out.to_doubles()) v.push_back(V{true, 0, x});
     return v;
   }
-  for (int64_t x : out.data<int64_t>())
-    v.push_back(V{false, d == dtypes::uint64 ? static_cast<i128>(static_cast<uint64_t>(x)) : x, 0});
+  if (d == dtypes::uint64) {  // above int64's range
+    for (uint64_t x : out.data<uint64_t>()) v.push_back(V{false, static_cast<i128>(x), 0});
+    return v;
+  }
+  for (int64_t x : out.data<int64_t>()) v.push_back(V{false, x, 0});
   return v;
 }
 
@@ -659,9 +674,6 @@ V represented(DType d, const V& want) {
 }
 
 class SpecSemantics : public ::testing::TestWithParam<std::string> {};
-
-// Elementwise ops the document says no device executes yet.
-const OpSet kNotExecuted{Op::ThreeFry};
 
 TEST_P(SpecSemantics, ElementwiseFormulasAgreeWithTheDevice) {
   const std::string device = GetParam();
@@ -706,17 +718,6 @@ TEST_P(SpecSemantics, ElementwiseFormulasAgreeWithTheDevice) {
         srcs[1] = tensor_of(in[1], d);
       }
       set_default_device(device);
-      if (kNotExecuted.contains(*op)) {  // the document says devices refuse it
-        try {
-          (void)Tensor::alu(*op, srcs).to_doubles();
-          ADD_FAILURE() << r[0] << " runs on " << device
-                        << ": the document says no device executes it";
-        } catch (const std::exception& e) {
-          EXPECT_NE(std::string(e.what()).find(op_name(*op)), std::string::npos) << e.what();
-        }
-        set_default_device("");
-        continue;
-      }
       Tensor out = Tensor::alu(*op, srcs);
       const DType od = out.dtype();
       const std::vector<V> got = values_of(out);
@@ -802,6 +803,63 @@ TEST_P(SpecSemantics, ConversionsAgreeWithTheDevice) {
       }
   }
   EXPECT_GT(checked, 1000);
+}
+
+// A value cell of the conventions table, of dtype d: True/False, nan, inf, -inf, or a number.
+V convention_value(const std::string& cell, DType d) {
+  if (cell == "True" || cell == "False") return V{false, cell == "True", 0};
+  if (d.is_float()) {
+    const double x = cell == "nan"    ? NAN
+                     : cell == "inf"  ? INFINITY
+                     : cell == "-inf" ? -INFINITY
+                                      : std::stod(cell);
+    return V{true, 0, x};
+  }
+  if (cell.find_first_of(".e") != std::string::npos)
+    throw std::runtime_error("conventions: '" + cell + "' is no value of " + d.repr());
+  return V{false, static_cast<i128>(std::stoll(cell)), 0};
+}
+
+// The conventions table: each example run on the device gives the documented result, or the
+// documented error naming the op.
+TEST_P(SpecSemantics, ConventionsHoldOnTheDevice) {
+  const std::string device = GetParam();
+  if (!device_available(device)) GTEST_SKIP() << device << " is not available";
+  const auto rows = table("conventions");
+  ASSERT_GE(rows.size(), 1u);
+  for (const auto& r : rows) {
+    ASSERT_EQ(r.size(), 6u) << r[0];
+    const std::optional<Op> op = op_from_name(r[1]);
+    ASSERT_TRUE(op.has_value()) << r[0] << ": no op " << r[1];
+    const std::vector<DType> ds = dtypes_of_kind(r[2]);
+    const bool cast = *op == Op::Cast;
+    ASSERT_EQ(ds.size(), cast ? 2u : 1u) << r[0] << ": dtypes " << r[2];
+    const DType src = ds[0];
+    const std::string at = fmt::format("'{}' ({} {}) on {}", r[0], r[1], r[2], device);
+    std::vector<Tensor> srcs{tensor_of({convention_value(r[3], src)}, src)};
+    if (r[4] != "-") srcs.push_back(tensor_of({convention_value(r[4], src)}, src));
+    ASSERT_EQ(static_cast<int>(srcs.size()), cast ? 1 : op_info(*op).min_src) << at;
+    set_default_device(device);
+    try {
+      Tensor out = cast ? srcs[0].cast(ds[1]) : Tensor::alu(*op, srcs);
+      const std::vector<V> got = values_of(out);
+      set_default_device("");
+      ASSERT_NE(r[5], "error") << at << ": gave " << static_cast<double>(got[0].d())
+                               << ", the document says it raises an error";
+      const V want = convention_value(r[5], out.dtype());
+      if (out.dtype().is_float())
+        EXPECT_TRUE(same_float(got[0].f, want.f))
+            << at << ": got " << got[0].f << ", the document says " << r[5];
+      else
+        EXPECT_EQ(static_cast<long long>(got[0].i), static_cast<long long>(want.i))
+            << at << ": the document says " << r[5];
+    } catch (const std::exception& e) {
+      set_default_device("");
+      EXPECT_EQ(r[5], "error") << at << ": raised " << e.what();
+      EXPECT_NE(std::string(e.what()).find(op_name(*op)), std::string::npos)
+          << at << ": the error does not name the op: " << e.what();
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, SpecSemantics, ::testing::Values("INTERP", "CPU"));
@@ -1377,27 +1435,97 @@ TEST(Spec, EveryFloatElementwiseOpHasAGradientRule) {
 // Each contract row (ids C1, C2, ... with no gap) names tests that exist, and the tie is read both
 // ways: the line before each named test's declaration is a tag `// contract: C3 ...` holding the
 // row's id, and every tag in the tensor tests names rows that list the test it precedes.
+// What a test asserts: its body, with the bodies of the helper functions of its file that it calls
+// (one level), as lines.
+struct TestSource {
+  std::vector<std::string> lines;
+};
+
+// Whether a test asserts an observable of the contract table: `values`, `node`, `gradient`,
+// `kernels`, `raises`, or ``text'' (an error message containing the text).
+bool asserts(const TestSource& t, const std::string& observable) {
+  auto any_line = [&](const std::function<bool(const std::string&)>& pred) {
+    return std::any_of(t.lines.begin(), t.lines.end(), pred);
+  };
+  auto has = [](const std::string& l, const char* s) { return l.find(s) != std::string::npos; };
+  auto assertion = [&](const std::string& l) {
+    return has(l, "EXPECT_") || has(l, "ASSERT_") || has(l, "ADD_FAILURE");
+  };
+  if (observable.rfind("``", 0) == 0 && observable.size() > 4 &&
+      observable.substr(observable.size() - 2) == "''") {
+    const std::string text = observable.substr(2, observable.size() - 4);
+    return any_line([&](const std::string& l) {
+      return has(l, ("\"" + text).c_str()) || has(l, text.c_str()) && has(l, "\"");
+    });
+  }
+  // values and gradients: the test reads them and asserts an equality (often of a variable read
+  // on an earlier line)
+  const bool compares = any_line([&](const std::string& l) {
+    return has(l, "EXPECT_EQ") || has(l, "ASSERT_EQ") || has(l, "EXPECT_NEAR");
+  });
+  if (observable == "values")
+    return compares && any_line([&](const std::string& l) {
+             return has(l, "to_doubles()") || has(l, "data<");
+           });
+  if (observable == "node")
+    return any_line([&](const std::string& l) {
+      return (has(l, "EXPECT_EQ") || has(l, "EXPECT_NE") || has(l, "ASSERT_EQ")) && has(l, "uop()");
+    });
+  if (observable == "gradient")
+    return compares && any_line([&](const std::string& l) {
+             return has(l, "gradient(") || has(l, "backward(") || has(l, "grad()");
+           });
+  if (observable == "kernels")
+    return any_line([&](const std::string& l) { return assertion(l) && has(l, "kernel_count"); });
+  if (observable == "raises")
+    return any_line([&](const std::string& l) {
+      return has(l, "_THROW(") || has(l, "expect_error(") || has(l, "ADD_FAILURE");
+    });
+  ADD_FAILURE() << "unknown observable '" << observable << "'";
+  return false;
+}
+
 TEST(Spec, EveryContractRuleIsTiedToATest) {
   // test name (Suite.Name) -> the ids its tag gives, from every tagged declaration
   std::map<std::string, std::set<std::string>> tagged;
-  std::set<std::string> declared;
+  std::map<std::string, TestSource> sources;  // every declared test's source
   const std::regex decl(R"(^TEST(_P|_F)?\((\w+), (\w+)\))");
+  const std::regex helper(R"(^[\w:<>*&, ]+ (\w+)\(.*\{$)");
   for (const auto& f : std::filesystem::directory_iterator(TINYRW_SOURCE_DIR "/tests/tensor")) {
     std::ifstream in(f.path());
+    std::map<std::string, std::vector<std::string>> helpers;  // the file's functions, by name
+    std::vector<std::string>* body = nullptr;                 // the function or test being read
+    std::vector<std::string> tests_here;
     std::string prev, line;
     for (; std::getline(in, line); prev = line) {
-      std::smatch m;
-      if (!std::regex_search(line, m, decl)) {
-        EXPECT_FALSE(line.find("// contract:") != std::string::npos &&
-                     line.rfind("// contract:", 0) != 0)
-            << f.path() << ": a contract tag must be a line of its own: " << line;
+      if (body) {
+        body->push_back(line);
+        if (line == "}") body = nullptr;
         continue;
       }
-      const std::string name = m[2].str() + "." + m[3].str();
-      declared.insert(name);
-      if (prev.rfind("// contract:", 0) != 0) continue;
-      std::istringstream ids(prev.substr(12));
-      for (std::string id; ids >> id;) tagged[name].insert(id);
+      std::smatch m;
+      if (std::regex_search(line, m, decl)) {
+        const std::string name = m[2].str() + "." + m[3].str();
+        tests_here.push_back(name);
+        body = &sources[name].lines;
+        if (prev.rfind("// contract:", 0) != 0) continue;
+        std::istringstream ids(prev.substr(12));
+        for (std::string id; ids >> id;) tagged[name].insert(id);
+        continue;
+      }
+      EXPECT_FALSE(line.find("// contract:") != std::string::npos &&
+                   line.rfind("// contract:", 0) != 0)
+          << f.path() << ": a contract tag must be a line of its own: " << line;
+      if (std::regex_search(line, m, helper)) body = &helpers[m[1].str()];
+    }
+    for (const std::string& name : tests_here) {  // add the helpers each test calls
+      std::vector<std::string>& lines = sources[name].lines;
+      const std::vector<std::string> own = lines;
+      for (const auto& [fn, fn_body] : helpers)
+        if (std::any_of(own.begin(), own.end(), [&](const std::string& l) {
+              return l.find(fn + "(") != std::string::npos;
+            }))
+          lines.insert(lines.end(), fn_body.begin(), fn_body.end());
     }
   }
   const auto rows = table("contract");
@@ -1405,8 +1533,13 @@ TEST(Spec, EveryContractRuleIsTiedToATest) {
   std::map<std::string, std::set<std::string>> listed;  // test -> the rows that list it
   for (size_t k = 0; k < rows.size(); ++k) {
     const auto& r = rows[k];
-    ASSERT_EQ(r.size(), 3u);
+    ASSERT_EQ(r.size(), 4u);
     EXPECT_EQ(r[0], fmt::format("C{}", k + 1)) << "contract ids run C1, C2, ... with no gap";
+    std::vector<std::string> observables;
+    std::stringstream items(r[3]);
+    for (std::string item; std::getline(items, item, ';');) observables.push_back(clean(item));
+    EXPECT_FALSE(observables.empty()) << r[0] << " names no observable";
+    std::set<std::string> asserted;
     std::stringstream names(r[2]);
     std::string name;
     int tied = 0;
@@ -1414,13 +1547,23 @@ TEST(Spec, EveryContractRuleIsTiedToATest) {
       name = clean(name);
       ASSERT_NE(name.find('.'), std::string::npos)
           << r[0] << ": '" << name << "' is not Suite.Test";
-      EXPECT_TRUE(declared.count(name)) << r[0] << ": no test " << name;
+      EXPECT_TRUE(sources.count(name)) << r[0] << ": no test " << name;
       EXPECT_TRUE(tagged[name].count(r[0]))
           << r[0] << " names " << name << ", whose declaration is not tagged // contract: " << r[0];
       listed[name].insert(r[0]);
       ++tied;
+      int any = 0;
+      for (const std::string& o : observables)
+        if (sources.count(name) && asserts(sources[name], o)) {
+          asserted.insert(o);
+          ++any;
+        }
+      EXPECT_GE(any, 1) << r[0] << ": " << name << " asserts none of its observables (" << r[3]
+                        << ")";
     }
     EXPECT_GE(tied, 1) << r[0] << " is tied to no test";
+    for (const std::string& o : observables)
+      EXPECT_TRUE(asserted.count(o)) << r[0] << ": no test of the row asserts " << o;
   }
   for (const auto& [name, ids] : tagged)
     for (const std::string& id : ids)
@@ -1800,4 +1943,461 @@ TEST(Spec, KernelGraphsPassTheKernelGraphVerifier) {
        UOp::sink(std::vector<UOp>{kafter(UOp::cfloat(1.0), kcall(sum_k, {s, a}))})},
   };
   expect_refused("spec_kernel_graph", "kernel_graph", cases, false);
+}
+
+// ---- memory, reductions and opts
+// ----------------------------------------------------------------
+
+// The address spaces table lists each space of the implementation once; a program's buffers live
+// in the spaces the table allows its device: PARAM buffers GLOBAL (no field), the buffers a
+// program defines REG.
+TEST(Spec, AddressSpacesTableEqualsTheSpacesAndProgramsUseThem) {
+  std::map<std::string, std::set<std::string>> devices;  // space -> devices whose programs use it
+  for (const auto& r : table("address_spaces")) {
+    ASSERT_EQ(r.size(), 3u) << r[0];
+    std::istringstream words(r[2]);
+    for (std::string w; words >> w;)
+      if (w != "-") devices[r[0]].insert(w);
+    devices[r[0]];  // listed
+  }
+  std::set<std::string> names;
+  for (int k = 0; k < kNumAddrSpaces; ++k) names.insert(std::string(addrspace_name(AddrSpace(k))));
+  std::set<std::string> rows;
+  for (const auto& [n, _] : devices) rows.insert(n);
+  EXPECT_EQ(rows, names) << "the table's rows are not the address spaces of ir/dtype.h";
+  for (const std::string device : {"INTERP", "CPU"}) {
+    const UOp b0 = kbuffer(0, 4), b1 = kbuffer(1, 16);
+    const UOp r0 = krange(4, 0), red = krange(4, 1, AxisType::Reduce);
+    const UOp program = linearize_kernel(
+        bind_kernel(ksink({kend(kstore(kidx(kparam(0, 4), r0),
+                                       kreduce(kidx(kparam(1, 16), r0 * ci(4) + red), {red})),
+                                {r0})}),
+                    {b0, b1}),
+        Target::of(device));
+    std::set<std::string> used;
+    for (const UOp& u : program.src()) {
+      if (u.op() != Op::Buffer) continue;
+      const Arg* f = u.arg().find_field("addrspace");
+      const std::string space = f ? f->as_string() : "GLOBAL";
+      used.insert(space);
+      const bool param = u.arg().field("slot").as_int() >= 0;
+      EXPECT_EQ(space == "GLOBAL", param) << device << ": " << u.repr();
+    }
+    for (const auto& [space, devs] : devices)
+      EXPECT_EQ(used.count(space) > 0, devs.count(device) > 0)
+          << device << "'s program of a row sum " << (used.count(space) ? "uses" : "does not use")
+          << " " << space;
+  }
+}
+
+// The reduce ops table is the set of ops the verifiers accept in a kernel REDUCE, each the Tensor
+// method that reduces with it, whose reduction over no elements is the documented identity.
+TEST(Spec, ReduceOpsTableEqualsTheReduceOps) {
+  const auto rows = table("reduce_ops");
+  OpSet documented;
+  for (const auto& r : rows) {
+    ASSERT_EQ(r.size(), 3u) << r[0];
+    const std::optional<Op> op = op_from_name(r[0]);
+    ASSERT_TRUE(op.has_value()) << r[0];
+    documented = documented | OpSet{*op};
+    for (DType d : {dtypes::float32, dtypes::int32, dtypes::bool_}) {
+      for (const std::string device : {"INTERP", "CPU"}) {
+        set_default_device(device);
+        Tensor empty = Tensor::from_vector(std::vector<int64_t>{}, {0, 3}, d);
+        ASSERT_TRUE(r[2] == "sum" || r[2] == "prod" || r[2] == "max")
+            << r[0] << ": no Tensor method " << r[2];
+        Tensor out = r[2] == "sum"    ? empty.sum({0})
+                     : r[2] == "prod" ? empty.prod({0})
+                                      : empty.max({0});
+        const std::vector<V> got = values_of(out);
+        set_default_device("");
+        const DType od = out.dtype();
+        V want;
+        if (r[1] == "-inf")
+          want =
+              od.is_float() ? V{true, 0, -INFINITY} : V{false, od.is_bool() ? 0 : od.int_min(), 0};
+        else
+          want = represented(od, V{false, std::stoll(r[1]), 0});
+        ASSERT_EQ(got.size(), 3u);
+        for (const V& g : got) {
+          if (od.is_float())
+            EXPECT_TRUE(same_float(g.f, want.f)) << r[0] << " " << od.repr() << " on " << device;
+          else
+            EXPECT_EQ(static_cast<long long>(g.i), static_cast<long long>(want.i))
+                << r[0] << " " << od.repr() << " on " << device;
+        }
+      }
+    }
+  }
+  // the verifiers accept exactly these as a kernel REDUCE's op
+  const UOp p0 = kparam(0, 1), p1 = kparam(1, 4);
+  for (int o = 0; o < kNumOps; ++o) {
+    const Op op = static_cast<Op>(o);
+    if (!groups::binary().contains(op) || op == Op::ThreeFry) continue;
+    const UOp red = krange(4, 0, AxisType::Reduce);
+    const UOp k = ksink({kstore(kidx(p0, ci(0)), kreduce(kidx(p1, red), {red}, op))});
+    bool accepted = true;
+    for (const rw::RuleSetMatcher* v : kernel_ast_verifiers()) {
+      try {
+        verify(k, *v);
+      } catch (const std::exception&) {
+        accepted = false;
+      }
+    }
+    EXPECT_EQ(accepted, documented.contains(op))
+        << op_name(op)
+        << (accepted ? " is accepted as a reduce op but has no row"
+                     : " has a row but the verifier refuses it as a reduce op");
+  }
+}
+
+// The memory_shapes table: Index, Stack, Store and After built over sources of several shapes
+// give the documented shape and dtype where the row's condition holds, and a shape error naming
+// the op where it does not.
+namespace {
+using Dims64 = std::vector<int64_t>;
+
+// A shape cell: terms joined by " + ": (n,), sK, sK[EXPR:] (EXPR a formula of n), or
+// "s1 + ... + s(n-1)" (every index source's shape in order).
+Dims64 documented_memory_shape(std::string cell, const std::vector<Dims64>& s) {
+  const int64_t n = static_cast<int64_t>(s.size());
+  Dims64 out;
+  const std::string all_indices = "s1 + ... + s(n-1)";
+  if (cell.rfind(all_indices, 0) == 0) {
+    for (size_t k = 1; k < s.size(); ++k) out.insert(out.end(), s[k].begin(), s[k].end());
+    cell = cell.substr(all_indices.size());
+    if (cell.rfind(" + ", 0) == 0) cell = cell.substr(3);
+  }
+  std::stringstream terms(std::regex_replace(cell, std::regex(" \\+ "), "|"));
+  for (std::string t; std::getline(terms, t, '|');) {
+    std::smatch m;
+    if (t == "(n,)") {
+      out.push_back(n);
+    } else if (std::regex_match(t, m, std::regex(R"(s(\d+))"))) {
+      const Dims64& d = s.at(std::stoul(m[1].str()));
+      out.insert(out.end(), d.begin(), d.end());
+    } else if (std::regex_match(t, m, std::regex(R"(s(\d+)\[(.+):\])"))) {
+      const Dims64& d = s.at(std::stoul(m[1].str()));
+      const auto from = static_cast<size_t>(Formula(m[2].str()).eval({{'n', V{false, n, 0}}}).i);
+      if (from <= d.size()) out.insert(out.end(), d.begin() + static_cast<long>(from), d.end());
+    } else {
+      throw std::runtime_error("memory_shapes: cannot read the term '" + t + "'");
+    }
+  }
+  return out;
+}
+
+// A condition cell: always, each sk == s0, or a formula of n and rank(sK).
+bool documented_memory_valid(std::string cell, const std::vector<Dims64>& s) {
+  if (cell == "always") return true;
+  if (cell == "each sk == s0")
+    return std::all_of(s.begin(), s.end(), [&](const Dims64& d) { return d == s[0]; });
+  std::smatch m;
+  while (std::regex_search(cell, m, std::regex(R"(rank\(s(\d+)\))")))
+    cell =
+        m.prefix().str() + std::to_string(s.at(std::stoul(m[1].str())).size()) + m.suffix().str();
+  return Formula(cell).eval({{'n', V{false, static_cast<i128>(s.size()), 0}}}).i != 0;
+}
+}  // namespace
+
+TEST(Spec, MemoryOpsFollowTheDocumentedShapesAndDtypes) {
+  auto buffer = [](const Dims64& d, DType dt) {
+    Shape sh;
+    for (int64_t x : d) sh.emplace_back(x);
+    return UOp::make(Op::Buffer, dt, {shape_to_uop(sh)});
+  };
+  const auto rows = table("memory_shapes");
+  std::set<Op> documented;
+  int checked = 0, invalid = 0;
+  for (const auto& r : rows) {
+    ASSERT_EQ(r.size(), 4u) << r[0];
+    const std::optional<Op> op = op_from_name(r[0]);
+    ASSERT_TRUE(op.has_value()) << r[0];
+    documented.insert(*op);
+    // source shapes to try: source 0 then the others
+    std::vector<std::vector<Dims64>> cases;
+    if (*op == Op::Index) {
+      for (size_t k = 0; k <= 3; ++k) {
+        std::vector<Dims64> c{{3, 4}};
+        for (size_t i = 0; i < k; ++i) c.push_back(i == 1 ? Dims64{5} : Dims64{});
+        cases.push_back(c);
+      }
+    } else if (*op == Op::Stack) {
+      cases = {{{2, 3}}, {{2, 3}, {2, 3}, {2, 3}}, {{2, 3}, {3, 2}}, {{}, {}}};
+    } else {
+      cases = {{{2, 3}, {2, 3}}, {{2, 3}, {}}, {{4}, {2, 2}}};
+    }
+    for (const auto& c : cases) {
+      std::vector<UOp> src;
+      for (size_t k = 0; k < c.size(); ++k)
+        src.push_back(buffer(c[k], k == 0             ? dtypes::float32
+                                   : *op == Op::Index ? dtypes::index
+                                                      : dtypes::int32));
+      if (*op == Op::After) src[1] = UOp::make(Op::Store, dtypes::void_, {src[1], src[1]});
+      const DType want_dtype = r[2] == "void" ? dtypes::void_
+                               : r[2] == "d0" ? src[0].dtype()
+                                              : DType();
+      ASSERT_TRUE(r[2] == "void" || r[2] == "d0") << r[0] << ": cannot read the dtype " << r[2];
+      const UOp node = UOp::make(*op, want_dtype, src);
+      const bool valid = documented_memory_valid(r[3], c);
+      std::string at = r[0] + " of";
+      for (const Dims64& d : c) at += " " + fmt::format("({})", fmt::join(d, ","));
+      try {
+        Dims64 got;
+        for (const SInt& d : node.shape()) got.push_back(d.value());
+        EXPECT_TRUE(valid) << at << ": has shape, but the document says it is invalid";
+        if (valid) EXPECT_EQ(got, documented_memory_shape(r[1], c)) << at;
+        ++checked;
+      } catch (const GraphError& e) {
+        EXPECT_FALSE(valid) << at << ": " << e.what();
+        EXPECT_NE(std::string(e.what()).find(op_info(*op).py_name), std::string::npos) << e.what();
+        ++invalid;
+      }
+    }
+  }
+  EXPECT_EQ(documented, (std::set<Op>{Op::Index, Op::Stack, Op::Store, Op::After}));
+  EXPECT_GT(checked, 8);
+  EXPECT_GT(invalid, 1);
+}
+
+// After neither declares a write nor takes a snapshot: After(b, Store(d, v)) reads b's contents
+// when d is another buffer, and what the store left when d is b.
+TEST(Spec, AfterReadsItsBufferAsTheStoresLeaveIt) {
+  for (const std::string device : {"INTERP", "CPU"}) {
+    set_default_device(device);
+    Tensor b = Tensor::from_vector(std::vector<float>{1, 2}, {2});
+    Tensor d = Tensor::empty({2});
+    Tensor v = Tensor::from_vector(std::vector<float>{7, 8}, {2});
+    Tensor other = Tensor::from_uop(
+        UOp::make(Op::After, b.dtype(),
+                  {b.uop(), UOp::make(Op::Store, dtypes::void_, {d.uop(), v.uop()})}),
+        {b, d, v});
+    EXPECT_EQ(other.to_doubles(), (std::vector<double>{1, 2})) << device;
+    Tensor b2 = Tensor::from_vector(std::vector<float>{1, 2}, {2});
+    Tensor same = Tensor::from_uop(
+        UOp::make(Op::After, b2.dtype(),
+                  {b2.uop(), UOp::make(Op::Store, dtypes::void_, {b2.uop(), v.uop()})}),
+        {b2, v});
+    EXPECT_EQ(same.to_doubles(), (std::vector<double>{7, 8})) << device;
+    set_default_device("");
+  }
+}
+
+// The optops table: its opts are OptOp's, in order; each applies to an axis of the documented
+// types on the documented targets, splitting off a range of the documented type, up to the
+// documented lanes, and is refused with an error naming it elsewhere.
+TEST(Spec, OptOpsFollowTheDocumentedTable) {
+  const auto rows = table("optops");
+  ASSERT_EQ(rows.size(), 9u) << "one row per OptOp";
+  // a kernel with two output ranges and a reduce range: out[i, j] = sum_k in[(i*4 + j)*1056 + k]
+  const UOp r0 = krange(272, 0), r1 = krange(4, 1), red = krange(1056, 2, AxisType::Reduce);
+  const UOp kernel = simplify_ranges(ksink({kend(
+      kstore(kidx(kparam(0, 272 * 4), r0 * ci(4) + r1),
+             kreduce(kidx(kparam(1, 272 * 4 * 1056), (r0 * ci(4) + r1) * ci(1056) + red), {red})),
+      {r0, r1})}));
+  auto types_of = [](std::string cell) {
+    std::set<AxisType> out;
+    std::erase(cell, '\\');  // GROUP\_REDUCE
+    std::istringstream words(cell);
+    for (std::string w; words >> w;)
+      if (w != "-") {
+        const std::optional<AxisType> t = axis_type_from_name(w);
+        if (!t) throw std::runtime_error("optops: no axis type " + w);
+        out.insert(*t);
+      }
+    return out;
+  };
+  int applied = 0, refused = 0;
+  for (size_t k = 0; k < rows.size(); ++k) {
+    const auto& r = rows[k];
+    ASSERT_EQ(r.size(), 6u) << r[0];
+    const OptOp op = static_cast<OptOp>(k);
+    EXPECT_EQ(opt_repr(Opt{op, 0, 2}).substr(0, r[0].size()), r[0]) << "row " << k;
+    const std::set<AxisType> applies = types_of(r[2]);
+    const std::set<AxisType> split_types = types_of(r[3]);
+    ASSERT_LE(split_types.size(), 1u) << r[0];
+    const std::optional<AxisType> splits =
+        split_types.empty() ? std::nullopt : std::optional(*split_types.begin());
+    const std::vector<std::string> targets =
+        r[5] == "all"      ? std::vector<std::string>{"INTERP", "CPU", "CUDA", "HIP"}
+        : r[5] == "locals" ? std::vector<std::string>{"CUDA", "HIP"}
+                           : std::vector<std::string>{"INTERP", "CPU"};
+    ASSERT_TRUE(r[5] == "all" || r[5] == "locals" || r[5] == "threads") << r[5];
+    auto refuses = [&](const UOp& sink, const Opt& o, const Target& t, const std::string& why) {
+      try {
+        apply_opt(sink, o, t);
+        ADD_FAILURE() << opt_repr(o) << " on " << t.device << " applied: " << why;
+      } catch (const KernelOptError& e) {
+        EXPECT_NE(std::string(e.what()).find(r[0]), std::string::npos) << e.what();
+        ++refused;
+      }
+    };
+    for (const std::string device : {"INTERP", "CPU", "CUDA", "HIP"}) {
+      const Target& t = Target::of(device);
+      const UOp sink = convert_loop_to_global(kernel, t);
+      const bool listed = std::ranges::find(targets, device) != targets.end();
+      if (op == OptOp::Nolocals) {
+        if (listed) {
+          const UOp after = apply_opt(sink, Opt{op, -1, 0}, t);
+          ++applied;
+          if (t.has_local) refuses(after, Opt{OptOp::Local, 0, 2}, t, "LOCAL after NOLOCALS");
+        }
+        continue;
+      }
+      const std::vector<UOp> rngs = opt_ranges(sink);
+      std::vector<UOp> axes;  // what the opt's axis numbers
+      for (const UOp& rg : rngs)
+        if (r[1] == "all" || applies.contains(axis_type_of(rg))) axes.push_back(rg);
+      ASSERT_TRUE(r[1] == "all" || r[1] == "these") << r[1];
+      for (size_t a = 0; a <= axes.size(); ++a) {
+        const int axis = static_cast<int>(a);
+        int64_t arg = 2;
+        if (op == OptOp::Padto) arg = 32;
+        if (op == OptOp::Swap) {  // the other GLOBAL range
+          arg = -1;
+          for (size_t b = 0; b < rngs.size(); ++b)
+            if (rngs[b] != (a < axes.size() ? axes[a] : UOp()) &&
+                axis_type_of(rngs[b]) == AxisType::Global)
+              arg = static_cast<int64_t>(b);
+          if (arg < 0) arg = 0;
+        }
+        const Opt o{op, axis, arg};
+        if (a == axes.size()) {
+          refuses(sink, o, t, "an axis past the ranges it numbers");
+          continue;
+        }
+        const bool ok = listed && applies.contains(axis_type_of(axes[a]));
+        if (!ok) {
+          refuses(sink, o, t, "outside its row");
+          continue;
+        }
+        const UOp out = apply_opt(sink, o, t);
+        ++applied;
+        if (splits) {
+          const std::vector<UOp> after = opt_ranges(out);
+          EXPECT_TRUE(
+              std::ranges::any_of(after, [&](const UOp& x) { return axis_type_of(x) == *splits; }))
+              << opt_repr(o) << " on " << device << " splits off no " << r[3] << " range";
+        }
+        if (r[4] != "-") {  // the most lanes: that many apply (where they divide), one more not
+          const int64_t most = std::stoll(r[4]);
+          const int64_t size = axes[a].src(0).arg().as_int();
+          if (size % most == 0) {
+            apply_opt(sink, Opt{op, axis, most}, t);
+            ++applied;
+          }
+          if (size % (most + 1) == 0) refuses(sink, Opt{op, axis, most + 1}, t, "over the most");
+        }
+      }
+    }
+  }
+  EXPECT_GT(applied, 10);
+  EXPECT_GT(refused, 20);
+}
+
+// A compiled kernel's ProgramInfo: ins and outs ascending, a slot it reads and writes in both.
+TEST(Spec, ProgramInfoCountsAReadModifyWriteInBoth) {
+  const UOp r0 = krange(4, 0);
+  const UOp p0 = kparam(0, 4), p1 = kparam(1, 4), p2 = kparam(2, 4);
+  auto slots = [](const Arg& info, const char* field) {
+    std::vector<int64_t> out;
+    for (const Arg& a : info.field(field).items()) out.push_back(static_cast<int64_t>(a.as_int()));
+    return out;
+  };
+  // out[i] += a[i]: slot 0 is read and written
+  const Arg rmw = program_info_from_sink(
+      ksink({kend(kstore(kidx(p0, r0), kidx(p0, r0) + kidx(p1, r0)), {r0})}), 2);
+  EXPECT_EQ(slots(rmw, "ins"), (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(slots(rmw, "outs"), (std::vector<int64_t>{0}));
+  // out[i] = a[i] * b[i]: slot 0 only written
+  const Arg plain = program_info_from_sink(
+      ksink({kend(kstore(kidx(p0, r0), kidx(p2, r0) * kidx(p1, r0)), {r0})}), 3);
+  EXPECT_EQ(slots(plain, "ins"), (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(slots(plain, "outs"), (std::vector<int64_t>{0}));
+}
+
+// The movement_examples table: each example, run through the op's Tensor method on the device,
+// gives the documented result (values and shape).
+namespace {
+// A nested list "[[1, 2], [3, 4]]" (or a nested tuple of ints): its numbers in order and its
+// shape by nesting.
+struct Nested {
+  std::vector<double> values;
+  std::vector<int64_t> shape;
+  std::vector<std::vector<int64_t>> rows;  // for an argument: its items, each a tuple or a number
+};
+Nested parse_nested(const std::string& text) {
+  Nested out;
+  size_t pos = 0;
+  std::function<std::vector<int64_t>(int)> parse = [&](int depth) -> std::vector<int64_t> {
+    while (pos < text.size() && text[pos] == ' ') ++pos;
+    if (text[pos] == '[' || text[pos] == '(') {
+      ++pos;
+      int64_t n = 0;
+      std::vector<int64_t> inner, flat;
+      while (true) {
+        while (pos < text.size() && (text[pos] == ' ' || text[pos] == ',')) ++pos;
+        if (text[pos] == ']' || text[pos] == ')') break;
+        inner = parse(depth + 1);
+        if (depth == 0) out.rows.push_back(inner);
+        flat.insert(flat.end(), inner.begin(), inner.end());
+        ++n;
+      }
+      ++pos;
+      if (static_cast<size_t>(depth) >= out.shape.size()) out.shape.resize(depth + 1);
+      out.shape[static_cast<size_t>(depth)] = n;
+      return flat;
+    }
+    size_t end = pos;
+    while (end < text.size() && (std::isdigit(static_cast<unsigned char>(text[end])) ||
+                                 text[end] == '-' || text[end] == '.'))
+      ++end;
+    const double v = std::stod(text.substr(pos, end - pos));
+    pos = end;
+    out.values.push_back(v);
+    return {static_cast<int64_t>(v)};
+  };
+  parse(0);
+  return out;
+}
+}  // namespace
+
+TEST(Spec, MovementOpsMeanTheirExamples) {
+  const auto rows = table("movement_examples");
+  std::set<Op> documented;
+  for (const auto& r : rows) {
+    ASSERT_EQ(r.size(), 4u) << r[0];
+    const std::optional<Op> op = op_from_name(r[0]);
+    ASSERT_TRUE(op.has_value()) << r[0];
+    documented.insert(*op);
+    const Nested src = parse_nested(r[1]), arg = parse_nested(r[2]), want = parse_nested(r[3]);
+    std::vector<int64_t> flat_arg;
+    std::vector<std::pair<int64_t, int64_t>> pairs;
+    for (const auto& item : arg.rows) {
+      if (item.size() == 1) flat_arg.push_back(item[0]);
+      if (item.size() == 2) pairs.emplace_back(item[0], item[1]);
+    }
+    for (const std::string device : {"INTERP", "CPU"}) {
+      set_default_device(device);
+      const Tensor t = Tensor::from_vector(src.values, Dims(src.shape.begin(), src.shape.end()),
+                                           dtypes::float32);
+      std::vector<int> axes(flat_arg.begin(), flat_arg.end());
+      ASSERT_TRUE(*op == Op::Reshape || *op == Op::Permute || *op == Op::Expand || *op == Op::Pad ||
+                  *op == Op::Shrink || *op == Op::Flip)
+          << r[0] << " is not a movement op with a Tensor method";
+      Tensor out = *op == Op::Reshape   ? t.reshape(Dims(flat_arg.begin(), flat_arg.end()))
+                   : *op == Op::Permute ? t.permute(axes)
+                   : *op == Op::Expand  ? t.expand(Dims(flat_arg.begin(), flat_arg.end()))
+                   : *op == Op::Pad     ? t.pad(pairs)
+                   : *op == Op::Shrink  ? t.shrink(pairs)
+                                        : t.flip(axes);
+      EXPECT_EQ(out.to_doubles(), want.values) << r[0] << " on " << device;
+      EXPECT_EQ(out.shape(), Dims(want.shape.begin(), want.shape.end()))
+          << r[0] << " on " << device;
+      set_default_device("");
+    }
+  }
+  EXPECT_EQ(documented,
+            (std::set<Op>{Op::Reshape, Op::Permute, Op::Expand, Op::Pad, Op::Shrink, Op::Flip}))
+      << "one example per movement op";
 }
