@@ -75,5 +75,16 @@ mutate reduce_identity 'Spec.ReduceOps*' 's/^\\op{Mul} & 1 & prod/\\op{Mul} \& 0
 mutate reduce_removed 'Spec.ReduceOps*' '/^\\op{Max} & -inf & max/d'
 mutate reduce_extra 'Spec.ReduceOps*' 's/^\\op{Mul} & 1 & prod \\\\/&\n\\op{And} \& 1 \& prod \\\\/'
 mutate threefry_args 'Devices/SpecSemantics.*/0' 's/\\sem{threefry2x32(a, b)}/\\sem{threefry2x32(b, a)}/'
+mutate optops_limit 'Spec.OptOps*' 's/^\\sem{UPCAST} & all & GLOBAL LOCAL WEAK LOOP & UPCAST & 16/\\sem{UPCAST} \& all \& GLOBAL LOCAL WEAK LOOP \& UPCAST \& 8/'
+mutate optops_applies 'Spec.OptOps*' 's/^\\sem{LOCAL} & all & GLOBAL WEAK LOOP &/\\sem{LOCAL} \& all \& GLOBAL WEAK LOOP REDUCE \&/'
+mutate optops_splits 'Spec.OptOps*' 's/^\\sem{GROUPTOP} & these & REDUCE & GROUP\\_REDUCE/\\sem{GROUPTOP} \& these \& REDUCE \& LOCAL/'
+mutate optops_targets 'Spec.OptOps*' 's/^\\sem{THREAD} & all & WEAK LOOP & THREAD & - & threads/\\sem{THREAD} \& all \& WEAK LOOP \& THREAD \& - \& all/'
+mutate optops_order 'Spec.OptOps*' '/^\\sem{UNROLL} & /{h;d};/^\\sem{LOCAL} & /G'
+mutate memory_stack 'Spec.MemoryOps*' 's/^\\op{Stack} & \\sem{(n,) + s0}/\\op{Stack} \& \\sem{s0}/'
+mutate memory_index 'Spec.MemoryOps*' 's/\\sem{n - 1 <= rank(s0)}/\\sem{n <= rank(s0)}/'
+mutate memory_store 'Spec.MemoryOps*' 's/^\\op{Store} & \\sem{s0} & \\sem{void}/\\op{Store} \& \\sem{s0} \& \\sem{d0}/'
+mutate movement_pad_fill 'Spec.MovementOps*' 's/\\sem{\[\[0, 0, 0\], \[1, 2, 0\], \[3, 4, 0\]\]}/\\sem{[[1, 1, 1], [1, 2, 1], [3, 4, 1]]}/'
+mutate movement_reshape_order 'Spec.MovementOps*' 's/\\sem{(3, 2)} & \\sem{\[\[1, 2\], \[3, 4\], \[5, 6\]\]}/\\sem{(3, 2)} \& \\sem{[[1, 4], [2, 5], [3, 6]]}/'
+mutate movement_flip_axis 'Spec.MovementOps*' 's/\\sem{(1,)} & \\sem{\[\[3, 2, 1\], \[6, 5, 4\]\]}/\\sem{(0,)} \& \\sem{[[3, 2, 1], [6, 5, 4]]}/'
 [ $fail -eq 0 ] && echo "all mutations detected"
 exit $fail
