@@ -86,5 +86,7 @@ mutate memory_store 'Spec.MemoryOps*' 's/^\\op{Store} & \\sem{s0} & \\sem{void}/
 mutate movement_pad_fill 'Spec.MovementOps*' 's/\\sem{\[\[0, 0, 0\], \[1, 2, 0\], \[3, 4, 0\]\]}/\\sem{[[1, 1, 1], [1, 2, 1], [3, 4, 1]]}/'
 mutate movement_reshape_order 'Spec.MovementOps*' 's/\\sem{(3, 2)} & \\sem{\[\[1, 2\], \[3, 4\], \[5, 6\]\]}/\\sem{(3, 2)} \& \\sem{[[1, 4], [2, 5], [3, 6]]}/'
 mutate movement_flip_axis 'Spec.MovementOps*' 's/\\sem{(1,)} & \\sem{\[\[3, 2, 1\], \[6, 5, 4\]\]}/\\sem{(0,)} \& \\sem{[[3, 2, 1], [6, 5, 4]]}/'
+mutate compare_result 'Devices/SpecSemantics.*/0' 's/^\(\\op{CmpLt} & .*\) & bool \\\\/\1 \& a \\\\/'
+mutate where_result 'Devices/SpecSemantics.*/0' 's/^\(\\op{Where} & .*\) & b \\\\/\1 \& a \\\\/'
 [ $fail -eq 0 ] && echo "all mutations detected"
 exit $fail

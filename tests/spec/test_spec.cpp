@@ -721,6 +721,11 @@ TEST_P(SpecSemantics, ElementwiseFormulasAgreeWithTheDevice) {
       set_default_device(device);
       Tensor out = Tensor::alu(*op, srcs);
       const DType od = out.dtype();
+      ASSERT_EQ(r.size(), 4u) << r[0];
+      ASSERT_TRUE(r[3] == "bool" || r[3] == "a" || (r[3] == "b" && arity > 1))
+          << r[0] << ": " << r[3];
+      EXPECT_EQ(od, r[3] == "bool" ? dtypes::bool_ : src_d[r[3] == "a" ? 0 : 1])
+          << r[0] << " at " << d.repr() << ": the document says the result is " << r[3];
       const std::vector<V> got = values_of(out);
       set_default_device("");
       for (size_t e = 0; e < n; ++e) {
