@@ -1461,7 +1461,7 @@ bool asserts(const TestSource& t, const std::string& observable) {
       observable.substr(observable.size() - 2) == "''") {
     const std::string text = observable.substr(2, observable.size() - 4);
     return any_line([&](const std::string& l) {
-      return has(l, ("\"" + text).c_str()) || has(l, text.c_str()) && has(l, "\"");
+      return has(l, text.c_str()) && has(l, "\"");  // in a string literal of the line
     });
   }
   // values and gradients: the test reads them and asserts an equality (often of a variable read
