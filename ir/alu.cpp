@@ -141,6 +141,8 @@ std::optional<Arg> exec_alu(Op op, DType dtype, std::span<const Arg> srcs) {
         return Arg::boolean(a || b);
       case Op::Xor:
         return Arg::boolean(a != b);
+      case Op::Trunc:  // a bool is its own integer part (tinyspec)
+        return Arg::boolean(a);
       default:
         return std::nullopt;
     }

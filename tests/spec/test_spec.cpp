@@ -38,6 +38,7 @@
 #include "rules_gen/spec.h"
 #include "tensor/function.h"
 #include "tensor/tensor.h"
+#include "tests/scoped_env.h"
 #include "tests/spec/threefry_reference.h"
 
 using namespace tinyrw;
@@ -373,7 +374,7 @@ std::vector<DType> dtypes_of_kind(const std::string& kinds) {
   for (std::string w; words >> w;) {
     if (w == "int") {
       for (DType d : {dtypes::int8, dtypes::int16, dtypes::int32, dtypes::int64, dtypes::uint8,
-                      dtypes::uint32})
+                      dtypes::uint32, dtypes::uint64})
         out.push_back(d);
     } else if (w == "float") {
       for (DType d : {dtypes::float16, dtypes::bfloat16, dtypes::float32, dtypes::float64})
@@ -482,6 +483,30 @@ TEST(Spec, RangeArgsNameAKnownAxisType) {
 // Every row of the ranges table read both ways: the implementation's vmin/vmax equal the row's
 // range wherever its condition holds, and every value the op computes from values within its
 // sources' ranges lies within it.
+// A node of op over sources with the ranges [a, A], [b, B], [c, C] (a constant where b == B), at
+// the index dtype (or bool), as the ranges test builds them; a Cast casts to int8.
+UOp range_node(Op op, i128 a, i128 A, i128 b, i128 B, i128 c, i128 C, bool boolean) {
+  const DType d = boolean ? dtypes::bool_ : dtypes::index;
+  const UOp x = UOp::variable("x", a, A, d),
+            y = b == B && !boolean ? UOp::cint(b) : UOp::variable("y", b, B, d),
+            z = UOp::variable("z", c, C);
+  switch (op) {
+    case Op::Range:
+      return UOp::range(UOp::variable("n", a, A), 0);
+    case Op::Special:  // a GPU thread index below its source
+      return UOp::make(Op::Special, dtypes::index, {UOp::variable("n", a, A)},
+                       Arg::string("gidx0"));
+    case Op::Neg:
+      return UOp::make(Op::Neg, dtypes::index, {x});
+    case Op::Cast:
+      return x.cast(dtypes::int8);
+    case Op::Where:
+      return UOp::variable("cnd", 0, 1, dtypes::bool_).where(y, z);
+    default:
+      return x.alu(op, {y});
+  }
+}
+
 TEST(Spec, RangesEqualTheDocumentedRulesAndHoldEveryValue) {
   const auto rows = table("ranges");
   std::mt19937 rng(11);
@@ -515,6 +540,13 @@ TEST(Spec, RangesEqualTheDocumentedRulesAndHoldEveryValue) {
       i128 a = pick(-span, span), A = a + pick(0, 10), b = pick(-20, 20), B = b + pick(0, 10),
            c = pick(-20, 20), C = c + pick(0, 10);
       if (t % 2) B = b;
+      if (*op == Op::Cast && t < 8) {  // the condition's edges: at and just past the dtype's
+        const i128 m = cast_to.int_min(), M = cast_to.int_max();
+        const i128 edges[8][2] = {{m - 1, m + 3}, {m, m + 3}, {M - 3, M}, {M - 3, M + 1},
+                                  {m, M},         {m - 1, M}, {m, M + 1}, {M, M}};
+        a = edges[t][0];
+        A = edges[t][1];
+      }
       if ((*op == Op::Shl || *op == Op::Shr) && t % 2) b = B = pick(0, 6);
       if (*op == Op::Xor && t % 4 == 1) b = B = -1;
       if (boolean) {
@@ -530,32 +562,7 @@ TEST(Spec, RangesEqualTheDocumentedRulesAndHoldEveryValue) {
                                {'M', V{false, cast_to.int_max(), 0}}};
       if (cond.eval(env).i == 0) continue;
       if ((*op == Op::Range || *op == Op::Special) && A < 1) continue;
-      const DType d = boolean ? dtypes::bool_ : dtypes::index;
-      const UOp x = UOp::variable("x", a, A, d),
-                y = b == B && !boolean ? UOp::cint(b) : UOp::variable("y", b, B, d),
-                z = UOp::variable("z", c, C);
-      UOp node;
-      switch (*op) {
-        case Op::Range:
-          node = UOp::range(UOp::variable("n", a, A), 0);
-          break;
-        case Op::Special:  // a GPU thread index below its source
-          node = UOp::make(Op::Special, dtypes::index, {UOp::variable("n", a, A)},
-                           Arg::string("gidx0"));
-          break;
-        case Op::Neg:
-          node = UOp::make(Op::Neg, dtypes::index, {x});
-          break;
-        case Op::Cast:
-          node = x.cast(cast_to);
-          break;
-        case Op::Where:
-          node = UOp::variable("cnd", 0, 1, dtypes::bool_).where(y, z);
-          break;
-        default:
-          node = x.alu(*op, {y});
-          break;
-      }
+      const UOp node = range_node(*op, a, A, b, B, c, C, boolean);
       const i128 dlo = lo.eval(env).i, dhi = hi.eval(env).i;
       const std::string at = fmt::format("{} at a={}, A={}, b={}, B={}, c={}, C={}", r[0],
                                          static_cast<long long>(a), static_cast<long long>(A),
@@ -599,6 +606,57 @@ TEST(Spec, RangesEqualTheDocumentedRulesAndHoldEveryValue) {
   }
   EXPECT_GT(checked, 1000);
   EXPECT_GT(values, 5000);
+  // outside the conditions of every row of its op, a node has the range of its dtype
+  std::map<Op, std::vector<std::string>> conditions;
+  for (const auto& r : rows) conditions[*op_from_name(r[0])].push_back(r[1]);
+  int outside = 0;
+  for (const auto& [op, conds] : conditions) {
+    if (std::ranges::find(conds, "always") != conds.end()) continue;
+    for (int t = 0; t < 400; ++t) {
+      const bool boolean = t % 4 == 3;
+      i128 a = pick(-30, 30), A = a + pick(0, 10), b = pick(-20, 20), B = b + pick(0, 10);
+      if (t % 2) B = b;
+      if ((op == Op::Shl || op == Op::Shr) && t % 2) b = B = pick(-2, 130);
+      if (op == Op::Cast) A = a + pick(0, 300);
+      if (boolean) {
+        if (op == Op::Cast) continue;
+        a = pick(0, 1), A = std::max(a, pick(0, 1)), b = pick(0, 1), B = std::max(b, pick(0, 1));
+      }
+      const std::map<char, V> env = {{'a', V{false, a, 0}},
+                                     {'A', V{false, A, 0}},
+                                     {'b', V{false, b, 0}},
+                                     {'B', V{false, B, 0}},
+                                     {'c', V{false, 0, 0}},
+                                     {'C', V{false, 0, 0}},
+                                     {'m', V{false, cast_to.int_min(), 0}},
+                                     {'M', V{false, cast_to.int_max(), 0}}};
+      if (std::ranges::any_of(conds, [&](const std::string& c) {
+            return c == "bool" ? boolean : !boolean && Formula(c).eval(env).i != 0;
+          }))
+        continue;
+      UOp node;
+      try {
+        node = range_node(op, a, A, b, B, 0, 0, boolean);
+      } catch (const GraphError&) {
+        continue;  // no such node (a shift of bools)
+      }
+      const DType nd = node.dtype();
+      const i128 lo = nd.is_bool() ? 0 : nd.is_index() ? -kInfinity : nd.int_min();
+      const i128 hi = nd.is_bool() ? 1 : nd.is_index() ? kInfinity : nd.int_max();
+      const auto bound = [](i128 v) {
+        return is_infinite(v) ? (v < 0 ? -kInfinity : kInfinity) : v;
+      };
+      EXPECT_TRUE(bound(node.vmin().i) == lo && bound(node.vmax().i) == hi)
+          << op_name(op) << " at a=" << static_cast<long long>(a)
+          << ", A=" << static_cast<long long>(A) << ", b=" << static_cast<long long>(b)
+          << ", B=" << static_cast<long long>(B) << (boolean ? " (bool)" : "")
+          << ": outside every row's condition, but its range is ["
+          << static_cast<long long>(node.vmin().i) << ", " << static_cast<long long>(node.vmax().i)
+          << "], not its dtype's";
+      ++outside;
+    }
+  }
+  EXPECT_GT(outside, 200);
 }
 
 // Every op the implementation derives a range for has a row, and no row names another op. An op
@@ -732,8 +790,40 @@ TEST_P(SpecSemantics, ElementwiseFormulasAgreeWithTheDevice) {
         std::map<char, V> env;
         for (int k = 0; k < arity; ++k) env['a' + k] = in[static_cast<size_t>(k)][e];
         const V w = represented(od, f.eval(env));
+        if (*op != Op::ThreeFry) {  // the IR's constant folding (INTERP's ALU) agrees too
+          std::vector<Arg> args;
+          for (int k = 0; k < arity; ++k) {
+            const V& v = in[static_cast<size_t>(k)][e];
+            const DType sd = src_d[static_cast<size_t>(k)];
+            args.push_back(sd.is_float()  ? Arg::real(v.f)
+                           : sd.is_bool() ? Arg::boolean(v.i != 0)
+                                          : Arg::integer(v.i));
+          }
+          const std::optional<Arg> folded = exec_alu(*op, od, args);
+          // (a 64-bit product past 128 bits is left unfolded, by design)
+          const bool wide =
+              od.is_int() && od.itemsize() == 8 && (*op == Op::Mul || *op == Op::MulAcc);
+          if (!folded.has_value()) {
+            if (!wide)
+              ADD_FAILURE() << r[0] << " " << od.repr() << " at " << e
+                            << ": exec_alu folds nothing";
+          } else if (od.is_float()) {
+            const bool transcendental = *op == Op::Sin || *op == Op::Exp2 || *op == Op::Log2;
+            if (!transcendental || !std::isfinite(w.f))
+              EXPECT_TRUE(same_float(folded->as_float(), w.f))
+                  << r[0] << " " << od.repr() << " folded at " << e << ": " << folded->as_float()
+                  << ", the document says " << w.f;
+          } else {
+            EXPECT_EQ(static_cast<long long>(folded->is_bool() ? i128{folded->as_bool()}
+                                                               : folded->as_int()),
+                      static_cast<long long>(w.i))
+                << r[0] << " " << od.repr() << " folded at " << e;
+          }
+        }
         if (od.is_float()) {
-          const bool transcendental = *op == Op::Sin || *op == Op::Exp2 || *op == Op::Log2;
+          // (the CPU computes these, and pow through them, as polynomials)
+          const bool transcendental =
+              *op == Op::Sin || *op == Op::Exp2 || *op == Op::Log2 || *op == Op::Pow;
           if (device == "CPU" && transcendental && std::isfinite(w.f)) {
             EXPECT_NEAR(got[e].f, w.f,
                         1e-6 * std::max(1.0, std::fabs(w.f)) +
@@ -753,6 +843,45 @@ TEST_P(SpecSemantics, ElementwiseFormulasAgreeWithTheDevice) {
     }
   }
   EXPECT_GT(checked, 1000);
+}
+
+// The integer ops a backend rewrites when the second source is a constant (division and modulo by
+// constants as multiplies and shifts, shifts and powers of two): the formulas hold for constant
+// operands too, on the device.
+TEST_P(SpecSemantics, ConstantOperandsAgreeWithTheFormulas) {
+  const std::string device = GetParam();
+  if (!device_available(device)) GTEST_SKIP() << device << " is not available";
+  const OpSet rewritten{Op::Mul, Op::CDiv, Op::CMod, Op::FloorDiv, Op::FloorMod, Op::Shl, Op::Shr};
+  std::mt19937 rng(13);
+  int checked = 0;
+  for (const auto& r : table("elementwise")) {
+    const std::optional<Op> op = op_from_name(r[0]);
+    ASSERT_TRUE(op.has_value()) << r[0];
+    if (!rewritten.contains(*op)) continue;
+    Formula f(r[2]);
+    for (DType d : dtypes_of_kind(r[1])) {
+      if (!d.is_int()) continue;
+      const std::vector<V> in = inputs(d, rng);
+      for (const int64_t c : {1, 2, 3, 4, 7, 8, 16, 1000, -1, -2, -4, -7, -8}) {
+        const bool shift = *op == Op::Shl || *op == Op::Shr;
+        if ((c < 0 && d.is_unsigned()) || (shift && (c < 0 || c >= 8 * d.itemsize()))) continue;
+        if (truncate_int(d, c) != c) continue;  // not a value of d
+        set_default_device(device);
+        Tensor out = Tensor::alu(
+            *op, {tensor_of(in, d), Tensor::full({static_cast<int64_t>(in.size())}, c, d)});
+        const std::vector<V> got = values_of(out);
+        set_default_device("");
+        for (size_t e = 0; e < in.size(); ++e) {
+          const V w = represented(out.dtype(), f.eval({{'a', in[e]}, {'b', V{false, c, 0}}}));
+          EXPECT_EQ(static_cast<long long>(got[e].i), static_cast<long long>(w.i))
+              << r[0] << " " << d.repr() << " by the constant " << c << " on " << device << " at "
+              << static_cast<long long>(in[e].i);
+          ++checked;
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 2000);
 }
 
 // A value's bytes (little-endian, of dtype from) read as dtype to, of the same size.
@@ -787,7 +916,19 @@ TEST_P(SpecSemantics, ConversionsAgreeWithTheDevice) {
     Formula f(r[3]);
     for (DType from : dtypes_of_kind(r[1]))
       for (DType to : dtypes_of_kind(r[2])) {
-        if (from == to || (*op == Op::Bitcast && from.itemsize() != to.itemsize())) continue;
+        if (from == to) continue;
+        if (*op == Op::Bitcast && from.itemsize() != to.itemsize()) {
+          // the document's bitcast keeps the size: other sizes are refused, by the Tensor API
+          // and by the verifier
+          EXPECT_THROW(tensor_of(inputs(from, rng), from).bitcast(to), TensorError)
+              << from.repr() << " -> " << to.repr();
+          EXPECT_THROW(
+              verify(UOp::make(Op::Bitcast, to, {UOp::make(Op::Load, from, {UOp::cint(0)})}),
+                     "spec_alu_only"),
+              SpecError)
+              << from.repr() << " -> " << to.repr();
+          continue;
+        }
         const std::vector<V> in = inputs(from, rng);
         set_default_device(device);
         Tensor t = tensor_of(in, from);
@@ -905,15 +1046,16 @@ TEST(Spec, VerifiersAcceptDocumentedFormsAndRejectOthers) {
       const UOp good = UOp::make(op, out, src);
       EXPECT_NO_THROW(verify(good, "spec_alu_only")) << r[0] << " " << d.repr();
       ++accepted;
-      // a source of another dtype, at each position, is rejected
-      for (size_t k = 0; k < src.size(); ++k) {
-        const DType other = src[k].dtype() == dtypes::float32 ? dtypes::int32 : dtypes::float32;
-        std::vector<UOp> bad_src = src;
-        bad_src[k] = UOp::make(Op::Load, other, {UOp::cint(9)});
-        EXPECT_THROW(verify(UOp::make(op, out, bad_src), "spec_alu_only"), SpecError)
-            << r[0] << " " << d.repr() << ": source " << k << " of " << other.repr();
-        ++rejected;
-      }
+      // a source of another dtype (of each kind), at each position, is rejected
+      for (size_t k = 0; k < src.size(); ++k)
+        for (DType other : {dtypes::int32, dtypes::float32, dtypes::bool_}) {
+          if (other == src[k].dtype()) continue;
+          std::vector<UOp> bad_src = src;
+          bad_src[k] = UOp::make(Op::Load, other, {UOp::cint(9)});
+          EXPECT_THROW(verify(UOp::make(op, out, bad_src), "spec_alu_only"), SpecError)
+              << r[0] << " " << d.repr() << ": source " << k << " of " << other.repr();
+          ++rejected;
+        }
       // and so is a result of another dtype (a comparison's that is not bool)
       const DType wrong_out = out == dtypes::float32 ? dtypes::int32 : dtypes::float32;
       EXPECT_THROW(verify(UOp::make(op, wrong_out, src), "spec_alu_only"), SpecError)
@@ -2128,6 +2270,8 @@ TEST(Spec, MemoryOpsFollowTheDocumentedShapesAndDtypes) {
         for (size_t i = 0; i < k; ++i) c.push_back(i == 1 ? Dims64{5} : Dims64{});
         cases.push_back(c);
       }
+      cases.push_back({{3, 4}, {5}});  // an index of shape (5) in place of the first axis
+      cases.push_back({{3, 4}, {2, 5}});
     } else if (*op == Op::Stack) {
       cases = {{{2, 3}}, {{2, 3}, {2, 3}, {2, 3}}, {{2, 3}, {3, 2}}, {{}, {}}};
     } else {
@@ -2420,7 +2564,11 @@ TEST(Spec, MovementOpsMeanTheirExamples) {
       if (item.size() == 1) flat_arg.push_back(item[0]);
       if (item.size() == 2) pairs.emplace_back(item[0], item[1]);
     }
-    for (const std::string device : {"INTERP", "CPU"}) {
+    // with the opts (small kernels get every axis upcast, and their gates fold) and without
+    // (NOOPT=1: loops, and a padded read is a gated load)
+    for (const auto& [device, noopt] : std::vector<std::pair<std::string, const char*>>{
+             {"INTERP", "0"}, {"CPU", "0"}, {"INTERP", "1"}, {"CPU", "1"}}) {
+      const ScopedEnv opts("NOOPT", noopt);
       set_default_device(device);
       const Tensor t = Tensor::from_vector(src.values, Dims(src.shape.begin(), src.shape.end()),
                                            dtypes::float32);
@@ -2434,7 +2582,7 @@ TEST(Spec, MovementOpsMeanTheirExamples) {
                    : *op == Op::Pad     ? t.pad(pairs)
                    : *op == Op::Shrink  ? t.shrink(pairs)
                                         : t.flip(axes);
-      EXPECT_EQ(out.to_doubles(), want.values) << r[0] << " on " << device;
+      EXPECT_EQ(out.to_doubles(), want.values) << r[0] << " on " << device << " NOOPT=" << noopt;
       EXPECT_EQ(out.shape(), Dims(want.shape.begin(), want.shape.end()))
           << r[0] << " on " << device;
       set_default_device("");
