@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Removing or altering a row of spec/tinyspec.tex must make a spec test fail: each mutation of a
-# copy of the document is checked with the spec tests, which must then fail.
+# copy of the document is checked with the spec tests, which must then fail. (The implementation's
+# side: tests/spec/implementation_mutations.sh, which rebuilds a scratch clone for each mutation.)
 set -u
 test_spec=$1
 doc=$2
