@@ -2383,7 +2383,8 @@ TEST(Spec, OptOpsFollowTheDocumentedTable) {
     const auto& r = rows[k];
     ASSERT_EQ(r.size(), 6u) << r[0];
     const OptOp op = static_cast<OptOp>(k);
-    EXPECT_EQ(opt_repr(Opt{op, 0, 2}).substr(0, r[0].size()), r[0]) << "row " << k;
+    const std::string repr = opt_repr(Opt{op, 0, 2});  // "UPCAST(0, 2)"
+    EXPECT_EQ(repr.substr(0, repr.find('(')), r[0]) << "row " << k;
     const std::set<AxisType> applies = types_of(r[2]);
     const std::set<AxisType> split_types = types_of(r[3]);
     ASSERT_LE(split_types.size(), 1u) << r[0];
