@@ -117,6 +117,15 @@ struct V {
   double d() const { return fl ? f : static_cast<double>(i); }
 };
 
+// Integer arithmetic of the formulas modulo 2^128: a uint64 product does not fit 128 signed bits,
+// and the low bits, all a dtype keeps, are the same (signed overflow would be undefined).
+i128 wrapping_add(i128 a, i128 b) {
+  return static_cast<i128>(static_cast<unsigned __int128>(a) + static_cast<unsigned __int128>(b));
+}
+i128 wrapping_mul(i128 a, i128 b) {
+  return static_cast<i128>(static_cast<unsigned __int128>(a) * static_cast<unsigned __int128>(b));
+}
+
 class Formula {
  public:
   explicit Formula(std::string s) : s_(std::move(s)) {}
@@ -183,7 +192,7 @@ class Formula {
       else if (eat("^"))
         x = I(x.i ^ sum().i);
       else if (eat("<<"))  // a * 2**b (the dtype wraps it)
-        x = I(x.i * (i128{1} << static_cast<int>(sum().i)));
+        x = I(wrapping_mul(x.i, i128{1} << static_cast<int>(sum().i)));
       else if (eat(">>"))  // floor(a / 2**b)
         x = I(floor_div(x.i, i128{1} << static_cast<int>(sum().i)));
       else
@@ -200,11 +209,11 @@ class Formula {
         if (fused && (x.fl || y.fl)) {
           x = F(std::fma(p0, p1, y.d()));
         } else {
-          x = x.fl || y.fl ? F(x.d() + y.d()) : I(x.i + y.i);
+          x = x.fl || y.fl ? F(x.d() + y.d()) : I(wrapping_add(x.i, y.i));
         }
       } else if (eat("- ")) {
         V y = prod();
-        x = x.fl || y.fl ? F(x.d() - y.d()) : I(x.i - y.i);
+        x = x.fl || y.fl ? F(x.d() - y.d()) : I(wrapping_add(x.i, -y.i));
       } else {
         return x;
       }
@@ -217,7 +226,7 @@ class Formula {
       if (eat("*")) {
         V y = unary();
         product_ = {x.fl || y.fl, x.d(), y.d()};
-        x = x.fl || y.fl ? F(x.d() * y.d()) : I(x.i * y.i);
+        x = x.fl || y.fl ? F(x.d() * y.d()) : I(wrapping_mul(x.i, y.i));
       } else if (eat("/")) {
         V y = unary();
         product_.valid = false;
