@@ -741,6 +741,16 @@ V represented(DType d, const V& want) {
   return V{false, truncate_int(d, want.fl ? static_cast<i128>(want.f) : want.i), 0};
 }
 
+// A device's value against the document's, both in dtype d: floats bit for bit (any NaN matches,
+// a zero's sign counts), others exactly.
+void expect_same_value(DType d, const V& got, const V& want, const std::string& at) {
+  if (d.is_float())
+    EXPECT_TRUE(same_float(got.f, want.f))
+        << at << ": got " << got.f << ", the document says " << want.f;
+  else
+    EXPECT_EQ(static_cast<long long>(got.i), static_cast<long long>(want.i)) << at;
+}
+
 class SpecSemantics : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(SpecSemantics, ElementwiseFormulasAgreeWithTheDevice) {
@@ -816,37 +826,26 @@ TEST_P(SpecSemantics, ElementwiseFormulasAgreeWithTheDevice) {
             if (!wide)
               ADD_FAILURE() << r[0] << " " << od.repr() << " at " << e
                             << ": exec_alu folds nothing";
-          } else if (od.is_float()) {
-            const bool transcendental = *op == Op::Sin || *op == Op::Exp2 || *op == Op::Log2;
-            if (!transcendental || !std::isfinite(w.f))
-              EXPECT_TRUE(same_float(folded->as_float(), w.f))
-                  << r[0] << " " << od.repr() << " folded at " << e << ": " << folded->as_float()
-                  << ", the document says " << w.f;
-          } else {
-            EXPECT_EQ(static_cast<long long>(folded->is_bool() ? i128{folded->as_bool()}
-                                                               : folded->as_int()),
-                      static_cast<long long>(w.i))
-                << r[0] << " " << od.repr() << " folded at " << e;
+          } else if (!od.is_float() || !(*op == Op::Sin || *op == Op::Exp2 || *op == Op::Log2) ||
+                     !std::isfinite(w.f)) {
+            const V value = od.is_float()       ? V{true, 0, folded->as_float()}
+                            : folded->is_bool() ? V{false, folded->as_bool(), 0}
+                                                : V{false, folded->as_int(), 0};
+            expect_same_value(od, value, w, fmt::format("{} {} folded at {}", r[0], od.repr(), e));
           }
         }
-        if (od.is_float()) {
-          // (the CPU computes these, and pow through them, as polynomials)
-          const bool transcendental =
-              *op == Op::Sin || *op == Op::Exp2 || *op == Op::Log2 || *op == Op::Pow;
-          if (device == "CPU" && transcendental && std::isfinite(w.f)) {
-            EXPECT_NEAR(got[e].f, w.f,
-                        1e-6 * std::max(1.0, std::fabs(w.f)) +
-                            (od == dtypes::float32 ? 0 : 1e-2 * std::fabs(w.f)))
-                << r[0] << " " << od.repr() << " at " << e;
-          } else {
-            EXPECT_TRUE(same_float(got[e].f, w.f))
-                << r[0] << " " << od.repr() << " on " << device << " at " << e << ": got "
-                << got[e].f << ", the document says " << w.f;
-          }
-        } else {
-          EXPECT_EQ(static_cast<long long>(got[e].i), static_cast<long long>(w.i))
-              << r[0] << " " << od.repr() << " on " << device << " at " << e;
-        }
+        // (the CPU computes these, and pow through them, as polynomials)
+        const bool polynomial =
+            od.is_float() && device == "CPU" && std::isfinite(w.f) &&
+            (*op == Op::Sin || *op == Op::Exp2 || *op == Op::Log2 || *op == Op::Pow);
+        if (polynomial)
+          EXPECT_NEAR(got[e].f, w.f,
+                      1e-6 * std::max(1.0, std::fabs(w.f)) +
+                          (od == dtypes::float32 ? 0 : 1e-2 * std::fabs(w.f)))
+              << r[0] << " " << od.repr() << " at " << e;
+        else
+          expect_same_value(od, got[e], w,
+                            fmt::format("{} {} on {} at {}", r[0], od.repr(), device, e));
         ++checked;
       }
     }
@@ -882,9 +881,9 @@ TEST_P(SpecSemantics, ConstantOperandsAgreeWithTheFormulas) {
         set_default_device("");
         for (size_t e = 0; e < in.size(); ++e) {
           const V w = represented(out.dtype(), f.eval({{'a', in[e]}, {'b', V{false, c, 0}}}));
-          EXPECT_EQ(static_cast<long long>(got[e].i), static_cast<long long>(w.i))
-              << r[0] << " " << d.repr() << " by the constant " << c << " on " << device << " at "
-              << static_cast<long long>(in[e].i);
+          expect_same_value(out.dtype(), got[e], w,
+                            fmt::format("{} {} by the constant {} on {} at {}", r[0], d.repr(), c,
+                                        device, static_cast<long long>(in[e].i)));
           ++checked;
         }
       }
@@ -949,11 +948,7 @@ TEST_P(SpecSemantics, ConversionsAgreeWithTheDevice) {
               fmt::format("{} {} -> {} on {} at {}", r[0], from.repr(), to.repr(), device, e);
           const V w = represented(
               to, r[3] == "bits(a)" ? reinterpret(in[e], from, to) : f.eval({{'a', in[e]}}));
-          if (to.is_float())
-            EXPECT_TRUE(same_float(got[e].f, w.f))
-                << at << ": got " << got[e].f << ", the document says " << w.f;
-          else
-            EXPECT_EQ(static_cast<long long>(got[e].i), static_cast<long long>(w.i)) << at;
+          expect_same_value(to, got[e], w, at);
           ++checked;
         }
       }
@@ -1003,12 +998,7 @@ TEST_P(SpecSemantics, ConventionsHoldOnTheDevice) {
       ASSERT_NE(r[5], "error") << at << ": gave " << static_cast<double>(got[0].d())
                                << ", the document says it raises an error";
       const V want = convention_value(r[5], out.dtype());
-      if (out.dtype().is_float())
-        EXPECT_TRUE(same_float(got[0].f, want.f))
-            << at << ": got " << got[0].f << ", the document says " << r[5];
-      else
-        EXPECT_EQ(static_cast<long long>(got[0].i), static_cast<long long>(want.i))
-            << at << ": the document says " << r[5];
+      expect_same_value(out.dtype(), got[0], want, at + ": the document says " + r[5]);
     } catch (const std::exception& e) {
       set_default_device("");
       EXPECT_EQ(r[5], "error") << at << ": raised " << e.what();
@@ -2176,13 +2166,8 @@ TEST(Spec, ReduceOpsTableEqualsTheReduceOps) {
         else
           want = represented(od, V{false, std::stoll(r[1]), 0});
         ASSERT_EQ(got.size(), 3u);
-        for (const V& g : got) {
-          if (od.is_float())
-            EXPECT_TRUE(same_float(g.f, want.f)) << r[0] << " " << od.repr() << " on " << device;
-          else
-            EXPECT_EQ(static_cast<long long>(g.i), static_cast<long long>(want.i))
-                << r[0] << " " << od.repr() << " on " << device;
-        }
+        for (const V& g : got)
+          expect_same_value(od, g, want, r[0] + " " + od.repr() + " on " + device);
       }
     }
   }
