@@ -5,12 +5,16 @@
 #include <algorithm>
 #include <atomic>
 #include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <numeric>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "ir/int128.h"
+#include "tensor/function.h"
 #include "tensor/tensor.h"
 
 namespace tinyrw {
@@ -216,24 +220,14 @@ Tensor Tensor::pool(const Dims& k, const Dims& stride, const Dims& dilation) con
   return x.permute(order);
 }
 
-Tensor Tensor::conv2d(const Tensor& weight, const Tensor* bias, ConvOptions opt) const {
-  const Dims xs = shape(), ws = weight.shape();
-  if (xs.size() < 3 || xs.size() != ws.size())
-    throw TensorError(
-        fmt::format("conv2d: input ({}) and weight ({}) need the same rank, at least 3",
-                    fmt::join(xs, ", "), fmt::join(ws, ", ")));
+// conv2d's products summed, without the bias: x's windows (tinygrad's _pool) times the weight,
+// summed over (cin, *kernel) of each group. Shapes were checked by conv2d.
+Tensor conv_windows(const Tensor& input, const Tensor& weight, const ConvOptions& opt) {
+  const Dims xs = input.shape(), ws = weight.shape();
   const size_t n = ws.size() - 2;
-  const int64_t bs = xs[0], cin_total = xs[1], cout = ws[0], cin = ws[1], g = opt.groups;
-  if (g < 1 || cout % g != 0 || g * cin != cin_total)
-    throw TensorError(fmt::format(
-        "conv2d: input shape ({}) does not match weight shape ({}) with groups={}: the input "
-        "needs groups * {} = {} channels and the {} outputs must split into {} groups",
-        fmt::join(xs, ", "), fmt::join(ws, ", "), g, cin, g * cin, cout, g));
-  if (bias && (bias->ndim() != 1 || bias->shape()[0] != cout))
-    throw TensorError(fmt::format("conv2d: the bias needs shape ({}), got ({})", cout,
-                                  fmt::join(bias->shape(), ", ")));
+  const int64_t bs = xs[0], cout = ws[0], cin = ws[1], g = opt.groups;
   const Dims kernel(ws.begin() + 2, ws.end());
-  const Tensor windows = pad(full_pads(xs.size(), pool_pads(opt.padding, n, "conv2d")), 0.0)
+  const Tensor windows = input.pad(full_pads(xs.size(), pool_pads(opt.padding, n, "conv2d")), 0.0)
                              .pool(kernel, opt.stride, opt.dilation);
   const Dims ws_shape = windows.shape();  // (bs, cin_total, *out, *kernel)
   const Dims out(ws_shape.begin() + 2, ws_shape.begin() + 2 + static_cast<std::ptrdiff_t>(n));
@@ -259,11 +253,157 @@ Tensor Tensor::conv2d(const Tensor& weight, const Tensor* bias, ConvOptions opt)
   const Tensor x = windows.reshape(split).expand(wide).permute(order);
   Dims result{bs, cout};
   result.insert(result.end(), out.begin(), out.end());
-  Tensor r = (x * weight.reshape(wshape)).sum(trailing_axes(n + 1), true).reshape(result);
+  return (x * weight.reshape(wshape)).sum(trailing_axes(n + 1), true).reshape(result);
+}
+
+namespace {
+
+Tensor transposed_conv(const Tensor& input, const Tensor& weight, const Tensor* bias,
+                       const ConvOptions& opt, const Dims& output_padding, bool staged);
+
+// The gradient of conv_windows with respect to its input: the output gradient convolved with the
+// flipped kernel (a transposed convolution), a forward-style kernel instead of the sum over
+// overlapping windows that differentiating the windows gives (tinygrad's; 5-10x slower here). The
+// weight's gradient is the body's own.
+std::vector<std::optional<Tensor>> conv_gradient(const ConvOptions& opt,
+                                                 const std::vector<std::optional<Tensor>>& g,
+                                                 const std::vector<Tensor>& args) {
+  if (g.empty() || !g[0]) return {};
+  const Tensor &x = args.at(0), &w = args.at(1);
+  const Dims xs = x.shape(), ws = w.shape(), gs = g[0]->shape();
+  const size_t n = ws.size() - 2;
+  const Dims s = per_axis(opt.stride, n, "stride", "conv2d"),
+             d = per_axis(opt.dilation, n, "dilation", "conv2d");
+  const auto pads = pool_pads(opt.padding, n, "conv2d");
+  // the output padding that gives back x's size where the stride skipped trailing elements
+  Dims extra(n);
+  for (size_t i = 0; i < n; ++i)
+    extra[i] = xs[2 + i] - ((gs[2 + i] - 1) * s[i] + 1 + (ws[2 + i] - 1) * d[i] - pads[i].first -
+                            pads[i].second);
+  // the output's gradient in a buffer: both convolutions read each element many times, and
+  // would recompute the elementwise backward chain that gives it (an activation's mask, a norm's
+  // scale) at every read
+  const Tensor go = g[0]->contiguous();
+  Tensor dx = transposed_conv(go, w, nullptr, opt, extra, true);
+  Tensor dw = conv_windows(x, w, opt).gradient({w}, &go)[0];
+  return {dx, dw};
+}
+
+// conv_windows as a function() CALL with conv_gradient as its gradient, one per set of options
+// (so that a model's graph, and with it the schedule cache key, is the same every step)
+Tensor conv_call(const Tensor& x, const Tensor& w, const ConvOptions& opt) {
+  using Fn = Function<std::function<Tensor(Tensor, Tensor)>>;
+  static std::mutex mu;
+  static std::map<std::string, std::unique_ptr<Fn>> calls;
+  const std::string key =
+      fmt::format("{}|{}|{}|{}|{}", w.ndim(), opt.groups, fmt::join(opt.stride, ","),
+                  fmt::join(opt.dilation, ","), fmt::join(opt.padding, ","));
+  const Fn* f = nullptr;
+  {
+    const std::lock_guard<std::mutex> lock(mu);
+    std::unique_ptr<Fn>& slot = calls[key];
+    if (!slot)
+      slot = std::make_unique<Fn>(
+          [opt](Tensor a, Tensor b) { return conv_windows(a, b, opt); },
+          FunctionOptions{.name = "conv2d", .grad_fxn = [opt](const auto& g, const auto& args) {
+                            return conv_gradient(opt, g, args);
+                          }});
+    f = slot.get();
+  }
+  return (*f)(x, w);
+}
+
+}  // namespace
+
+Tensor Tensor::conv2d(const Tensor& weight, const Tensor* bias, ConvOptions opt) const {
+  const Dims xs = shape(), ws = weight.shape();
+  if (xs.size() < 3 || xs.size() != ws.size())
+    throw TensorError(
+        fmt::format("conv2d: input ({}) and weight ({}) need the same rank, at least 3",
+                    fmt::join(xs, ", "), fmt::join(ws, ", ")));
+  const int64_t cin_total = xs[1], cout = ws[0], cin = ws[1], g = opt.groups;
+  if (g < 1 || cout % g != 0 || g * cin != cin_total)
+    throw TensorError(fmt::format(
+        "conv2d: input shape ({}) does not match weight shape ({}) with groups={}: the input "
+        "needs groups * {} = {} channels and the {} outputs must split into {} groups",
+        fmt::join(xs, ", "), fmt::join(ws, ", "), g, cin, g * cin, cout, g));
+  if (bias && (bias->ndim() != 1 || bias->shape()[0] != cout))
+    throw TensorError(fmt::format("conv2d: the bias needs shape ({}), got ({})", cout,
+                                  fmt::join(bias->shape(), ", ")));
+  // (an input that is the weight itself is one CALL argument: differentiate the body instead)
+  const bool differentiable = dtype().is_float() && weight.dtype().is_float();
+  Tensor r = differentiable && uop() != weight.uop() ? conv_call(*this, weight, opt)
+                                                     : conv_windows(*this, weight, opt);
   if (!bias) return r;
-  Dims bshape(result.size(), 1);
+  Dims bshape(r.ndim(), 1);
   bshape[1] = cout;
   return r + bias->reshape(bshape);
+}
+
+namespace {
+// conv_transpose2d once its shapes are checked: the convolution of the input, spread out by the
+// stride and padded by the kernel's span less the padding, with the flipped weight. `staged`: the
+// spread, padded input in a buffer first, so that the convolution reads no gated element (the
+// gradient of conv2d: its output's gradient is read once per kernel position).
+Tensor transposed_conv(const Tensor& input, const Tensor& weight, const Tensor* bias,
+                       const ConvOptions& opt, const Dims& output_padding, bool staged) {
+  const Dims xs = input.shape(), ws = weight.shape();
+  const size_t n = ws.size() - 2;
+  const int64_t g = opt.groups, cin = ws[0], rcout = ws[1];
+  const Dims s = per_axis(opt.stride, n, "stride", "conv_transpose2d"),
+             d = per_axis(opt.dilation, n, "dilation", "conv_transpose2d"),
+             op = per_axis(output_padding, n, "output_padding", "conv_transpose2d");
+  const auto pads = pool_pads(opt.padding, n, "conv_transpose2d");
+  // the weight of the equivalent convolution: (groups * rcout, cin / groups, *kernel), flipped
+  Dims grouped{g, cin / g, rcout}, flat{g * rcout, cin / g};
+  std::vector<int> flips;
+  for (size_t i = 0; i < n; ++i) {
+    grouped.push_back(ws[2 + i]);
+    flat.push_back(ws[2 + i]);
+    flips.push_back(static_cast<int>(3 + i));
+  }
+  const Tensor w = weight.reshape(grouped).transpose(1, 2).flip(flips).reshape(flat);
+  // a stride > 1 spreads the input out: s - 1 zeros after each element (none after the last)
+  Tensor x = input;
+  if (std::any_of(s.begin(), s.end(), [](int64_t v) { return v > 1; })) {
+    Dims spread(xs.begin(), xs.begin() + 2), wide(xs.begin(), xs.begin() + 2);
+    std::vector<std::pair<int64_t, int64_t>> zeros{{0, 0}, {0, 0}}, keep{{0, xs[0]}, {0, xs[1]}};
+    for (size_t i = 0; i < n; ++i) {
+      spread.insert(spread.end(), {xs[2 + i], 1});
+      zeros.insert(zeros.end(), {{0, 0}, {0, s[i] - 1}});
+      wide.push_back(xs[2 + i] * s[i]);
+      keep.emplace_back(0, (xs[2 + i] - 1) * s[i] + 1);
+    }
+    x = x.reshape(spread).pad(zeros).reshape(wide).shrink(keep);
+  }
+  // padding of the equivalent convolution, (left, right, top, bottom, ...): the last axis first
+  Dims padding;
+  for (size_t i = n; i-- > 0;) {
+    const int64_t span = (ws[2 + i] - 1) * d[i];
+    padding.insert(padding.end(), {span - pads[i].first, span - pads[i].second + op[i]});
+  }
+  if (!staged)
+    return x.conv2d(w, bias, {.groups = g, .stride = {1}, .dilation = d, .padding = padding});
+  const Tensor padded =
+      x.pad(full_pads(xs.size(), pool_pads(padding, n, "conv_transpose2d")), 0.0).contiguous();
+  return padded.conv2d(w, bias, {.groups = g, .stride = {1}, .dilation = d, .padding = {0}});
+}
+}  // namespace
+
+Tensor Tensor::conv_transpose2d(const Tensor& weight, const Tensor* bias, ConvOptions opt,
+                                Dims output_padding) const {
+  const Dims xs = shape(), ws = weight.shape();
+  if (xs.size() < 3 || xs.size() != ws.size())
+    throw TensorError(
+        fmt::format("conv_transpose2d: input ({}) and weight ({}) need the same rank, at least 3",
+                    fmt::join(xs, ", "), fmt::join(ws, ", ")));
+  const int64_t g = opt.groups, cin = ws[0];
+  if (g < 1 || cin % g != 0 || xs[1] != cin)
+    throw TensorError(fmt::format(
+        "conv_transpose2d: input shape ({}) does not match weight shape ({}) with groups={}: the "
+        "input needs {} channels, a multiple of the groups",
+        fmt::join(xs, ", "), fmt::join(ws, ", "), g, cin));
+  return transposed_conv(*this, weight, bias, opt, output_padding, false);
 }
 
 namespace {

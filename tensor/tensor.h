@@ -239,6 +239,11 @@ class Tensor {
 
   // x (N, Cin, *spatial) and weight (Cout, Cin / groups, *kernel); bias (Cout) may be null.
   Tensor conv2d(const Tensor& weight, const Tensor* bias = nullptr, ConvOptions o = {}) const;
+  // The transposed convolution (tinygrad's conv_transpose2d): x (N, Cin, *spatial) and weight
+  // (Cin, Cout / groups, *kernel); the gradient of conv2d with respect to its input.
+  // `output_padding` (one value, or one per spatial axis) adds rows after each spatial axis.
+  Tensor conv_transpose2d(const Tensor& weight, const Tensor* bias = nullptr, ConvOptions o = {},
+                          Dims output_padding = {0}) const;
   Tensor max_pool2d(PoolOptions o = {}) const;
   // The maxima and, for each, its flat index within the spatial axes of the input (the first
   // maximum of the window).
@@ -349,6 +354,8 @@ class Tensor {
   // axis of size 0, which have no identity).
   Tensor reduce(Op op, std::vector<int> axes, bool keepdim, std::string_view what = "") const;
   Tensor bitwise(Op op, const Tensor& o) const;
+  // conv2d's windows times its weight, summed (tensor/composite.cpp), which pools
+  friend Tensor conv_windows(const Tensor& input, const Tensor& weight, const ConvOptions& opt);
   // tinygrad's _pool: the sliding windows over the trailing axes, as (..., *out, *kernel).
   Tensor pool(const Dims& kernel, const Dims& stride, const Dims& dilation) const;
   // Running reduce along `axis` (tinygrad's _split_cumalu: two stages past 512 elements).

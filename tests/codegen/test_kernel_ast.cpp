@@ -17,11 +17,14 @@
 #include "codegen/linearize.h"
 #include "codegen/opt.h"
 #include "ir/axis.h"
+#include "ir/builders.h"
 #include "ir/call.h"
 #include "ir/graph.h"
 #include "ir/kernel_info.h"
+#include "ir/render.h"
 #include "on_device.h"
 #include "runtime/llvm_render.h"
+#include "schedule/rangeify.h"
 #include "tensor/function.h"
 #include "tensor/tensor.h"
 #include "tests/expect_error.h"
@@ -1231,6 +1234,36 @@ TEST(Coalescing, NestedRangesThatFuseGiveOneRange) {
   EXPECT_EQ(count(lowered_last_kernel({}), Op::Range), 2);
   realized({4, 8}).transpose().sum().realize();
   EXPECT_EQ(count(lowered_last_kernel({}), Op::Range), 2);
+}
+
+// A gated index is simplified where its gate holds (tinygrad's gated_given_valid): a clause that
+// bounds an expression, e < 125 with e = r*24 + i, makes e // 125 zero and e % 125 e itself; a
+// gate clause e % 25 < 20 bounds the remainder alike. A gated index that reads a buffer keeps its
+// math (that read runs where the gate fails too).
+TEST(IndexMath, AGatedIndexIsSimplifiedWhereItsGateHolds) {
+  const UOp r = red_rng(6, 1), i = rng(24, 0), e = r * ci(24) + i;
+  auto has = [](const UOp& u, Op op) {
+    const std::vector<UOp> all = toposort(u);
+    return std::ranges::any_of(all, [&](const UOp& x) { return x.op() == op; });
+  };
+  const UOp gate = e.lt(ci(125));
+  const UOp simple = simplify_ranges(
+      std::vector<UOp>{gate.where(e.floordiv(125) * ci(500) + e.floormod(125), invalid())})[0];
+  EXPECT_FALSE(has(simple, Op::FloorDiv)) << render(simple);
+  EXPECT_FALSE(has(simple, Op::FloorMod)) << render(simple);
+  EXPECT_EQ(simple, gate.where(e, invalid())) << render(simple);
+  // two clauses, one of them a remainder
+  const UOp both = gate & e.floormod(25).lt(ci(20));
+  const UOp rem =
+      simplify_ranges(std::vector<UOp>{both.where(e.floormod(25).floordiv(20), invalid())})[0];
+  EXPECT_FALSE(has(rem, Op::FloorDiv)) << render(rem);
+  // not a gated index (no Invalid), or one that reads a buffer: the math stays
+  const UOp plain = simplify_ranges(std::vector<UOp>{gate.where(e.floordiv(125), ci(7))})[0];
+  EXPECT_TRUE(has(plain, Op::FloorDiv)) << render(plain);
+  const UOp b = buffer_uop(dtypes::int32, 1, 128, "CPU");
+  const UOp read = simplify_ranges(
+      std::vector<UOp>{gate.where(b.index({e.floordiv(125)}).cast(dtypes::index), invalid())})[0];
+  EXPECT_TRUE(has(read, Op::FloorDiv)) << render(read);
 }
 
 // ---- effects in order, loops, and what late codegen refuses

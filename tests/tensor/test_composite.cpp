@@ -221,6 +221,60 @@ TEST_P(Composite, Conv2dMatchesLoopsWithGroupsStrideDilationAndPadding) {
   }
 }
 
+// conv_transpose2d against its definition: each input element scatters its kernel-weighted
+// copies to the output rows i * stride - pad + k * dilation (groups, stride, dilation, padding,
+// output padding); its gradients (of the input, and of the weight) against central differences
+TEST_P(Composite, ConvTranspose2dMatchesItsScatterLoop) {
+  struct Case {
+    Dims xs, ws;  // x (N, Cin, H, W), w (Cin, Cout / groups, KH, KW)
+    int64_t groups = 1, s = 1, d = 1, p = 0, op = 0;
+  };
+  const std::vector<Case> cases = {
+      {.xs = {2, 3, 4, 5}, .ws = {3, 2, 3, 3}},
+      {.xs = {1, 4, 3, 4}, .ws = {4, 3, 3, 2}, .groups = 2, .s = 2, .p = 1, .op = 1},
+      {.xs = {1, 2, 4, 3}, .ws = {2, 1, 2, 3}, .groups = 2, .s = 3, .d = 2},
+      {.xs = {1, 1, 5, 5}, .ws = {1, 2, 3, 3}, .d = 2, .p = 2},
+  };
+  uint32_t seed = 300;
+  for (const Case& c : cases) {
+    const int64_t cin_g = c.xs[1] / c.groups, cout_g = c.ws[1], cout = cout_g * c.groups;
+    const int64_t oh = (c.xs[2] - 1) * c.s - 2 * c.p + c.d * (c.ws[2] - 1) + 1 + c.op;
+    const int64_t ow = (c.xs[3] - 1) * c.s - 2 * c.p + c.d * (c.ws[3] - 1) + 1 + c.op;
+    auto run = [&](const Values& x, const Values& w) {
+      Values out(static_cast<size_t>(c.xs[0] * cout * oh * ow), 0.0);
+      for (int64_t n = 0; n < c.xs[0]; ++n)
+        for (int64_t ci = 0; ci < c.xs[1]; ++ci)
+          for (int64_t i = 0; i < c.xs[2]; ++i)
+            for (int64_t j = 0; j < c.xs[3]; ++j)
+              for (int64_t co = 0; co < cout_g; ++co)
+                for (int64_t a = 0; a < c.ws[2]; ++a)
+                  for (int64_t b = 0; b < c.ws[3]; ++b) {
+                    const int64_t y = i * c.s - c.p + a * c.d, z = j * c.s - c.p + b * c.d;
+                    if (y < 0 || y >= oh || z < 0 || z >= ow) continue;
+                    const int64_t o = (ci / cin_g) * cout_g + co;
+                    out[static_cast<size_t>(((n * cout + o) * oh + y) * ow + z)] +=
+                        x[static_cast<size_t>(((n * c.xs[1] + ci) * c.xs[2] + i) * c.xs[3] + j)] *
+                        w[static_cast<size_t>(((ci * cout_g + co) * c.ws[2] + a) * c.ws[3] + b)];
+                  }
+      return out;
+    };
+    const ConvOptions o{.groups = c.groups, .stride = {c.s}, .dilation = {c.d}, .padding = {c.p}};
+    const std::string what = "conv_transpose case " + std::to_string(seed);
+    const Values w = random_values(static_cast<size_t>(count(c.ws)), seed * 7);
+    const Tensor wt = f64(w, c.ws);
+    check_op([&](const Tensor& x) { return x.conv_transpose2d(wt, nullptr, o, {c.op}); },
+             [&](const Values& x) { return run(x, w); }, c.xs, seed, what);
+    const Values x = random_values(static_cast<size_t>(count(c.xs)), seed * 13);
+    const Tensor xt = f64(x, c.xs);
+    check_op([&](const Tensor& wv) { return xt.conv_transpose2d(wv, nullptr, o, {c.op}); },
+             [&](const Values& wv) { return run(x, wv); }, c.ws, seed + 100, what + " (weight)");
+    ++seed;
+  }
+  // the weight's channels must match the input's
+  EXPECT_THROW((void)Tensor::ones({1, 3, 4, 4}).conv_transpose2d(Tensor::ones({2, 1, 3, 3})),
+               TensorError);
+}
+
 TEST_P(Composite, PoolsMatchLoops) {
   const std::vector<Pool2d> cases = {
       {.xs = {2, 3, 6, 6}},
