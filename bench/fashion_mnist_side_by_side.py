@@ -4,7 +4,7 @@ the same model (tinygrad's beautiful_mnist CNN), batch size, step count, learnin
 (Debian's dataset-fashion-mnist), in one run. Prints images/s of training for both, their ratio
 (tinygrad's time over tinyrw's: above 1, tinyrw is faster) and both test accuracies.
 
-  python3 bench/fashion_mnist_side_by_side.py [--steps 70] [--bs 64] [--lr 0.003] [--binary build/bin/fashion_mnist]
+  python3 bench/fashion_mnist_side_by_side.py [--steps 250] [--bs 64] [--lr 0.002] [--binary build/bin/fashion_mnist]
 
 tinygrad: its source at --tinygrad-path ($TINYGRAD_PATH, else /tmp/tg), from the mirror:
   mkdir -p /tmp/tg && git -C /work/.mirror/tinygrad+tinygrad/repo archive HEAD tinygrad | tar x -C /tmp/tg
@@ -48,7 +48,10 @@ def train_step():
     loss = model(x).sparse_categorical_crossentropy(Y_train[samples].cast(dtypes.int32)).backward()
     return loss.realize(*opt.schedule_step())
 start = time.perf_counter()
-for i in range(steps): loss = train_step().item()
+for i in range(steps):
+  # the learning rate falls linearly from lr to a tenth of it, as tinyrw's main job's does
+  opt.lr.assign(Tensor([lr * (1 - 0.9 * i / max(1, steps - 1))], device=opt.lr.device, dtype=opt.lr.dtype)).realize()
+  loss = train_step().item()
 secs = time.perf_counter() - start
 right = 0
 for at in range(0, 10000, 1000):
@@ -59,9 +62,9 @@ print(f"RESULT {secs:.3f} {right / 10000:.4f} {loss:.4f}")
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--steps", type=int, default=70)
+    ap.add_argument("--steps", type=int, default=250)
     ap.add_argument("--bs", type=int, default=64)
-    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     ap.add_argument("--binary", default="build/bin/fashion_mnist")
     ap.add_argument("--tinygrad-path", default=os.environ.get("TINYGRAD_PATH", "/tmp/tg"))

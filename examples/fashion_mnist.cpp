@@ -6,6 +6,7 @@
 //
 // Batches are drawn at random from the training set on the host (a data loader's job) and the
 // whole step (forward, backward, Adam update, BatchNorm statistics) is realized as one schedule.
+// The learning rate falls linearly from --lr to a tenth of it over the steps.
 #include <unistd.h>
 
 #include <chrono>
@@ -49,8 +50,8 @@ struct Model : nn::Module {
 
 struct Options {
   std::string data = nn::kFashionMnistDir, out = "fashion_mnist.safetensors", load;
-  int steps = 70, bs = 64;  // within 2 minutes on 2 cores (issue 20)
-  double lr = 3e-3;
+  int steps = 250, bs = 64;  // within 2 minutes on 2 cores, test accuracy 0.85 (issue 20)
+  double lr = 2e-3;          // the first step's; it falls linearly to a tenth of it
   uint64_t seed = 1337;
 };
 
@@ -178,6 +179,8 @@ int main(int argc, char** argv) {
       std::vector<size_t> rows(static_cast<size_t>(o.bs));
       for (size_t& r : rows) r = pick(rng);
       auto [x, y] = batch(x_train, y_train, rows);
+      // the learning rate falls linearly from --lr to a tenth of it over the run
+      opt.set_lr(o.lr * (1.0 - 0.9 * (step - 1) / std::max(1, o.steps - 1)));
       opt.zero_grad();
       Tensor loss = model(x).sparse_categorical_crossentropy(y);
       loss.backward(params);
