@@ -376,17 +376,16 @@ Tensor transposed_conv(const Tensor& input, const Tensor& weight, const Tensor* 
     }
     x = x.reshape(spread).pad(zeros).reshape(wide).shrink(keep);
   }
-  // padding of the equivalent convolution, (left, right, top, bottom, ...): the last axis first
-  Dims padding;
-  for (size_t i = n; i-- > 0;) {
+  // padding of the equivalent convolution, (before, after) per spatial axis
+  std::vector<std::pair<int64_t, int64_t>> around(n);
+  for (size_t i = 0; i < n; ++i) {
     const int64_t span = (ws[2 + i] - 1) * d[i];
-    padding.insert(padding.end(), {span - pads[i].first, span - pads[i].second + op[i]});
+    around[i] = {span - pads[i].first, span - pads[i].second + op[i]};
   }
-  if (!staged)
-    return x.conv2d(w, bias, {.groups = g, .stride = {1}, .dilation = d, .padding = padding});
-  const Tensor padded =
-      x.pad(full_pads(xs.size(), pool_pads(padding, n, "conv_transpose2d")), 0.0).contiguous();
-  return padded.conv2d(w, bias, {.groups = g, .stride = {1}, .dilation = d, .padding = {0}});
+  const Tensor padded = x.pad(full_pads(xs.size(), around), 0.0);
+  const ConvOptions same{.groups = g, .stride = {1}, .dilation = d, .padding = {0}};
+  if (!staged) return padded.conv2d(w, bias, same);
+  return padded.contiguous().conv2d(w, bias, same);
 }
 }  // namespace
 
