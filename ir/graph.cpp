@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <unordered_map>
 
-#include "ir/ptr_map.h"
+#include "ir/uop_node.h"
 
 namespace tinyrw {
 
@@ -11,11 +11,13 @@ std::vector<UOp> toposort(const UOp& root, const std::function<bool(const UOp&)>
                           bool enter_calls) {
   std::vector<UOp> out;
   if (!root) return out;
-  PtrMap<uint8_t> visited;
+  NodeSlots visited;
   // Raw pointers are safe: root keeps every node below it alive for the whole walk.
   std::vector<std::pair<const UOp*, size_t>> stack;
-  auto visit = [&](const UOp* u) { stack.emplace_back(u, enter && !enter(*u) ? u->nsrc() : 0); };
-  visited.try_emplace(root.node());
+  auto visit = [&](const UOp* u) {
+    visited.set(UOpAccess::node(*u), 0);
+    stack.emplace_back(u, enter && !enter(*u) ? u->nsrc() : 0);
+  };
   visit(&root);
   while (!stack.empty()) {
     auto& [node, next] = stack.back();
@@ -23,7 +25,7 @@ std::vector<UOp> toposort(const UOp& root, const std::function<bool(const UOp&)>
       const size_t i = next++;
       if (!enter_calls && i == 0 && node->op() == Op::Call) continue;
       const UOp* child = &node->src()[i];
-      if (visited.try_emplace(child->node()).second) visit(child);
+      if (visited.find(child->node()) == NodeSlots::kNone) visit(child);
       continue;
     }
     out.push_back(*node);

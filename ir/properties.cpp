@@ -279,7 +279,7 @@ void ensure_bounds(const UOp& u) {
         bool wraps = false;
         const Bounds b = compute_bounds(UOpAccess::borrow(n), wraps);
         const bool below = wraps_below(n, wraps);
-        Derived& d = n->derive();
+        Derived& d = derive(n);
         d.vmin = b.lo;
         d.vmax = b.hi;
         d.may_wrap = below;
@@ -574,7 +574,7 @@ void ensure_shape(const UOp& u) {
         } catch (const GraphError& e) {
           err = e.what();
         }
-        Derived& d = n->derive();
+        Derived& d = derive(n);
         d.shape = std::move(s);
         d.shape_error = std::move(err);
         d.has_shape = true;
@@ -659,7 +659,7 @@ Arg UOp::device() const {
       n_, [](UOpNode* n) { return n->derived && n->derived->has_device; },
       [](UOpNode* n) {
         Arg dev = compute_device(UOpAccess::borrow(n));
-        Derived& d = n->derive();
+        Derived& d = derive(n);
         d.device = std::move(dev);
         d.has_device = true;
       });

@@ -5,7 +5,6 @@
 #include <fmt/format.h>
 
 #include "ir/graph.h"
-#include "ir/ptr_map.h"
 #include "ir/stats.h"
 #include "ir/uop_node.h"
 #include "ir/viz.h"
@@ -94,18 +93,26 @@ class Rewriter {
     bool done = false;
   };
 
-  Entry* entry(const UOp& u) { return memo_.find(u.node()); }
+  Entry* entry(const UOp& u) {
+    const uint32_t i = slots_.find(u.node());
+    return i == NodeSlots::kNone ? nullptr : &memo_[i];
+  }
   void push(const UOp& n, uint32_t chain) {
     if (chain > kMaxRewriteChain) {
       throw RewriteError(fmt::format(
           "infinite loop in graph_rewrite '{}': more than {} successive rewrites, last {}",
           opts_.name, kMaxRewriteChain, n.repr(1)));
     }
-    *memo_.try_emplace(n.node()).first = Entry{n, UOp(), false};
+    if (Entry* e = entry(n)) {
+      *e = Entry{n, UOp(), false};
+    } else {
+      slots_.set(UOpAccess::node(n), static_cast<uint32_t>(memo_.size()));
+      memo_.push_back(Entry{n, UOp(), false});
+    }
     stack_.push_back(Frame{n, UOp(), UOp(), 0, chain, Stage::Enter});
   }
   void finish(const UOp& n, const UOp& result) {
-    Entry& e = *memo_.find(n.node());
+    Entry& e = *entry(n);
     e.result = result;
     e.done = true;
     stack_.pop_back();
@@ -233,7 +240,8 @@ class Rewriter {
   int viz_call_;
   RewriteContext ctx_;
   std::vector<Frame> stack_;
-  PtrMap<Entry> memo_;
+  NodeSlots slots_;  // node -> its Entry in memo_
+  std::vector<Entry> memo_;
 };
 
 std::string mode_name(const Matcher* pm, const Matcher* bpm, bool walk) {

@@ -17,58 +17,85 @@ namespace tinyrw {
 
 namespace {
 
+// Open addressing with linear probing: a slot holds the node and its hash, so a probe compares
+// hashes in the slot array and touches a node only on a hash match (bucket chains cost a cache
+// miss per node walked, which dominated creating large graphs). Erase shifts later entries back
+// instead of leaving tombstones.
 class NodeTable {
  public:
-  NodeTable() : buckets_(1u << 10, nullptr) {}
+  NodeTable() { resize(kMinCapacity); }
   size_t size() const { return count_; }
-  size_t bucket_count() const { return buckets_.size(); }
+  size_t bucket_count() const { return slots_.size(); }
 
+  // The live node equal to the arguments, or nullptr; `*empty` is then the slot to insert it at
+  // (valid until the table changes).
   UOpNode* find(uint32_t h, Op op, DType dtype, std::span<const UOp> src, const Arg& arg,
-                const Arg& tag) const {
-    for (UOpNode* n = buckets_[h & (buckets_.size() - 1)]; n; n = n->next) {
-      if (n->refcount == 0 || n->hash != h || n->op != op || n->dtype != dtype ||
-          n->nsrc != src.size())
-        continue;
+                const Arg& tag, size_t* empty) {
+    if ((count_ + 1) * kMaxLoadDen > slots_.size() * kMaxLoadNum) resize(slots_.size() * 2);
+    for (size_t i = h & mask_;; i = (i + 1) & mask_) {
+      const Slot& s = slots_[i];
+      if (!s.node) {
+        *empty = i;
+        return nullptr;
+      }
+      if (s.hash != h) continue;
+      UOpNode* n = s.node;
+      if (n->refcount == 0 || n->op != op || n->dtype != dtype || n->nsrc != src.size()) continue;
       bool same = true;
-      for (size_t i = 0; i < src.size() && same; ++i) same = n->srcs()[i] == src[i];
+      for (size_t k = 0; k < src.size() && same; ++k) same = n->srcs()[k] == src[k];
       if (same && n->arg == arg && n->tag == tag) return n;
     }
-    return nullptr;
   }
-  void insert(UOpNode* n) {
-    if (count_ + 1 > buckets_.size()) grow();
-    UOpNode*& head = buckets_[n->hash & (buckets_.size() - 1)];
-    n->next = head;
-    head = n;
+  void insert_at(size_t slot, UOpNode* n) {
+    slots_[slot] = Slot{n, n->hash};
     ++count_;
   }
   void erase(UOpNode* n) {
-    UOpNode** p = &buckets_[n->hash & (buckets_.size() - 1)];
-    while (*p != n) p = &(*p)->next;
-    *p = n->next;
+    size_t i = n->hash & mask_;
+    while (slots_[i].node != n) i = (i + 1) & mask_;
+    // Backward shift: move each later entry of the probe run into the hole when its home slot
+    // does not lie in (hole, entry], so every entry stays reachable from its home.
+    for (size_t j = (i + 1) & mask_; slots_[j].node; j = (j + 1) & mask_) {
+      const size_t home = slots_[j].hash & mask_;
+      const bool stays = i <= j ? (i < home && home <= j) : (i < home || home <= j);
+      if (stays) continue;
+      slots_[i] = slots_[j];
+      i = j;
+    }
+    slots_[i] = Slot{};
     --count_;
     // Give memory back when a large graph is dropped.
-    if (buckets_.size() > (1u << 10) && count_ < buckets_.size() / 8) shrink();
+    if (slots_.size() > kMinCapacity && count_ * 8 < slots_.size()) resize(slots_.size() / 4);
+  }
+  // Calls f on every node in the table.
+  template <class F>
+  void for_each(F&& f) {
+    for (const Slot& s : slots_)
+      if (s.node) f(s.node);
   }
 
  private:
-  void rehash(size_t new_size) {
-    std::vector<UOpNode*> nb(new_size, nullptr);
-    for (UOpNode* head : buckets_) {
-      while (head) {
-        UOpNode* next = head->next;
-        UOpNode*& slot = nb[head->hash & (new_size - 1)];
-        head->next = slot;
-        slot = head;
-        head = next;
-      }
-    }
-    buckets_.swap(nb);
-  }
-  void grow() { rehash(buckets_.size() * 2); }
-  void shrink() { rehash(buckets_.size() / 4); }
+  struct Slot {
+    UOpNode* node = nullptr;
+    uint32_t hash = 0;
+  };
+  static constexpr size_t kMinCapacity = 1u << 10;
+  static constexpr size_t kMaxLoadNum = 7, kMaxLoadDen = 10;  // grow past 70% full
 
-  std::vector<UOpNode*> buckets_;
+  void resize(size_t capacity) {
+    std::vector<Slot> old(capacity);
+    old.swap(slots_);
+    mask_ = capacity - 1;
+    for (const Slot& s : old) {
+      if (!s.node) continue;
+      size_t i = s.hash & mask_;
+      while (slots_[i].node) i = (i + 1) & mask_;
+      slots_[i] = s;
+    }
+  }
+
+  std::vector<Slot> slots_;
+  size_t mask_ = 0;
   size_t count_ = 0;
 };
 
@@ -124,52 +151,35 @@ void release_node(UOpNode* n) {
 
 }  // namespace
 
+namespace {
+uint32_t g_last_epoch = 0;
+bool g_marks_owned = false;
+}  // namespace
+
+NodeSlots::NodeSlots() {
+  if (g_marks_owned) return;
+  g_marks_owned = true;
+  if (g_last_epoch == UINT32_MAX) {  // wrapped: forget every old mark so none can match again
+    table().for_each([](UOpNode* n) { n->walk_mark = 0; });
+    g_last_epoch = 0;
+  }
+  epoch_ = ++g_last_epoch;
+}
+NodeSlots::~NodeSlots() {
+  if (epoch_) g_marks_owned = false;
+}
+
 UOpTableStats uop_table_stats() { return {table().size(), table().bucket_count()}; }
 size_t uop_node_bytes(size_t nsrc) { return sizeof(UOpNode) + nsrc * sizeof(UOp); }
 
 // ---- handle
 // ---------------------------------------------------------------------------------------
 
-UOp::UOp(UOpNode* n, bool adopt) : n_(n) {
-  if (n_ && !adopt) ++n_->refcount;
+void release_uop_node(UOpNode* n) { release_node(n); }
+void throw_bad_source_index(const UOpNode* n, size_t i) {
+  throw GraphError(
+      fmt::format("{} has {} sources, source {} requested", op_name(n->op), n->nsrc, i));
 }
-UOp::UOp(const UOp& o) : n_(o.n_) {
-  if (n_) ++n_->refcount;
-}
-UOp& UOp::operator=(const UOp& o) {
-  if (o.n_) ++o.n_->refcount;
-  UOpNode* old = n_;
-  n_ = o.n_;
-  if (old && --old->refcount == 0) release_node(old);
-  return *this;
-}
-UOp& UOp::operator=(UOp&& o) noexcept {
-  if (this != &o) {
-    UOpNode* old = n_;
-    n_ = o.n_;
-    o.n_ = nullptr;
-    if (old && --old->refcount == 0) release_node(old);
-  }
-  return *this;
-}
-UOp::~UOp() {
-  if (n_ && --n_->refcount == 0) release_node(n_);
-}
-
-Op UOp::op() const { return n_->op; }
-DType UOp::dtype() const { return n_->dtype; }
-std::span<const UOp> UOp::src() const { return {n_->srcs(), n_->nsrc}; }
-const UOp& UOp::src(size_t i) const {
-  if (i >= n_->nsrc) {
-    throw GraphError(
-        fmt::format("{} has {} sources, source {} requested", op_name(n_->op), n_->nsrc, i));
-  }
-  return n_->srcs()[i];
-}
-size_t UOp::nsrc() const { return n_->nsrc; }
-const Arg& UOp::arg() const { return n_->arg; }
-const Arg& UOp::tag() const { return n_->tag; }
-size_t UOp::hash() const { return n_ ? n_->hash : 0; }
 
 UOp UOp::make(Op op, DType dtype, std::span<const UOp> src, Arg arg, Arg tag) {
   const OpInfo& info = op_info(op);
@@ -184,7 +194,8 @@ UOp UOp::make(Op op, DType dtype, std::span<const UOp> src, Arg arg, Arg tag) {
     if (!s) throw GraphError(fmt::format("{} given an empty source", info.name));
   }
   const uint32_t h = node_hash(op, dtype, src, arg, tag);
-  if (UOpNode* found = table().find(h, op, dtype, src, arg, tag)) return UOp(found, false);
+  size_t slot = 0;
+  if (UOpNode* found = table().find(h, op, dtype, src, arg, tag, &slot)) return UOp(found, false);
 
   void* mem = ::operator new(uop_node_bytes(src.size()));
   auto* n = static_cast<UOpNode*>(mem);
@@ -195,10 +206,11 @@ UOp UOp::make(Op op, DType dtype, std::span<const UOp> src, Arg arg, Arg tag) {
   new (&n->dtype) DType(dtype);
   new (&n->arg) Arg(std::move(arg));
   new (&n->tag) Arg(std::move(tag));
-  n->next = nullptr;
+  n->walk_mark = 0;
+  n->walk_slot = 0;
   n->derived = nullptr;
   for (size_t i = 0; i < src.size(); ++i) new (&n->srcs()[i]) UOp(src[i]);
-  table().insert(n);
+  table().insert_at(slot, n);
   return UOp(n, false);
 }
 

@@ -59,7 +59,7 @@ class UOp {
   UOp(UOp&& o) noexcept : n_(o.n_) { o.n_ = nullptr; }
   UOp& operator=(const UOp& o);
   UOp& operator=(UOp&& o) noexcept;
-  ~UOp();
+  ~UOp();  // the handle's members are defined inline below UOpNode
 
   // ---- construction (hash-consed: equal arguments give the identical node)
   static UOp make(Op op, DType dtype = dtypes::void_, std::span<const UOp> src = {}, Arg arg = {},
@@ -221,6 +221,70 @@ class UOp {
   explicit UOp(UOpNode* n, bool adopt);
   UOpNode* n_ = nullptr;
 };
+
+struct Derived;
+
+// The node a UOp points at: hash-consed and reference counted, its sources following it in the
+// same allocation. Declared here so that the accessors inline (every matcher calls them); only
+// ir/uop.cpp creates and destroys nodes. Not thread-safe: graphs are built on one thread.
+class UOpNode {
+ public:
+  uint32_t refcount;
+  uint32_t nsrc;
+  uint32_t hash;
+  Op op;
+  DType dtype;
+  Arg arg;
+  Arg tag;
+  uint32_t walk_mark;  // the epoch of the NodeSlots that last numbered this node (0: none)
+  uint32_t walk_slot;  // that NodeSlots' number for it
+  Derived* derived;    // lazily computed properties (ir/uop_node.h)
+
+  UOp* srcs() { return reinterpret_cast<UOp*>(this + 1); }
+  const UOp* srcs() const { return reinterpret_cast<const UOp*>(this + 1); }
+};
+static_assert(sizeof(UOpNode) % alignof(UOp) == 0);
+
+// Destroys a node whose last reference went away (and, iteratively, its sources').
+void release_uop_node(UOpNode* n);
+[[noreturn]] void throw_bad_source_index(const UOpNode* n, size_t i);
+
+inline UOp::UOp(UOpNode* n, bool adopt) : n_(n) {
+  if (n_ && !adopt) ++n_->refcount;
+}
+inline UOp::UOp(const UOp& o) : n_(o.n_) {
+  if (n_) ++n_->refcount;
+}
+inline UOp& UOp::operator=(const UOp& o) {
+  if (o.n_) ++o.n_->refcount;
+  UOpNode* old = n_;
+  n_ = o.n_;
+  if (old && --old->refcount == 0) release_uop_node(old);
+  return *this;
+}
+inline UOp& UOp::operator=(UOp&& o) noexcept {
+  if (this != &o) {
+    UOpNode* old = n_;
+    n_ = o.n_;
+    o.n_ = nullptr;
+    if (old && --old->refcount == 0) release_uop_node(old);
+  }
+  return *this;
+}
+inline UOp::~UOp() {
+  if (n_ && --n_->refcount == 0) release_uop_node(n_);
+}
+inline Op UOp::op() const { return n_->op; }
+inline DType UOp::dtype() const { return n_->dtype; }
+inline std::span<const UOp> UOp::src() const { return {n_->srcs(), n_->nsrc}; }
+inline const UOp& UOp::src(size_t i) const {
+  if (i >= n_->nsrc) throw_bad_source_index(n_, i);
+  return n_->srcs()[i];
+}
+inline size_t UOp::nsrc() const { return n_->nsrc; }
+inline const Arg& UOp::arg() const { return n_->arg; }
+inline const Arg& UOp::tag() const { return n_->tag; }
+inline size_t UOp::hash() const { return n_ ? n_->hash : 0; }
 
 UOp operator+(const UOp& a, const UOp& b);
 UOp operator-(const UOp& a, const UOp& b);  // a + b*-1, tinygrad's canonical form

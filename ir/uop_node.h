@@ -3,6 +3,7 @@
 
 #include <optional>
 
+#include "ir/ptr_map.h"
 #include "ir/uop.h"
 
 namespace tinyrw {
@@ -21,27 +22,44 @@ struct Derived {
   Arg device;
 };
 
-class UOpNode {
- public:
-  uint32_t refcount;
-  uint32_t nsrc;
-  uint32_t hash;
-  Op op;
-  DType dtype;
-  Arg arg;
-  Arg tag;
-  UOpNode* next;  // chain of the hash-consing table's bucket
-  Derived* derived;
-
-  // The sources follow the node in the same allocation.
-  UOp* srcs() { return reinterpret_cast<UOp*>(this + 1); }
-  const UOp* srcs() const { return reinterpret_cast<const UOp*>(this + 1); }
-  Derived& derive() {
-    if (!derived) derived = new Derived();
-    return *derived;
-  }
-};
+// A node's lazily derived properties (ir/uop.h declares UOpNode::derived).
+inline Derived& derive(UOpNode* n) {
+  if (!n->derived) n->derived = new Derived();
+  return *n->derived;
+}
 static_assert(sizeof(UOpNode) % alignof(UOp) == 0);
+
+// Numbers the nodes a graph walk meets (node -> dense index into the walk's own arrays). The
+// outermost walk keeps the number in the node itself, so finding it costs no hash lookup (on
+// graphs of a million nodes, a hash map's random accesses dominated toposort and graph_rewrite);
+// walks started while one is active (a rule's own graph_rewrite) use a hash map. Not thread-safe,
+// like the hash-consing table.
+class NodeSlots {
+ public:
+  static constexpr uint32_t kNone = UINT32_MAX;
+  NodeSlots();
+  ~NodeSlots();
+  NodeSlots(const NodeSlots&) = delete;
+  NodeSlots& operator=(const NodeSlots&) = delete;
+
+  uint32_t find(const UOpNode* n) const {
+    if (epoch_) return n->walk_mark == epoch_ ? n->walk_slot : kNone;
+    const uint32_t* v = const_cast<PtrMap<uint32_t>&>(map_).find(n);
+    return v ? *v : kNone;
+  }
+  void set(UOpNode* n, uint32_t slot) {
+    if (epoch_) {
+      n->walk_mark = epoch_;
+      n->walk_slot = slot;
+    } else {
+      *map_.try_emplace(n).first = slot;
+    }
+  }
+
+ private:
+  uint32_t epoch_ = 0;  // nonzero: this walk owns the nodes' marks
+  PtrMap<uint32_t> map_;
+};
 
 struct UOpAccess {
   static UOpNode* node(const UOp& u) { return u.n_; }

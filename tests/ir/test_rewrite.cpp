@@ -355,3 +355,34 @@ TEST(Toposort, SourcesBeforeUsersAndGate) {
   const auto gated = toposort(e, [](const UOp& u) { return u.op() != Op::Add; });
   EXPECT_EQ(gated.size(), 3u);  // e and its two Adds, not below them
 }
+
+// The outermost walk numbers nodes in the nodes themselves; walks nested in it (an `enter`
+// callback, a rule) use their own map. Nested walks over the same nodes must not disturb the
+// outer walk's numbering, nor the outer one theirs.
+TEST(Toposort, NestedWalksOverTheSameNodesKeepTheirOwnMarks) {
+  const UOp a = var("a"), b = var("b");
+  const UOp e = ((a + b) * (a + 1) + (b * 2)) * (a + b);
+  const std::vector<UOp> plain = toposort(e);
+  size_t inner_walks = 0;
+  const std::vector<UOp> nested = toposort(e, [&](const UOp& u) {
+    // a full walk of the whole graph from inside the outer one, at every node
+    EXPECT_EQ(toposort(e).size(), plain.size());
+    ++inner_walks;
+    return true;
+  });
+  EXPECT_EQ(inner_walks, plain.size());
+  EXPECT_EQ(nested, plain);
+
+  // A rule that walks the graph it is part of, during an outer graph_rewrite of that graph.
+  LambdaMatcher count_then_bump("count_then_bump");
+  size_t seen = 0;
+  count_then_bump.add({Op::Const}, [&](RewriteContext&, const UOp& c) {
+    seen = std::max(seen, toposort(e).size());
+    return c.arg() == Arg::integer(1) ? c.const_like(static_cast<i128>(5)) : UOp();
+  });
+  const UOp out = graph_rewrite(e, &count_then_bump);
+  EXPECT_EQ(seen, plain.size());
+  EXPECT_TRUE(out == ((a + b) * (a + 5) + (b * 2)) * (a + b));
+  // After the walks, a fresh outermost walk sees every node again.
+  EXPECT_EQ(toposort(e), plain);
+}

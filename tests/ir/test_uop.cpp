@@ -127,3 +127,33 @@ TEST(UOp, BuildersMatchTinygradForms) {
   EXPECT_EQ((x + y).with_op(Op::Mul).op(), Op::Mul);
   EXPECT_EQ(x.repr(), "UOp(Ops.DEFINE_VAR, dtypes.index, arg=('x', 0, 10), src=())");
 }
+
+// The hash-consing table is open-addressed: erasing a node moves later entries of its probe run
+// back. After dropping a random half of many nodes (in random order, so runs are cut anywhere),
+// every kept node must still be found by building it again, and nothing else may be.
+TEST(UOp, TableFindsEveryKeptNodeAfterRandomErasures) {
+  const size_t live0 = uop_table_stats().live_nodes;
+  const UOp x = UOp::variable("erase_x", 0, 1 << 20);
+  constexpr int kNodes = 20000;
+  std::vector<UOp> nodes;
+  for (int i = 0; i < kNodes; ++i) nodes.push_back(x + UOp::cint(i));
+  std::vector<int> order(kNodes);
+  for (int i = 0; i < kNodes; ++i) order[i] = i;
+  uint64_t seed = 12345;
+  for (int i = kNodes - 1; i > 0; --i) {  // Fisher-Yates with a fixed LCG
+    seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+    std::swap(order[i], order[static_cast<int>((seed >> 33) % (i + 1))]);
+  }
+  const size_t full = uop_table_stats().live_nodes;
+  for (int k = 0; k < kNodes / 2; ++k) nodes[order[k]] = UOp();
+  const size_t live = uop_table_stats().live_nodes;
+  EXPECT_GE(full - live, static_cast<size_t>(kNodes / 2));  // at least the dropped ADDs went
+  for (int i = 0; i < kNodes; ++i) {
+    if (!nodes[i]) continue;
+    const UOp again = x + UOp::cint(i);
+    EXPECT_EQ(again.node(), nodes[i].node()) << i;
+  }
+  EXPECT_EQ(uop_table_stats().live_nodes, live);  // every rebuild was a hit
+  nodes.clear();
+  EXPECT_EQ(uop_table_stats().live_nodes, live0 + 1);
+}
