@@ -5,6 +5,7 @@
 #include "ir/render.h"
 #include "ir/uop.h"
 #include "symbolic/simplify.h"
+#include "tests/symbolic/eval.h"
 
 using namespace tinyrw;
 
@@ -86,6 +87,41 @@ TEST(ExactBounds, DivmodAndLtRulesFoldOnlyWhatDoesNotWrap) {
       }
     }
   }
+}
+
+// x%c + c*((x//c)%m) == x%(c*m) under floor semantics: digits taken apart and put back together
+// fold, scaled or not, anywhere in a sum (tinygrad's renders, from its simplify() on 2026-12-04,
+// in the comments). Values are checked at every point, negative x included.
+TEST(DigitRecombination, FoldsAsTinygradWhereTheProductFits) {
+  const Simplifier s(Simplifier::Mode::Differential);
+  const UOp x = UOp::variable("x", -200, 1000);
+  const UOp y = UOp::variable("y", 0, 10);
+  auto mod = [](const UOp& a, int64_t c) { return a.floormod(UOp::cint(c)); };
+  auto div = [](const UOp& a, int64_t c) { return a.floordiv(UOp::cint(c)); };
+  const std::vector<std::pair<UOp, std::string>> cases = {
+      {mod(div(x, 4), 3) * 4 + mod(x, 4), "(x%12)"},                            // (x%12)
+      {mod(x, 4) + mod(div(x, 4), 3) * 4 + y, "(x%12+y)"},                      // (y+x%12)
+      {mod(div(x, 4), 3) * 8 + mod(x, 4) * 2, "(x%12*2)"},                      // (x%12*2)
+      {mod(x, 4) + mod(div(x, 4), 3) * 4 + mod(div(x, 12), 5) * 12, "(x%60)"},  // (x%60)
+      {y * 3 + mod(div(x, 4), 3) * -8 + y + mod(x, 4) * -2, "(x%12*-2+y*4)"},   // (y*4+x%12*-2)
+  };
+  for (const auto& [e, folded] : cases) {
+    const UOp out = s.simplify(e);
+    EXPECT_EQ(render(out), folded) << render(e);
+    for (i128 xv = -200; xv <= 1000; xv += 7)
+      for (i128 yv = 0; yv <= 10; yv += 5)
+        EXPECT_EQ(test::py_eval(out, {{"x", xv}, {"y", yv}}),
+                  test::py_eval(e, {{"x", xv}, {"y", yv}}));
+  }
+  // not a pair: another divisor, another numerator, a scale that is not k*c
+  for (const UOp& e : {mod(div(x, 4), 3) * 4 + mod(x, 5), mod(div(x, 4), 3) * 4 + mod(y, 4),
+                       mod(div(x, 4), 3) * 3 + mod(x, 4)})
+    EXPECT_EQ(render(s.simplify(e)).find("%12"), std::string::npos) << render(e);
+  // int32: c*m = 2**32 does not fit, so the pair stays (w < 0 keeps (w//c)%m from folding alone)
+  const UOp w = UOp::variable("w", -(1 << 30), 1 << 30, dtypes::int32);
+  const UOp big = UOp::cint(65536, dtypes::int32);
+  const UOp halves = w.floordiv(big).floormod(big) * big + w.floormod(big);
+  EXPECT_NE(render(s.simplify(halves)).find("65536"), std::string::npos);
 }
 
 }  // namespace
