@@ -149,11 +149,10 @@ void release_node(UOpNode* n) {
   draining = false;
 }
 
-}  // namespace
-
-namespace {
+// NodeSlots: the epoch of the last walk that owned the nodes' marks, and whether one owns them now.
 uint32_t g_last_epoch = 0;
 bool g_marks_owned = false;
+
 }  // namespace
 
 NodeSlots::NodeSlots() {

@@ -27,7 +27,6 @@ inline Derived& derive(UOpNode* n) {
   if (!n->derived) n->derived = new Derived();
   return *n->derived;
 }
-static_assert(sizeof(UOpNode) % alignof(UOp) == 0);
 
 // Numbers the nodes a graph walk meets (node -> dense index into the walk's own arrays). The
 // outermost walk keeps the number in the node itself, so finding it costs no hash lookup (on
