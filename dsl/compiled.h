@@ -13,11 +13,11 @@
 
 namespace tinyrw::rw::gen {
 
-inline Op op(const UOp& u) { return UOpAccess::node(u)->op; }
-inline uint32_t nsrc(const UOp& u) { return UOpAccess::node(u)->nsrc; }
+inline Op op(const UOp& u) { return UOpAccess::node(u)->op(); }
+inline uint32_t nsrc(const UOp& u) { return UOpAccess::node(u)->nsrc(); }
 inline const UOp& src(const UOp& u, size_t i) { return UOpAccess::node(u)->srcs()[i]; }
 inline const Arg& arg(const UOp& u) { return UOpAccess::node(u)->arg; }
-inline DType dtype(const UOp& u) { return UOpAccess::node(u)->dtype; }
+inline DType dtype(const UOp& u) { return UOpAccess::node(u)->dtype(); }
 
 bool arg_equals(const Arg& actual, const Arg& literal);  // numbers compare by value
 template <class F>

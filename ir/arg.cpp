@@ -11,7 +11,8 @@ namespace tinyrw {
 
 struct ArgHeap {
   uint32_t refcount = 1;
-  i128 big = 0;      // Int values outside int64
+  Arg::Kind kind;
+  i128 big = 0;      // Int values outside 48 bits
   std::string text;  // String payload, or the Record type name
   std::vector<Arg> items;
   std::vector<std::pair<std::string, Arg>> fields;
@@ -51,222 +52,188 @@ std::string_view kind_name(Arg::Kind k) {
   return "?";
 }
 
-Arg Arg::integer(i128 v) {
-  Arg a;
-  a.kind_ = Kind::Int;
-  if (v >= std::numeric_limits<int64_t>::min() && v <= std::numeric_limits<int64_t>::max()) {
-    a.i_ = static_cast<int64_t>(v);
-  } else {
-    a.heap_ = true;
-    a.p_ = new ArgHeap();
-    a.p_->big = v;
+Arg::Kind Arg::heap_kind() const { return heap()->kind; }
+
+Arg Arg::from_heap(ArgHeap* p) {
+  const auto bits = reinterpret_cast<uintptr_t>(p);
+  if ((bits & ~kPayloadMask) != 0) {
+    delete p;
+    throw std::logic_error("Arg: heap block above the 48-bit address space");
   }
+  Arg a;
+  a.w_ = word(kTagHeap, bits);
   return a;
+}
+
+Arg Arg::integer(i128 v) {
+  constexpr i128 kInlineMax = (i128{1} << 47) - 1;
+  Arg a;
+  if (v >= -kInlineMax - 1 && v <= kInlineMax) {
+    a.w_ = word(kTagInt, static_cast<uint64_t>(static_cast<int64_t>(v)));
+    return a;
+  }
+  auto* p = new ArgHeap();
+  p->kind = Kind::Int;
+  p->big = v;
+  return from_heap(p);
 }
 Arg Arg::real(double v) {
   Arg a;
-  a.kind_ = Kind::Float;
-  a.f_ = std::isnan(v) ? std::numeric_limits<double>::quiet_NaN() : v;  // one canonical nan
+  // One canonical nan: every other nan pattern (the tags live among the negative nans) is folded.
+  a.w_ = std::bit_cast<uint64_t>(std::isnan(v) ? std::numeric_limits<double>::quiet_NaN() : v);
   return a;
 }
 Arg Arg::boolean(bool v) {
   Arg a;
-  a.kind_ = Kind::Bool;
-  a.i_ = 0;
-  a.b_ = v;
+  a.w_ = immediate(Kind::Bool, v ? 1 : 0);
   return a;
 }
 Arg Arg::string(std::string_view s) {
-  Arg a;
-  a.kind_ = Kind::String;
-  a.heap_ = true;
-  a.p_ = new ArgHeap();
-  a.p_->text = s;
-  return a;
+  auto* p = new ArgHeap();
+  p->kind = Kind::String;
+  p->text = s;
+  return from_heap(p);
 }
 Arg Arg::tuple(std::vector<Arg> items) {
-  Arg a;
-  a.kind_ = Kind::Tuple;
-  a.heap_ = true;
-  a.p_ = new ArgHeap();
-  a.p_->items = std::move(items);
-  return a;
+  auto* p = new ArgHeap();
+  p->kind = Kind::Tuple;
+  p->items = std::move(items);
+  return from_heap(p);
 }
 Arg Arg::dtype(DType d) {
+  const auto bits = reinterpret_cast<uintptr_t>(d.data());
+  if ((bits & ~kPayloadMask) != 0)
+    throw std::logic_error("Arg: dtype above the 48-bit address space");
   Arg a;
-  a.kind_ = Kind::DType;
-  a.d_ = d.data();
+  a.w_ = word(kTagDType, bits);
   return a;
 }
 Arg Arg::op(Op o) {
   Arg a;
-  a.kind_ = Kind::Op;
-  a.i_ = 0;
-  a.o_ = o;
+  a.w_ = immediate(Kind::Op, static_cast<uint64_t>(o));
   return a;
 }
 Arg Arg::record(std::string_view type_name, std::vector<std::pair<std::string, Arg>> fields) {
-  Arg a;
-  a.kind_ = Kind::Record;
-  a.heap_ = true;
-  a.p_ = new ArgHeap();
-  a.p_->text = type_name;
-  a.p_->fields = std::move(fields);
-  return a;
+  auto* p = new ArgHeap();
+  p->kind = Kind::Record;
+  p->text = type_name;
+  p->fields = std::move(fields);
+  return from_heap(p);
 }
 Arg Arg::invalid() {
   Arg a;
-  a.kind_ = Kind::Invalid;
+  a.w_ = immediate(Kind::Invalid);
   return a;
 }
 
-void Arg::retain() const {
-  if (heap_) ++p_->refcount;
-}
+void Arg::retain() const { ++heap()->refcount; }
 void Arg::release() {
-  if (heap_ && --p_->refcount == 0) delete p_;
-  heap_ = false;
+  ArgHeap* p = heap();
+  w_ = immediate(Kind::None);
+  if (--p->refcount == 0) delete p;
 }
-Arg::Arg(const Arg& o) : kind_(o.kind_), heap_(o.heap_), i_(o.i_) {
-  if (heap_) p_ = o.p_;
-  retain();
-}
-Arg::Arg(Arg&& o) noexcept : kind_(o.kind_), heap_(o.heap_), i_(o.i_) {
-  if (heap_) p_ = o.p_;
-  o.heap_ = false;
-  o.kind_ = Kind::None;
-}
-Arg& Arg::operator=(const Arg& o) {
-  if (this != &o) {
-    o.retain();
-    release();
-    kind_ = o.kind_;
-    heap_ = o.heap_;
-    i_ = o.i_;
-    if (heap_) p_ = o.p_;
-  }
-  return *this;
-}
-Arg& Arg::operator=(Arg&& o) noexcept {
-  if (this != &o) {
-    release();
-    kind_ = o.kind_;
-    heap_ = o.heap_;
-    i_ = o.i_;
-    if (heap_) p_ = o.p_;
-    o.heap_ = false;
-    o.kind_ = Kind::None;
-  }
-  return *this;
-}
-Arg::~Arg() { release(); }
+
+namespace {
+// The 48-bit payload of an inline word, sign-extended.
+int64_t inline_int(uint64_t w) { return static_cast<int64_t>(w << 16) >> 16; }
+}  // namespace
 
 i128 Arg::as_int() const {
-  if (kind_ == Kind::Int) return heap_ ? p_->big : i_;
-  if (kind_ == Kind::Bool) return b_ ? 1 : 0;
-  wrong_kind("int", kind_);
+  if (tag() == kTagInt) return inline_int(w_);
+  const Kind k = kind();
+  if (k == Kind::Int) return heap()->big;
+  if (k == Kind::Bool) return (w_ >> 8) & 1;
+  wrong_kind("int", k);
 }
 double Arg::as_float() const {
-  if (kind_ == Kind::Float) return f_;
-  if (kind_ == Kind::Int || kind_ == Kind::Bool) return static_cast<double>(as_int());
-  wrong_kind("float", kind_);
+  if (is_float()) return std::bit_cast<double>(w_);
+  const Kind k = kind();
+  if (k == Kind::Int || k == Kind::Bool) return static_cast<double>(as_int());
+  wrong_kind("float", k);
 }
 bool Arg::as_bool() const {
-  if (kind_ == Kind::Bool) return b_;
-  if (kind_ == Kind::Int) return as_int() != 0;
-  wrong_kind("bool", kind_);
+  const Kind k = kind();
+  if (k == Kind::Bool) return (w_ >> 8) & 1;
+  if (k == Kind::Int) return as_int() != 0;
+  wrong_kind("bool", k);
 }
 const std::string& Arg::as_string() const {
-  if (kind_ != Kind::String) wrong_kind("str", kind_);
-  return p_->text;
+  if (!is_string()) wrong_kind("str", kind());
+  return heap()->text;
 }
 std::span<const Arg> Arg::items() const {
-  if (kind_ != Kind::Tuple) wrong_kind("tuple", kind_);
-  return p_->items;
+  if (!is_tuple()) wrong_kind("tuple", kind());
+  return heap()->items;
 }
 DType Arg::as_dtype() const {
-  if (kind_ != Kind::DType) wrong_kind("dtype", kind_);
-  return DType(d_);
+  if (tag() != kTagDType) wrong_kind("dtype", kind());
+  return DType(reinterpret_cast<const DTypeData*>(w_ & kPayloadMask));
 }
 Op Arg::as_op() const {
-  if (kind_ != Kind::Op) wrong_kind("op", kind_);
-  return o_;
+  if (!is_op()) wrong_kind("op", kind());
+  return static_cast<Op>(w_ >> 8 & 0xFF);
 }
 const std::string& Arg::record_type() const {
-  if (kind_ != Kind::Record) wrong_kind("record", kind_);
-  return p_->text;
+  if (!is_record()) wrong_kind("record", kind());
+  return heap()->text;
 }
 const Arg* Arg::find_field(std::string_view name) const {
-  if (kind_ != Kind::Record) wrong_kind("record", kind_);
-  for (const auto& [k, v] : p_->fields)
+  if (!is_record()) wrong_kind("record", kind());
+  for (const auto& [k, v] : heap()->fields)
     if (k == name) return &v;
   return nullptr;
 }
 const Arg& Arg::field(std::string_view name) const {
   if (const Arg* a = find_field(name)) return *a;
-  throw std::logic_error(fmt::format("{} has no field '{}'", p_->text, name));
+  throw std::logic_error(fmt::format("{} has no field '{}'", heap()->text, name));
 }
 std::span<const std::pair<std::string, Arg>> Arg::fields() const {
-  if (kind_ != Kind::Record) wrong_kind("record", kind_);
-  return p_->fields;
+  if (!is_record()) wrong_kind("record", kind());
+  return heap()->fields;
 }
 
 size_t Arg::hash() const {
-  size_t h = static_cast<size_t>(kind_) * 0x100000001b3ULL;
-  switch (kind_) {
-    case Kind::None:
-    case Kind::Invalid:
-      return h;
+  const Kind k = kind();
+  size_t h = static_cast<size_t>(k) * 0x100000001b3ULL;
+  switch (k) {
     case Kind::Int: {
-      const i128 v = as_int();
+      if (!on_heap()) return mix(h, w_);  // ints are inline exactly when they fit 48 bits
+      const i128 v = heap()->big;
       return mix(mix(h, static_cast<uint64_t>(v)), static_cast<uint64_t>(v >> 64));
     }
-    case Kind::Float:
-      return mix(h, std::bit_cast<uint64_t>(f_));
-    case Kind::Bool:
-      return mix(h, b_);
-    case Kind::DType:
-      return mix(h, reinterpret_cast<size_t>(d_));
-    case Kind::Op:
-      return mix(h, static_cast<size_t>(o_));
     case Kind::String:
-      return mix(h, std::hash<std::string>()(p_->text));
+      return mix(h, std::hash<std::string>()(heap()->text));
     case Kind::Tuple:
-      for (const Arg& a : p_->items) h = mix(h, a.hash());
+      for (const Arg& a : heap()->items) h = mix(h, a.hash());
       return h;
     case Kind::Record:
-      h = mix(h, std::hash<std::string>()(p_->text));
-      for (const auto& [k, v] : p_->fields) h = mix(mix(h, std::hash<std::string>()(k)), v.hash());
+      h = mix(h, std::hash<std::string>()(heap()->text));
+      for (const auto& [name, v] : heap()->fields)
+        h = mix(mix(h, std::hash<std::string>()(name)), v.hash());
       return h;
+    default:  // every other kind is its word
+      return mix(h, w_);
   }
-  return h;
 }
 
 bool Arg::operator==(const Arg& o) const {
-  if (kind_ != o.kind_) return false;
-  if (heap_ && o.heap_ && p_ == o.p_) return true;
-  switch (kind_) {
-    case Kind::None:
-    case Kind::Invalid:
-      return true;
+  if (w_ == o.w_) return true;  // same inline value, or the same heap block
+  if (!on_heap() || !o.on_heap()) return false;
+  const ArgHeap& a = *heap();
+  const ArgHeap& b = *o.heap();
+  if (a.kind != b.kind) return false;
+  switch (a.kind) {
     case Kind::Int:
-      return as_int() == o.as_int();
-    case Kind::Float:
-      return std::bit_cast<uint64_t>(f_) == std::bit_cast<uint64_t>(o.f_);
-    case Kind::Bool:
-      return b_ == o.b_;
-    case Kind::DType:
-      return d_ == o.d_;
-    case Kind::Op:
-      return o_ == o.o_;
+      return a.big == b.big;
     case Kind::String:
-      return p_->text == o.p_->text;
+      return a.text == b.text;
     case Kind::Tuple:
-      return p_->items == o.p_->items;
+      return a.items == b.items;
     case Kind::Record:
-      return p_->text == o.p_->text && p_->fields == o.p_->fields;
+      return a.text == b.text && a.fields == b.fields;
+    default:
+      return false;
   }
-  return false;
 }
 
 namespace {
@@ -280,7 +247,7 @@ std::string float_repr(double v) {
 }  // namespace
 
 std::string Arg::repr() const {
-  switch (kind_) {
+  switch (kind()) {
     case Kind::None:
       return "None";
     case Kind::Invalid:
@@ -288,16 +255,16 @@ std::string Arg::repr() const {
     case Kind::Int:
       return to_string(as_int());
     case Kind::Float:
-      return float_repr(f_);
+      return float_repr(as_float());
     case Kind::Bool:
-      return b_ ? "True" : "False";
+      return as_bool() ? "True" : "False";
     case Kind::DType:
       return as_dtype().repr();
     case Kind::Op:
-      return fmt::format("Ops.{}", op_info(o_).py_name);
+      return fmt::format("Ops.{}", op_info(as_op()).py_name);
     case Kind::String: {
       std::string out = "'";
-      for (char c : p_->text) {
+      for (char c : heap()->text) {
         if (c == '\'' || c == '\\') out += '\\';
         if (c == '\n') {
           out += "\\n";
@@ -308,19 +275,21 @@ std::string Arg::repr() const {
       return out + "'";
     }
     case Kind::Tuple: {
+      const std::vector<Arg>& items = heap()->items;
       std::string out = "(";
-      for (size_t i = 0; i < p_->items.size(); ++i) {
+      for (size_t i = 0; i < items.size(); ++i) {
         if (i) out += ", ";
-        out += p_->items[i].repr();
+        out += items[i].repr();
       }
-      if (p_->items.size() == 1) out += ",";
+      if (items.size() == 1) out += ",";
       return out + ")";
     }
     case Kind::Record: {
-      std::string out = p_->text + "(";
-      for (size_t i = 0; i < p_->fields.size(); ++i) {
+      const ArgHeap& r = *heap();
+      std::string out = r.text + "(";
+      for (size_t i = 0; i < r.fields.size(); ++i) {
         if (i) out += ", ";
-        out += p_->fields[i].first + "=" + p_->fields[i].second.repr();
+        out += r.fields[i].first + "=" + r.fields[i].second.repr();
       }
       return out + ")";
     }

@@ -1,8 +1,11 @@
 // Arg: the typed, immutable value a UOp carries (tinygrad's `arg`), and its tag.
 //
-// Small values (ints that fit 64 bits, floats, bools, dtypes, ops) live inline; strings, tuples,
-// big integers and records share one reference-counted heap block. Equality is structural and
-// exact: floats compare by bit pattern, so -0.0 != 0.0 and nan == nan (needed for hash-consing).
+// An Arg is one 64-bit word (NaN-boxed): a double is stored as itself (every nan is the one
+// canonical quiet nan), and the negative-nan space holds the other kinds: ints that fit 48 bits,
+// dtypes, bools, ops, None and Invalid inline; strings, tuples, records and larger ints as a
+// pointer to one reference-counted heap block. Eight bytes keep the UOp node small. Equality is
+// structural and exact: floats compare by bit pattern, so -0.0 != 0.0 and nan == nan (needed for
+// hash-consing).
 #pragma once
 
 #include <cstdint>
@@ -24,7 +27,7 @@ class Arg {
  public:
   enum class Kind : uint8_t { None, Int, Float, Bool, String, Tuple, DType, Op, Record, Invalid };
 
-  Arg() : kind_(Kind::None), i_(0) {}
+  Arg() : w_(immediate(Kind::None)) {}
   static Arg integer(i128 v);
   static Arg real(double v);
   static Arg boolean(bool v);
@@ -38,24 +41,53 @@ class Arg {
   // The marker value of masked index lanes (tinygrad's Invalid).
   static Arg invalid();
 
-  Arg(const Arg& o);
-  Arg(Arg&& o) noexcept;
-  Arg& operator=(const Arg& o);
-  Arg& operator=(Arg&& o) noexcept;
-  ~Arg();
+  Arg(const Arg& o) : w_(o.w_) {
+    if (on_heap()) retain();
+  }
+  Arg(Arg&& o) noexcept : w_(o.w_) { o.w_ = immediate(Kind::None); }
+  Arg& operator=(const Arg& o) {
+    if (o.on_heap()) o.retain();
+    if (on_heap()) release();
+    w_ = o.w_;
+    return *this;
+  }
+  Arg& operator=(Arg&& o) noexcept {
+    if (this != &o) {
+      if (on_heap()) release();
+      w_ = o.w_;
+      o.w_ = immediate(Kind::None);
+    }
+    return *this;
+  }
+  ~Arg() {
+    if (on_heap()) release();
+  }
 
-  Kind kind() const { return kind_; }
-  bool is_none() const { return kind_ == Kind::None; }
-  bool is_int() const { return kind_ == Kind::Int; }
-  bool is_float() const { return kind_ == Kind::Float; }
-  bool is_bool() const { return kind_ == Kind::Bool; }
+  Kind kind() const {
+    switch (tag()) {
+      case kTagHeap:
+        return heap_kind();
+      case kTagInt:
+        return Kind::Int;
+      case kTagDType:
+        return Kind::DType;
+      case kTagImmediate:
+        return static_cast<Kind>(w_ & 0xFF);
+      default:
+        return Kind::Float;
+    }
+  }
+  bool is_none() const { return w_ == immediate(Kind::None); }
+  bool is_int() const { return kind() == Kind::Int; }
+  bool is_float() const { return tag() < kTagHeap; }
+  bool is_bool() const { return kind() == Kind::Bool; }
   bool is_number() const { return is_int() || is_float() || is_bool(); }
-  bool is_string() const { return kind_ == Kind::String; }
-  bool is_tuple() const { return kind_ == Kind::Tuple; }
-  bool is_dtype() const { return kind_ == Kind::DType; }
-  bool is_op() const { return kind_ == Kind::Op; }
-  bool is_record() const { return kind_ == Kind::Record; }
-  bool is_invalid() const { return kind_ == Kind::Invalid; }
+  bool is_string() const { return kind() == Kind::String; }
+  bool is_tuple() const { return kind() == Kind::Tuple; }
+  bool is_dtype() const { return kind() == Kind::DType; }
+  bool is_op() const { return kind() == Kind::Op; }
+  bool is_record() const { return kind() == Kind::Record; }
+  bool is_invalid() const { return kind() == Kind::Invalid; }
 
   // Accessors throw std::logic_error naming the expected and actual kinds on mismatch.
   i128 as_int() const;      // ints and bools
@@ -79,19 +111,25 @@ class Arg {
   std::string repr() const;
 
  private:
-  void release();
-  void retain() const;
-  bool on_heap() const { return heap_; }
-  Kind kind_;
-  bool heap_ = false;  // payload is p_ (strings, tuples, records, ints outside int64)
-  union {
-    int64_t i_;
-    double f_;
-    bool b_;
-    const DTypeData* d_;
-    Op o_;
-    ArgHeap* p_;
-  };
+  // The top 16 bits of the word select the representation; below kTagHeap it is a double.
+  static constexpr uint64_t kTagHeap = 0xFFF9, kTagInt = 0xFFFA, kTagDType = 0xFFFB,
+                            kTagImmediate = 0xFFFC;
+  static constexpr uint64_t kPayloadMask = (uint64_t{1} << 48) - 1;
+  static constexpr uint64_t word(uint64_t tag, uint64_t payload) {
+    return (tag << 48) | (payload & kPayloadMask);
+  }
+  // Immediates (None, Bool, Op, Invalid) keep their kind in the low byte, the value above it.
+  static constexpr uint64_t immediate(Kind k, uint64_t value = 0) {
+    return word(kTagImmediate, (value << 8) | static_cast<uint64_t>(k));
+  }
+  uint64_t tag() const { return w_ >> 48; }
+  bool on_heap() const { return tag() == kTagHeap; }
+  ArgHeap* heap() const { return reinterpret_cast<ArgHeap*>(w_ & kPayloadMask); }
+  Kind heap_kind() const;
+  static Arg from_heap(ArgHeap* p);
+  void release();       // drops one reference to the heap block
+  void retain() const;  // adds one
+  uint64_t w_;
 };
 
 std::string_view kind_name(Arg::Kind k);

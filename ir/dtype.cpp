@@ -8,11 +8,15 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <stdexcept>
 #include <tuple>
+
+#include <fmt/format.h>
 
 namespace tinyrw {
 
 struct DTypeData {
+  uint16_t id;  // its index in g_dtype_by_id
   ScalarKind kind;
   int count;              // vector lanes
   const DTypeData* base;  // pointee, for pointers
@@ -58,7 +62,7 @@ class DTypeTable {
   DTypeTable() {
     for (const auto& f : kScalars) {
       scalars_[static_cast<size_t>(f.kind)] =
-          &store_.emplace_back(DTypeData{f.kind, 1, nullptr, AddrSpace::Global, -1, f.name});
+          add(DTypeData{0, f.kind, 1, nullptr, AddrSpace::Global, -1, f.name});
     }
   }
   const DTypeData* scalar(ScalarKind k) const { return scalars_[static_cast<size_t>(k)]; }
@@ -78,12 +82,24 @@ class DTypeTable {
     } else {
       name = std::string(facts(k).name) + ".vec(" + std::to_string(count) + ")";
     }
-    const DTypeData* d = &store_.emplace_back(DTypeData{k, count, base, space, size, name});
+    const DTypeData* d = add(DTypeData{0, k, count, base, space, size, name});
     derived_.emplace(key, d);
     return d;
   }
 
  private:
+  // Stores a new type and gives it the next id.
+  const DTypeData* add(DTypeData d) {
+    if (store_.size() >= kMaxDTypes) {
+      throw std::length_error(fmt::format(
+          "cannot make dtype {}: a process holds at most {} distinct dtypes", d.name, kMaxDTypes));
+    }
+    d.id = static_cast<uint16_t>(store_.size());
+    const DTypeData* p = &store_.emplace_back(std::move(d));
+    g_dtype_by_id[p->id] = p;
+    return p;
+  }
+
   std::mutex mu_;
   std::deque<DTypeData> store_;
   std::array<const DTypeData*, kScalars.size()> scalars_{};
@@ -102,7 +118,10 @@ bool kind_is_float(ScalarKind k) { return k >= ScalarKind::Float16 && k <= Scala
 
 }  // namespace
 
+const DTypeData* g_dtype_by_id[kMaxDTypes] = {};
+
 DType::DType() : d_(table().scalar(ScalarKind::Void)) {}
+uint16_t DType::id() const { return d_->id; }
 DType DType::scalar(ScalarKind kind) { return DType(table().scalar(kind)); }
 
 std::optional<DType> DType::from_name(std::string_view name) {

@@ -74,6 +74,11 @@ class DType {
   double float_min() const;
   double float_max() const;
 
+  // A 16-bit number for this type (UOp nodes store it; at most kMaxDTypes types exist);
+  // from_id(id()) is this type.
+  uint16_t id() const;
+  static DType from_id(uint16_t id);
+
   bool operator==(const DType& o) const { return d_ == o.d_; }
   bool operator!=(const DType& o) const { return d_ != o.d_; }
   size_t hash() const { return reinterpret_cast<size_t>(d_); }
@@ -110,6 +115,12 @@ float half_to_float(uint16_t h);
 uint16_t float_to_half(float f);
 float bfloat16_to_float(uint16_t b);
 uint16_t float_to_bfloat16(float f);
+
+// How many distinct types a process may make (each UOp node names its type in 16 bits).
+inline constexpr size_t kMaxDTypes = size_t{1} << 16;
+// Every type made so far, by id (ir/dtype.cpp fills it).
+extern const DTypeData* g_dtype_by_id[kMaxDTypes];
+inline DType DType::from_id(uint16_t id) { return DType(g_dtype_by_id[id]); }
 
 }  // namespace tinyrw
 

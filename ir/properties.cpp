@@ -23,7 +23,7 @@ void compute_bottom_up(UOpNode* root, Has has, Compute compute) {
   while (!stack.empty()) {
     UOpNode* n = stack.back().first;
     const uint32_t i = stack.back().second;
-    if (i < n->nsrc) {
+    if (i < n->nsrc()) {
       ++stack.back().second;
       UOpNode* c = UOpAccess::node(n->srcs()[i]);
       if (!has(c)) stack.emplace_back(c, 0);
@@ -48,7 +48,7 @@ Bounds dtype_bounds(DType d) {
 }
 
 Bounds bounds_of(const UOp& u) {
-  const Derived& d = *UOpAccess::node(u)->derived;
+  const Derived& d = *derived_of(UOpAccess::node(u));
   return {d.vmin, d.vmax};
 }
 
@@ -266,15 +266,19 @@ Bounds compute_bounds(const UOp& u, bool& wraps) {
 // Whether the value of n may have wrapped: n itself (see compute_bounds) or an ALU source.
 bool wraps_below(const UOpNode* n, bool self) {
   if (self) return true;
-  if (!groups::alu().contains(n->op)) return false;
-  for (uint32_t i = 0; i < n->nsrc; ++i)
-    if (UOpAccess::node(n->srcs()[i])->derived->may_wrap) return true;
+  if (!groups::alu().contains(n->op())) return false;
+  for (uint32_t i = 0; i < n->nsrc(); ++i)
+    if (derived_of(UOpAccess::node(n->srcs()[i]))->may_wrap) return true;
   return false;
 }
 
 void ensure_bounds(const UOp& u) {
   compute_bottom_up(
-      UOpAccess::node(u), [](UOpNode* n) { return n->derived && n->derived->has_range; },
+      UOpAccess::node(u),
+      [](UOpNode* n) {
+        const Derived* d = derived_of(n);
+        return d && d->has_range;
+      },
       [](UOpNode* n) {
         bool wraps = false;
         const Bounds b = compute_bounds(UOpAccess::borrow(n), wraps);
@@ -307,7 +311,7 @@ const UOp& returned_value(const UOp& r) {
 }
 
 const std::optional<Shape>& cached_shape(const UOp& u) {
-  const Derived& d = *UOpAccess::node(u)->derived;
+  const Derived& d = *derived_of(UOpAccess::node(u));
   if (!d.shape_error.empty()) throw GraphError(d.shape_error);
   return d.shape;
 }
@@ -565,7 +569,11 @@ std::optional<Shape> compute_shape(const UOp& u) {
 
 void ensure_shape(const UOp& u) {
   compute_bottom_up(
-      UOpAccess::node(u), [](UOpNode* n) { return n->derived && n->derived->has_shape; },
+      UOpAccess::node(u),
+      [](UOpNode* n) {
+        const Derived* d = derived_of(n);
+        return d && d->has_shape;
+      },
       [](UOpNode* n) {
         std::optional<Shape> s;
         std::string err;
@@ -585,10 +593,10 @@ void ensure_shape(const UOp& u) {
 // -----------------------------------------------------------------------------------------
 
 Arg compute_device(const UOp& u) {
-  auto src_dev = [&](size_t i) { return UOpAccess::node(u.src(i))->derived->device; };
+  auto src_dev = [&](size_t i) { return derived_of(UOpAccess::node(u.src(i)))->device; };
   switch (u.op()) {
     case Op::Returned:
-      return UOpAccess::node(returned_value(u))->derived->device;
+      return derived_of(UOpAccess::node(returned_value(u)))->device;
     case Op::Param:
     case Op::Buffer:
     case Op::Stage: {
@@ -626,15 +634,15 @@ Arg compute_device(const UOp& u) {
 
 Num UOp::vmin() const {
   ensure_bounds(*this);
-  return n_->derived->vmin;
+  return derived_of(n_)->vmin;
 }
 Num UOp::vmax() const {
   ensure_bounds(*this);
-  return n_->derived->vmax;
+  return derived_of(n_)->vmax;
 }
 bool UOp::may_wrap() const {
   ensure_bounds(*this);
-  return n_->derived->may_wrap;
+  return derived_of(n_)->may_wrap;
 }
 std::optional<Shape> UOp::shape_opt() const {
   ensure_shape(*this);
@@ -656,14 +664,18 @@ bool UOp::shape_is(const Shape& s) const {
 }
 Arg UOp::device() const {
   compute_bottom_up(
-      n_, [](UOpNode* n) { return n->derived && n->derived->has_device; },
+      n_,
+      [](UOpNode* n) {
+        const Derived* d = derived_of(n);
+        return d && d->has_device;
+      },
       [](UOpNode* n) {
         Arg dev = compute_device(UOpAccess::borrow(n));
         Derived& d = derive(n);
         d.device = std::move(dev);
         d.has_device = true;
       });
-  return n_->derived->device;
+  return derived_of(n_)->device;
 }
 
 }  // namespace tinyrw

@@ -5,59 +5,118 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <new>
+
+#include <sys/mman.h>
 
 #include <fmt/format.h>
 
+#include "ir/node_arena.h"
 #include "ir/uop_node.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/lsan_interface.h>
+#endif
 
 namespace tinyrw {
 
-// ---- the hash-consing table ---------------------------------------------------------------------
+// ---- node memory
+// ----------------------------------------------------------------------------------
+
+NodeArena::NodeArena() {
+  // Reserve the whole 32-bit index space (32 GiB of addresses, no memory) where the system allows
+  // it, less where it does not (a strict overcommit policy or an address-space limit).
+  for (size_t bytes = size_t{kUnit} << 32; bytes >= (size_t{1} << 26); bytes /= 2) {
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) continue;
+    madvise(p, bytes, MADV_HUGEPAGE);  // fewer page faults and TLB misses; a hint only
+    base_ = static_cast<char*>(p);
+    reserved_ = bytes;
+    used_ = 4 * kUnit;  // index 0 stays unused
+    return;
+  }
+  throw GraphError("cannot reserve memory for UOp nodes (mmap of 64 MiB failed)");
+}
+
+void NodeArena::throw_full(size_t bytes) const {
+  throw GraphError(
+      fmt::format("out of UOp node memory: {} bytes of nodes made, {} more asked for, {} reserved",
+                  used_, bytes, reserved_));
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+void NodeArena::scan_for_leaks() {
+  constexpr size_t kStep = size_t{64} << 20;
+  while (leak_scanned_ < used_) {
+    __lsan_register_root_region(base_ + leak_scanned_, std::min(kStep, reserved_ - leak_scanned_));
+    leak_scanned_ += kStep;
+  }
+}
+void NodeArena::poison(void* p, size_t bytes) { ASAN_POISON_MEMORY_REGION(p, bytes); }
+void NodeArena::unpoison(void* p, size_t bytes) { ASAN_UNPOISON_MEMORY_REGION(p, bytes); }
+#else
+void NodeArena::poison(void*, size_t) {}
+void NodeArena::unpoison(void*, size_t) {}
+#endif
 
 namespace {
 
-// Open addressing with linear probing: a slot holds the node and its hash, so a probe compares
-// hashes in the slot array and touches a node only on a hash match (bucket chains cost a cache
-// miss per node walked, which dominated creating large graphs). Erase shifts later entries back
+// Never destroyed: UOps held in static objects may be released during static destruction.
+NodeArena& arena() {
+  static NodeArena* a = new NodeArena();
+  return *a;
+}
+
+// ---- the hash-consing table ---------------------------------------------------------------------
+
+// Open addressing with linear probing over 8-byte slots: a node's 32-bit hash and its arena index.
+// A probe compares hashes in the slot array and touches a node only on a hash match, and a
+// million nodes need 8-13 MB of slots (the table stays in the last-level cache longer). The
+// capacity is any number (a slot's home is the hash scaled to it), grown by half past 80% full
+// and shrunk below 1/8, so the load stays between 53% and 80%. Erase shifts later entries back
 // instead of leaving tombstones.
 class NodeTable {
  public:
   NodeTable() { resize(kMinCapacity); }
   size_t size() const { return count_; }
   size_t bucket_count() const { return slots_.size(); }
+  size_t bytes() const { return slots_.capacity() * sizeof(Slot); }
 
   // The live node equal to the arguments, or nullptr; `*empty` is then the slot to insert it at
   // (valid until the table changes).
-  UOpNode* find(uint32_t h, Op op, DType dtype, std::span<const UOp> src, const Arg& arg,
-                const Arg& tag, size_t* empty) {
-    if ((count_ + 1) * kMaxLoadDen > slots_.size() * kMaxLoadNum) resize(slots_.size() * 2);
-    for (size_t i = h & mask_;; i = (i + 1) & mask_) {
-      const Slot& s = slots_[i];
-      if (!s.node) {
+  UOpNode* find(uint32_t h, uint32_t op_nsrc, uint16_t dtype_id, std::span<const UOp> src,
+                const Arg& arg, const Arg& tag, size_t* empty) {
+    if ((count_ + 1) * kMaxLoadDen > slots_.size() * kMaxLoadNum) resize(slots_.size() * 3 / 2);
+    for (size_t i = home(h);; i = next(i)) {
+      const Slot s = slots_[i];
+      if (!s.index) {
         *empty = i;
         return nullptr;
       }
       if (s.hash != h) continue;
-      UOpNode* n = s.node;
-      if (n->refcount == 0 || n->op != op || n->dtype != dtype || n->nsrc != src.size()) continue;
+      auto* n = static_cast<UOpNode*>(arena().at(s.index));
+      if (n->refcount == 0 || n->op_nsrc != op_nsrc || n->dtype_id != dtype_id) continue;
       bool same = true;
       for (size_t k = 0; k < src.size() && same; ++k) same = n->srcs()[k] == src[k];
-      if (same && n->arg == arg && n->tag == tag) return n;
+      if (same && n->arg == arg && node_tag(n) == tag) return n;
     }
   }
   void insert_at(size_t slot, UOpNode* n) {
-    slots_[slot] = Slot{n, n->hash};
+    slots_[slot] = Slot{n->hash, arena().index_of(n)};
     ++count_;
   }
   void erase(UOpNode* n) {
-    size_t i = n->hash & mask_;
-    while (slots_[i].node != n) i = (i + 1) & mask_;
-    // Backward shift: move each later entry of the probe run into the hole when its home slot
-    // does not lie in (hole, entry], so every entry stays reachable from its home.
-    for (size_t j = (i + 1) & mask_; slots_[j].node; j = (j + 1) & mask_) {
-      const size_t home = slots_[j].hash & mask_;
-      const bool stays = i <= j ? (i < home && home <= j) : (i < home || home <= j);
+    const uint32_t index = arena().index_of(n);
+    size_t i = home(n->hash);
+    while (slots_[i].index != index) i = next(i);
+    // Backward shift: move each later entry of the probe run into the hole when its home does
+    // not lie in (hole, entry], so every entry stays reachable from its home.
+    for (size_t j = next(i); slots_[j].index; j = next(j)) {
+      const size_t h = home(slots_[j].hash);
+      const bool stays = i <= j ? (i < h && h <= j) : (i < h || h <= j);
       if (stays) continue;
       slots_[i] = slots_[j];
       i = j;
@@ -65,55 +124,57 @@ class NodeTable {
     slots_[i] = Slot{};
     --count_;
     // Give memory back when a large graph is dropped.
-    if (slots_.size() > kMinCapacity && count_ * 8 < slots_.size()) resize(slots_.size() / 4);
+    if (slots_.size() > kMinCapacity && count_ * 8 < slots_.size())
+      resize(std::max(kMinCapacity, count_ * 2));
   }
   // Calls f on every node in the table.
   template <class F>
   void for_each(F&& f) {
     for (const Slot& s : slots_)
-      if (s.node) f(s.node);
+      if (s.index) f(static_cast<UOpNode*>(arena().at(s.index)));
   }
 
  private:
   struct Slot {
-    UOpNode* node = nullptr;
     uint32_t hash = 0;
+    uint32_t index = 0;  // in the arena; 0: empty
   };
   static constexpr size_t kMinCapacity = 1u << 10;
-  static constexpr size_t kMaxLoadNum = 7, kMaxLoadDen = 10;  // grow past 70% full
+  static constexpr size_t kMaxLoadNum = 4, kMaxLoadDen = 5;  // grow past 80% full
+
+  size_t home(uint32_t h) const { return static_cast<size_t>((uint64_t{h} * slots_.size()) >> 32); }
+  size_t next(size_t i) const { return i + 1 == slots_.size() ? 0 : i + 1; }
 
   void resize(size_t capacity) {
     std::vector<Slot> old(capacity);
     old.swap(slots_);
-    mask_ = capacity - 1;
     for (const Slot& s : old) {
-      if (!s.node) continue;
-      size_t i = s.hash & mask_;
-      while (slots_[i].node) i = (i + 1) & mask_;
+      if (!s.index) continue;
+      size_t i = home(s.hash);
+      while (slots_[i].index) i = next(i);
       slots_[i] = s;
     }
   }
 
   std::vector<Slot> slots_;
-  size_t mask_ = 0;
   size_t count_ = 0;
 };
 
-// Never destroyed: UOps held in static objects may be released during static destruction.
+// Never destroyed, like the arena.
 NodeTable& table() {
   static NodeTable* t = new NodeTable();
   return *t;
 }
 
 // Mixes the sources' addresses, not their hashes: a hash built only from the sources' hashes
-// repeats along long chains (x = x + x), which would make buckets grow with the graph.
-uint32_t node_hash(Op op, DType dtype, std::span<const UOp> src, const Arg& arg, const Arg& tag) {
-  uint64_t h = 0xcbf29ce484222325ULL ^ static_cast<uint64_t>(op);
+// repeats along long chains (x = x + x), which would make probe runs grow with the graph.
+uint32_t node_hash(uint32_t op_nsrc, uint16_t dtype_id, std::span<const UOp> src, const Arg& arg,
+                   const Arg& tag) {
+  uint64_t h = 0xcbf29ce484222325ULL ^ (uint64_t{op_nsrc} << 16 | dtype_id);
   auto mix = [&h](uint64_t v) {
     h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
     h *= 0x100000001b3ULL;
   };
-  mix(dtype.hash());
   mix(arg.hash());
   if (!tag.is_none()) mix(tag.hash());
   for (const UOp& s : src) mix(reinterpret_cast<uintptr_t>(s.node()) >> 4);
@@ -122,14 +183,46 @@ uint32_t node_hash(Op op, DType dtype, std::span<const UOp> src, const Arg& arg,
   return static_cast<uint32_t>(h ^ (h >> 32));
 }
 
+// ---- side blocks (tags and derived properties) --------------------------------------------------
+
+uint32_t g_extras_capacity = 0;
+uint32_t g_extras_used = 1;  // slot 0 means "none"
+// Indices of deleted blocks, for reuse. Never destroyed, like the table.
+std::vector<uint32_t>& free_extras() {
+  static auto* v = new std::vector<uint32_t>();
+  return *v;
+}
+
+uint32_t add_extra(Derived* d) {
+  uint32_t i;
+  if (!free_extras().empty()) {
+    i = free_extras().back();
+    free_extras().pop_back();
+  } else {
+    if (g_extras_used >= g_extras_capacity) {
+      if (g_extras_capacity >= (uint32_t{1} << 31)) throw GraphError("too many UOp side blocks");
+      g_extras_capacity = std::max<uint32_t>(1024, g_extras_capacity * 2);
+      auto* grown =
+          static_cast<Derived**>(std::realloc(g_node_extras, g_extras_capacity * sizeof(Derived*)));
+      if (!grown) throw std::bad_alloc();
+      g_node_extras = grown;
+    }
+    i = g_extras_used++;
+  }
+  g_node_extras[i] = d;
+  return i;
+}
+
 void destroy_node(UOpNode* n) {
   table().erase(n);
-  delete n->derived;
-  for (uint32_t i = 0; i < n->nsrc; ++i) n->srcs()[i].~UOp();
+  if (n->extra) {
+    delete g_node_extras[n->extra];
+    free_extras().push_back(n->extra);
+  }
+  const uint32_t nsrc = n->nsrc();
+  for (uint32_t i = 0; i < nsrc; ++i) n->srcs()[i].~UOp();
   n->arg.~Arg();
-  n->tag.~Arg();
-  n->dtype.~DType();
-  ::operator delete(n);
+  arena().free(n, uop_node_bytes(nsrc));
 }
 
 // Releasing a node releases its sources; a worklist keeps that off the C++ stack.
@@ -150,16 +243,33 @@ void release_node(UOpNode* n) {
 }
 
 // NodeSlots: the epoch of the last walk that owned the nodes' marks, and whether one owns them now.
-uint32_t g_last_epoch = 0;
+uint16_t g_last_epoch = 0;
 bool g_marks_owned = false;
 
+const Arg& no_tag() {
+  static const Arg* none = new Arg();
+  return *none;
+}
+
 }  // namespace
+
+Derived** g_node_extras = nullptr;
+
+const Arg& node_tag(const UOpNode* n) {
+  const Derived* d = derived_of(n);
+  return d ? d->tag : no_tag();
+}
+
+Derived& derive(UOpNode* n) {
+  if (!n->extra) n->extra = add_extra(new Derived());
+  return *g_node_extras[n->extra];
+}
 
 NodeSlots::NodeSlots() {
   if (g_marks_owned) return;
   g_marks_owned = true;
-  if (g_last_epoch == UINT32_MAX) {  // wrapped: forget every old mark so none can match again
-    table().for_each([](UOpNode* n) { n->walk_mark = 0; });
+  if (g_last_epoch == UINT16_MAX) {  // wrapped: forget every old mark so none can match again
+    table().for_each([](UOpNode* n) { n->walk_epoch = 0; });
     g_last_epoch = 0;
   }
   epoch_ = ++g_last_epoch;
@@ -168,17 +278,21 @@ NodeSlots::~NodeSlots() {
   if (epoch_) g_marks_owned = false;
 }
 
-UOpTableStats uop_table_stats() { return {table().size(), table().bucket_count()}; }
+UOpTableStats uop_table_stats() {
+  return {table().size(), table().bucket_count(), table().bytes(), arena().bytes_live(),
+          arena().bytes_used()};
+}
 size_t uop_node_bytes(size_t nsrc) { return sizeof(UOpNode) + nsrc * sizeof(UOp); }
 
-// ---- handle
-// ---------------------------------------------------------------------------------------
+// ---- handle -------------------------------------------------------------------------------------
 
 void release_uop_node(UOpNode* n) { release_node(n); }
 void throw_bad_source_index(const UOpNode* n, size_t i) {
   throw GraphError(
-      fmt::format("{} has {} sources, source {} requested", op_name(n->op), n->nsrc, i));
+      fmt::format("{} has {} sources, source {} requested", op_name(n->op()), n->nsrc(), i));
 }
+
+const Arg& UOp::tag() const { return node_tag(n_); }
 
 UOp UOp::make(Op op, DType dtype, std::span<const UOp> src, Arg arg, Arg tag) {
   const OpInfo& info = op_info(op);
@@ -189,25 +303,42 @@ UOp UOp::make(Op op, DType dtype, std::span<const UOp> src, Arg arg, Arg tag) {
                                  : fmt::format("{} to {}", info.min_src, info.max_src);
     throw GraphError(fmt::format("{} takes {} sources, got {}", info.name, want, src.size()));
   }
+  if (src.size() > UOpNode::kMaxSources) {
+    throw GraphError(fmt::format("{} given {} sources; a node holds at most {}", info.name,
+                                 src.size(), UOpNode::kMaxSources));
+  }
   for (const UOp& s : src) {
     if (!s) throw GraphError(fmt::format("{} given an empty source", info.name));
   }
-  const uint32_t h = node_hash(op, dtype, src, arg, tag);
+  const uint32_t op_nsrc = static_cast<uint32_t>(op) | static_cast<uint32_t>(src.size()) << 8;
+  const uint16_t dtype_id = dtype.id();
+  const uint32_t h = node_hash(op_nsrc, dtype_id, src, arg, tag);
   size_t slot = 0;
-  if (UOpNode* found = table().find(h, op, dtype, src, arg, tag, &slot)) return UOp(found, false);
+  if (UOpNode* found = table().find(h, op_nsrc, dtype_id, src, arg, tag, &slot))
+    return UOp(found, false);
 
-  void* mem = ::operator new(uop_node_bytes(src.size()));
+  void* mem = arena().allocate(uop_node_bytes(src.size()));
+  uint32_t extra = 0;
+  if (!tag.is_none()) {
+    try {
+      auto d = std::make_unique<Derived>();
+      d->tag = std::move(tag);
+      extra = add_extra(d.get());
+      d.release();  // owned by the side-block table now
+    } catch (...) {
+      arena().free(mem, uop_node_bytes(src.size()));
+      throw;
+    }
+  }
   auto* n = static_cast<UOpNode*>(mem);
   n->refcount = 0;
-  n->nsrc = static_cast<uint32_t>(src.size());
   n->hash = h;
-  n->op = op;
-  new (&n->dtype) DType(dtype);
-  new (&n->arg) Arg(std::move(arg));
-  new (&n->tag) Arg(std::move(tag));
-  n->walk_mark = 0;
+  n->op_nsrc = op_nsrc;
+  n->dtype_id = dtype_id;
+  n->walk_epoch = 0;
   n->walk_slot = 0;
-  n->derived = nullptr;
+  n->extra = extra;
+  new (&n->arg) Arg(std::move(arg));
   for (size_t i = 0; i < src.size(); ++i) new (&n->srcs()[i]) UOp(src[i]);
   table().insert_at(slot, n);
   return UOp(n, false);

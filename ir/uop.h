@@ -222,28 +222,31 @@ class UOp {
   UOpNode* n_ = nullptr;
 };
 
-struct Derived;
-
 // The node a UOp points at: hash-consed and reference counted, its sources following it in the
-// same allocation. Declared here so that the accessors inline (every matcher calls them); only
-// ir/uop.cpp creates and destroys nodes. Not thread-safe: graphs are built on one thread.
+// same allocation. 32 bytes before the sources: the type is a 16-bit id, the arg one word, and
+// the rarely set parts (the tag, lazily derived properties) live in a side block. Declared here
+// so that the accessors inline (every matcher calls them); only ir/uop.cpp creates and destroys
+// nodes. Not thread-safe: graphs are built on one thread.
 class UOpNode {
  public:
-  uint32_t refcount;
-  uint32_t nsrc;
-  uint32_t hash;
-  Op op;
-  DType dtype;
-  Arg arg;
-  Arg tag;
-  uint32_t walk_mark;  // the epoch of the NodeSlots that last numbered this node (0: none)
-  uint32_t walk_slot;  // that NodeSlots' number for it
-  Derived* derived;    // lazily computed properties (ir/uop_node.h)
+  static constexpr uint32_t kMaxSources = (uint32_t{1} << 24) - 1;
 
+  uint32_t refcount;
+  uint32_t hash;
+  uint32_t op_nsrc;     // the op in the low byte, the source count above it
+  uint16_t dtype_id;    // DType::from_id
+  uint16_t walk_epoch;  // the epoch of the NodeSlots that last numbered this node (0: none)
+  uint32_t walk_slot;   // that NodeSlots' number for it
+  uint32_t extra;       // the node's NodeExtra (ir/uop_node.h) by index; 0: none yet
+  Arg arg;
+
+  Op op() const { return static_cast<Op>(op_nsrc & 0xFF); }
+  uint32_t nsrc() const { return op_nsrc >> 8; }
+  DType dtype() const { return DType::from_id(dtype_id); }
   UOp* srcs() { return reinterpret_cast<UOp*>(this + 1); }
   const UOp* srcs() const { return reinterpret_cast<const UOp*>(this + 1); }
 };
-static_assert(sizeof(UOpNode) % alignof(UOp) == 0);
+static_assert(sizeof(UOpNode) == 32 && sizeof(UOpNode) % alignof(UOp) == 0);
 
 // Destroys a node whose last reference went away (and, iteratively, its sources').
 void release_uop_node(UOpNode* n);
@@ -274,16 +277,15 @@ inline UOp& UOp::operator=(UOp&& o) noexcept {
 inline UOp::~UOp() {
   if (n_ && --n_->refcount == 0) release_uop_node(n_);
 }
-inline Op UOp::op() const { return n_->op; }
-inline DType UOp::dtype() const { return n_->dtype; }
-inline std::span<const UOp> UOp::src() const { return {n_->srcs(), n_->nsrc}; }
+inline Op UOp::op() const { return n_->op(); }
+inline DType UOp::dtype() const { return n_->dtype(); }
+inline std::span<const UOp> UOp::src() const { return {n_->srcs(), n_->nsrc()}; }
 inline const UOp& UOp::src(size_t i) const {
-  if (i >= n_->nsrc) throw_bad_source_index(n_, i);
+  if (i >= n_->nsrc()) throw_bad_source_index(n_, i);
   return n_->srcs()[i];
 }
-inline size_t UOp::nsrc() const { return n_->nsrc; }
+inline size_t UOp::nsrc() const { return n_->nsrc(); }
 inline const Arg& UOp::arg() const { return n_->arg; }
-inline const Arg& UOp::tag() const { return n_->tag; }
 inline size_t UOp::hash() const { return n_ ? n_->hash : 0; }
 
 UOp operator+(const UOp& a, const UOp& b);
@@ -338,10 +340,13 @@ UOp shape_to_uop(const Shape& s);
 // Decodes a shape UOp (a STACK of sizes, or a single CONST for a 1-d shape).
 Shape uop_to_shape(const UOp& u);
 
-// Live-node statistics of the hash-consing table (for tests and benchmarks).
+// Live-node statistics of the hash-consing table and the node arena (for tests and benchmarks).
 struct UOpTableStats {
   size_t live_nodes;
-  size_t buckets;
+  size_t buckets;      // slots of the hash-consing table
+  size_t table_bytes;  // the table's slot array
+  size_t node_bytes;   // the live nodes' cells in the node arena
+  size_t arena_bytes;  // cells the arena ever handed out (live nodes and free cells kept for reuse)
 };
 UOpTableStats uop_table_stats();
 size_t uop_node_bytes(

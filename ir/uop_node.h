@@ -8,8 +8,10 @@
 
 namespace tinyrw {
 
-// Lazily computed properties; allocated only for nodes whose properties were asked for.
+// A node's side block (UOpNode::extra): its tag and its lazily computed properties. Allocated only
+// for nodes made with a tag or whose properties were asked for.
 struct Derived {
+  Arg tag;
   bool has_range = false;
   bool has_shape = false;
   bool has_device = false;
@@ -22,11 +24,16 @@ struct Derived {
   Arg device;
 };
 
-// A node's lazily derived properties (ir/uop.h declares UOpNode::derived).
-inline Derived& derive(UOpNode* n) {
-  if (!n->derived) n->derived = new Derived();
-  return *n->derived;
+// Every side block by index (slot 0 unused); ir/uop.cpp owns it.
+extern Derived** g_node_extras;
+// A node's side block, or nullptr when it has none yet.
+inline Derived* derived_of(const UOpNode* n) {
+  return n->extra ? g_node_extras[n->extra] : nullptr;
 }
+// A node's side block, made on first use.
+Derived& derive(UOpNode* n);
+// A node's tag (None when it has none).
+const Arg& node_tag(const UOpNode* n);
 
 // Numbers the nodes a graph walk meets (node -> dense index into the walk's own arrays). The
 // outermost walk keeps the number in the node itself, so finding it costs no hash lookup (on
@@ -41,14 +48,16 @@ class NodeSlots {
   NodeSlots(const NodeSlots&) = delete;
   NodeSlots& operator=(const NodeSlots&) = delete;
 
+  // Whether this walk keeps its numbers in the nodes (the outermost walk) rather than a map.
+  bool numbers_in_nodes() const { return epoch_ != 0; }
   uint32_t find(const UOpNode* n) const {
-    if (epoch_) return n->walk_mark == epoch_ ? n->walk_slot : kNone;
-    const uint32_t* v = const_cast<PtrMap<uint32_t>&>(map_).find(n);
+    if (epoch_) return n->walk_epoch == epoch_ ? n->walk_slot : kNone;
+    const uint32_t* v = map_.find(n);
     return v ? *v : kNone;
   }
   void set(UOpNode* n, uint32_t slot) {
     if (epoch_) {
-      n->walk_mark = epoch_;
+      n->walk_epoch = epoch_;
       n->walk_slot = slot;
     } else {
       *map_.try_emplace(n).first = slot;
@@ -56,8 +65,8 @@ class NodeSlots {
   }
 
  private:
-  uint32_t epoch_ = 0;  // nonzero: this walk owns the nodes' marks
-  PtrMap<uint32_t> map_;
+  uint16_t epoch_ = 0;            // nonzero: this walk owns the nodes' marks
+  mutable PtrMap<uint32_t> map_;  // find() is a lookup; PtrMap's find is not const
 };
 
 struct UOpAccess {

@@ -157,3 +157,37 @@ TEST(UOp, TableFindsEveryKeptNodeAfterRandomErasures) {
   nodes.clear();
   EXPECT_EQ(uop_table_stats().live_nodes, live0 + 1);
 }
+
+// A node is 32 bytes and its sources; a tag and derived properties live in a side block, which
+// must stay with its node (and be dropped with it) while other nodes come and go.
+TEST(UOp, NodesCostTheirCellAndTagsLiveBesideThem) {
+  EXPECT_EQ(uop_node_bytes(2), 48u);
+  const UOp x = UOp::variable("cell_x", 0, 10);
+  const UOp y = UOp::variable("cell_y", 0, 5);
+  const size_t bytes0 = uop_table_stats().node_bytes;
+  {
+    const UOp s = x + y;
+    EXPECT_EQ(uop_table_stats().node_bytes, bytes0 + uop_node_bytes(2));
+  }
+  EXPECT_EQ(uop_table_stats().node_bytes, bytes0);
+  const size_t arena0 = uop_table_stats().arena_bytes;
+  std::vector<UOp> tagged;
+  for (int i = 0; i < 1000; ++i) {
+    const UOp plain = x * UOp::cint(i);
+    (void)plain.vmax();  // a side block for the untagged node too
+    tagged.push_back(plain.with_tag(Arg::integer(i)));
+  }
+  for (int i = 0; i < 1000; i += 2) tagged[i] = UOp();  // free cells and side blocks in between
+  for (int i = 1; i < 1000; i += 2) {
+    EXPECT_EQ(tagged[i].tag(), Arg::integer(i));
+    EXPECT_FALSE(tagged[i] == x * UOp::cint(i));  // the tag is part of identity
+    EXPECT_EQ(tagged[i].with_tag(Arg()), x * UOp::cint(i));
+    EXPECT_EQ(tagged[i].vmax().i, 10 * i);
+    EXPECT_EQ(tagged[i], (x * UOp::cint(i)).with_tag(Arg::integer(i)));  // found again
+  }
+  tagged.clear();
+  for (int i = 0; i < 1000; ++i) tagged.push_back((x * UOp::cint(i)).with_tag(Arg::string("t")));
+  EXPECT_LE(uop_table_stats().arena_bytes, arena0 + 2000 * uop_node_bytes(2))
+      << "freed cells are reused";
+  for (const UOp& t : tagged) EXPECT_EQ(t.tag().as_string(), "t");
+}
