@@ -84,11 +84,15 @@ class Rewriter {
     UOp cur;   // n after the pre-order rewrites
     UOp link;  // Link: the rewritten form whose result becomes n's
     uint32_t next_src = 0;
+    uint32_t first_changed = UINT32_MAX;  // the first source whose result differs from it
     uint32_t chain = 0;
     Stage stage = Stage::Enter;
   };
   struct Entry {
-    UOp key;  // keeps the key node alive so its address is never reused while mapped
+    // Keeps the key node alive when the walk maps nodes by address (a nested walk), so that the
+    // address is never reused for another node while mapped. A walk that numbers nodes in the
+    // nodes needs no key: a node made in a dead node's cell starts unnumbered.
+    UOp key;
     UOp result;
     bool done = false;
   };
@@ -103,13 +107,14 @@ class Rewriter {
           "infinite loop in graph_rewrite '{}': more than {} successive rewrites, last {}",
           opts_.name, kMaxRewriteChain, n.repr(1)));
     }
+    UOp key = slots_.numbers_in_nodes() ? UOp() : n;
     if (Entry* e = entry(n)) {
-      *e = Entry{n, UOp(), false};
+      *e = Entry{std::move(key), UOp(), false};
     } else {
       slots_.set(UOpAccess::node(n), static_cast<uint32_t>(memo_.size()));
-      memo_.push_back(Entry{n, UOp(), false});
+      memo_.push_back(Entry{std::move(key), UOp(), false});
     }
-    stack_.push_back(Frame{n, UOp(), UOp(), 0, chain, Stage::Enter});
+    stack_.push_back(Frame{n, UOp(), UOp(), 0, UINT32_MAX, chain, Stage::Enter});
   }
   void finish(const UOp& n, const UOp& result) {
     Entry& e = *entry(n);
@@ -195,42 +200,39 @@ class Rewriter {
 
   void sources(size_t top) {
     Frame& f = stack_[top];
-    const UOp cur = f.cur;
-    const size_t n = cur.nsrc();
+    const UOpNode* cur = UOpAccess::node(f.cur);  // f.cur keeps it alive while f is on the stack
+    const uint32_t n = cur->nsrc();
     while (f.next_src < n) {
-      const size_t i = f.next_src;
-      const UOp& c = cur.src(i);
-      if (skipped_source(cur, i)) {
+      const uint32_t i = f.next_src;
+      const UOp& c = cur->srcs()[i];
+      if (i == 0 && !opts_.enter_calls && cur->op() == Op::Call) {  // a CALL's body is not walked
         ++f.next_src;
         continue;
       }
-      if (Entry* e = entry(c)) {
+      if (const Entry* e = entry(c)) {
         if (!e->done) cycle(c);
+        if (f.first_changed == UINT32_MAX && !(e->result == c)) f.first_changed = i;
         ++f.next_src;
         continue;
       }
       push(c, 0);  // invalidates f; resumes here once c is done
       return;
     }
-    size_t first_changed = n;
-    for (size_t i = 0; i < n && first_changed == n; ++i) {
-      if (!skipped_source(cur, i) && !(entry(cur.src(i))->result == cur.src(i))) first_changed = i;
-    }
-    if (first_changed < n) {
-      std::vector<UOp> new_src(cur.src().begin(), cur.src().end());
-      for (size_t i = first_changed; i < n; ++i) {
-        if (!skipped_source(cur, i)) new_src[i] = entry(cur.src(i))->result;
+    if (f.first_changed != UINT32_MAX) {
+      std::vector<UOp> new_src(cur->srcs(), cur->srcs() + n);
+      for (uint32_t i = f.first_changed; i < n; ++i) {
+        if (!skipped_source(f.cur, i)) new_src[i] = entry(new_src[i])->result;
       }
-      UOp rebuilt = cur.with_src(new_src);
+      UOp rebuilt = f.cur.with_src(new_src);
       if (opts_.walk) {
         UOp r = pm_ ? apply(pm_, rebuilt) : UOp();
         return finish(stack_[top].n, r ? r : rebuilt);
       }
       return link_to(rebuilt);
     }
-    UOp r = pm_ ? apply(pm_, cur) : UOp();
-    if (!r) return finish(stack_[top].n, cur);
-    if (opts_.walk) return finish(stack_[top].n, r);
+    UOp r = pm_ ? apply(pm_, f.cur) : UOp();
+    if (!r) return finish(f.n, f.cur);
+    if (opts_.walk) return finish(f.n, r);
     link_to(r);
   }
 

@@ -2,6 +2,10 @@
 #include <malloc.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "ir/ops.h"
 #include "ir/uop.h"
@@ -190,4 +194,33 @@ TEST(UOp, NodesCostTheirCellAndTagsLiveBesideThem) {
   EXPECT_LE(uop_table_stats().arena_bytes, arena0 + 2000 * uop_node_bytes(2))
       << "freed cells are reused";
   for (const UOp& t : tagged) EXPECT_EQ(t.tag().as_string(), "t");
+}
+
+// The limits of a node's fields (docs/limits.md): a count that does not fit is an error, not a
+// wrapped field.
+TEST(UOp, SourceCountBeyondTheNodeLimitIsAnError) {
+  const UOp x = UOp::variable("many_x", 0, 1);
+  std::vector<UOp> srcs(size_t{UOpNode::kMaxSources} + 1, x);
+  try {
+    UOp::sink(srcs);
+    FAIL() << "a SINK of 2**24 sources was made";
+  } catch (const GraphError& e) {
+    EXPECT_NE(std::string(e.what()).find("a node holds at most 16777215"), std::string::npos)
+        << e.what();
+  }
+}
+
+// Run in a child process: the dtypes it makes stay for the life of the process.
+TEST(UOpDeathTest, DtypesBeyondTheIdLimitAreAnError) {
+  EXPECT_EXIT(
+      {
+        try {
+          for (int64_t size = 1;; ++size) (void)dtypes::float32.ptr(AddrSpace::Global, size);
+        } catch (const std::length_error& e) {
+          const bool named =
+              std::string(e.what()).find("at most 65536 distinct dtypes") != std::string::npos;
+          std::exit(named ? 0 : 2);
+        }
+      },
+      ::testing::ExitedWithCode(0), "");
 }
