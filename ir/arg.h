@@ -46,9 +46,10 @@ class Arg {
   }
   Arg(Arg&& o) noexcept : w_(o.w_) { o.w_ = immediate(Kind::None); }
   Arg& operator=(const Arg& o) {
+    const uint64_t w = o.w_;  // read first: o may be this, and release() clears the word
     if (o.on_heap()) o.retain();
     if (on_heap()) release();
-    w_ = o.w_;
+    w_ = w;
     return *this;
   }
   Arg& operator=(Arg&& o) noexcept {

@@ -79,6 +79,9 @@ TEST(Arg, CopiesShareAndReleaseTheHeapBlock) {
     a = c;
   }
   EXPECT_EQ(a.items()[0].as_int(), i128{1} << 90);
+  const Arg& same = a;
+  a = same;  // self-assignment keeps the value and its reference
+  EXPECT_EQ(a.items()[0].as_int(), i128{1} << 90);
   a = Arg::real(1.0);  // drops the last reference (ASan's leak check sees a leak otherwise)
   EXPECT_EQ(a.as_float(), 1.0);
 }
