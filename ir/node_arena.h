@@ -2,9 +2,10 @@
 //
 // One reserved stretch of virtual memory, handed out in 8-byte units: a node is named by a 32-bit
 // index (its offset in units), which lets the hash-consing table keep 8-byte slots, and a node
-// costs exactly its size (no malloc header; a binary node is 48 bytes). Freed cells go on a free
-// list per size and are reused for nodes of that size; the memory is kept for the process, as
-// CPython's object allocator keeps its pools. Pages are committed by the OS on first touch.
+// costs exactly its size (no malloc header; a binary node is 48 bytes). A freed cell at the top
+// goes back to the bump region; others go on a free list per size and are reused for nodes of that
+// size; the memory is kept for the process, as CPython's object allocator keeps its pools. Pages
+// are committed by the OS on first touch.
 #pragma once
 
 #include <cstddef>
@@ -36,6 +37,7 @@ class NodeArena {
     }
     void* p = base_ + used_;
     used_ += bytes;
+    unpoison(p, bytes);  // a cell given back to the bump region was poisoned
 #if defined(__SANITIZE_ADDRESS__)
     if (used_ > leak_scanned_) scan_for_leaks();
 #endif
@@ -44,6 +46,14 @@ class NodeArena {
   void free(void* p, size_t bytes) {
     const size_t units = bytes / kUnit;
     live_ -= bytes;
+    if (static_cast<char*>(p) + bytes == base_ + used_) {
+      // The newest cell: give it back to the bump region, so that a graph released in reverse
+      // order of creation (a chain, most of a DAG) leaves the next graph contiguous memory.
+      // Free-listed cells always lie below used_: only a cell being freed moves it down.
+      used_ -= bytes;
+      poison(p, bytes);
+      return;
+    }
     if (units >= free_.size()) free_.resize(units + 1, nullptr);
     *static_cast<void**>(p) = free_[units];
     free_[units] = p;
