@@ -74,7 +74,7 @@ NodeArena& arena() {
 
 // Open addressing with linear probing over 8-byte slots: a node's 32-bit hash and its arena index.
 // A probe compares hashes in the slot array and touches a node only on a hash match, and a
-// million nodes need 8-13 MB of slots (the table stays in the last-level cache longer). The
+// million nodes need 10-15 MB of slots (the table stays in the last-level cache longer). The
 // capacity is any number (a slot's home is the hash scaled to it), grown by half past 80% full
 // and shrunk below 1/8, so the load stays between 53% and 80%. Erase shifts later entries back
 // instead of leaving tombstones.

@@ -237,7 +237,7 @@ class UOpNode {
   uint16_t dtype_id;    // DType::from_id
   uint16_t walk_epoch;  // the epoch of the NodeSlots that last numbered this node (0: none)
   uint32_t walk_slot;   // that NodeSlots' number for it
-  uint32_t extra;       // the node's NodeExtra (ir/uop_node.h) by index; 0: none yet
+  uint32_t extra;       // the node's side block (Derived, ir/uop_node.h) by index; 0: none yet
   Arg arg;
 
   Op op() const { return static_cast<Op>(op_nsrc & 0xFF); }
