@@ -32,8 +32,8 @@ constexpr int kLayers = 1000;
 
 size_t live_nodes() { return uop_table_stats().live_nodes; }
 
-// Bytes the process heap holds (glibc: in-use arena bytes + mmap'd chunks).
-// Bytes in use on the malloc heap plus the live nodes' cells in UOp's node arena (its own mmap).
+// Bytes in use on the malloc heap (glibc: in-use arena bytes + mmap'd chunks) plus the live
+// nodes' cells in UOp's node arena (its own mmap).
 int64_t heap_bytes() {
   const struct mallinfo2 mi = mallinfo2();
   return static_cast<int64_t>(mi.uordblks + mi.hblkhd + uop_table_stats().node_bytes);

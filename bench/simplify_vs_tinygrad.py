@@ -7,8 +7,8 @@ Generates N random index expressions (seeded; every value non-negative, so tinyg
   expression (build + simplify + render) in one Python process, after a warm-up expression;
 - tinyrw: `rw simplify --batch` over the same expressions, timed whole (median of --repeats runs),
   less the median of a one-expression run (process start-up and rule loading);
-- sizes: operands and operators of each result (tests/symbolic/test_tinygrad_cases.cpp counts the
-  same way), the mean and geometric mean of tinyrw's size over tinygrad's, and how many results are
+- sizes: the nodes of each result's Python parse tree (operators, calls, names, constants; the
+  test's token count in tests/symbolic/test_tinygrad_cases.cpp gives the same totals here), the mean and geometric mean of tinyrw's size over tinygrad's, and how many results are
   larger, equal and smaller; values of both results are compared with the input on random points.
 
 With --write-corpus FILE it also writes the corpus with tinygrad's results in the format of
@@ -163,7 +163,6 @@ COUNTED = (ast.BinOp, ast.Compare, ast.IfExp, ast.Call, ast.Name, ast.Constant, 
 
 
 def size(text):
-  # tinygrad renders where/maximum as methods on some outputs; count the Python parse's nodes
   return sum(isinstance(n, COUNTED) for n in ast.walk(ast.parse(text, mode='eval')))
 
 

@@ -194,8 +194,9 @@ class Rewriter {
     sources(top);
   }
 
-  bool skipped_source(const UOp& cur, size_t i) const {
-    return !opts_.enter_calls && i == 0 && cur.op() == Op::Call;
+  // A CALL's body (source 0) is not walked unless the options ask for it.
+  bool skipped_source(const UOpNode* cur, size_t i) const {
+    return !opts_.enter_calls && i == 0 && cur->op() == Op::Call;
   }
 
   void sources(size_t top) {
@@ -205,7 +206,7 @@ class Rewriter {
     while (f.next_src < n) {
       const uint32_t i = f.next_src;
       const UOp& c = cur->srcs()[i];
-      if (i == 0 && !opts_.enter_calls && cur->op() == Op::Call) {  // a CALL's body is not walked
+      if (skipped_source(cur, i)) {
         ++f.next_src;
         continue;
       }
@@ -219,10 +220,9 @@ class Rewriter {
       return;
     }
     if (f.first_changed != UINT32_MAX) {
+      // A skipped source is source 0 and never changes, so it lies before first_changed.
       std::vector<UOp> new_src(cur->srcs(), cur->srcs() + n);
-      for (uint32_t i = f.first_changed; i < n; ++i) {
-        if (!skipped_source(f.cur, i)) new_src[i] = entry(new_src[i])->result;
-      }
+      for (uint32_t i = f.first_changed; i < n; ++i) new_src[i] = entry(new_src[i])->result;
       UOp rebuilt = f.cur.with_src(new_src);
       if (opts_.walk) {
         UOp r = pm_ ? apply(pm_, rebuilt) : UOp();

@@ -80,7 +80,7 @@ NodeArena& arena() {
 // instead of leaving tombstones.
 class NodeTable {
  public:
-  NodeTable() { resize(kMinCapacity); }
+  NodeTable() : arena_(arena()) { resize(kMinCapacity); }
   size_t size() const { return count_; }
   size_t bucket_count() const { return slots_.size(); }
   size_t bytes() const { return slots_.capacity() * sizeof(Slot); }
@@ -97,7 +97,7 @@ class NodeTable {
         return nullptr;
       }
       if (s.hash != h) continue;
-      auto* n = static_cast<UOpNode*>(arena().at(s.index));
+      auto* n = static_cast<UOpNode*>(arena_.at(s.index));
       if (n->refcount == 0 || n->op_nsrc != op_nsrc || n->dtype_id != dtype_id) continue;
       bool same = true;
       for (size_t k = 0; k < src.size() && same; ++k) same = n->srcs()[k] == src[k];
@@ -105,11 +105,11 @@ class NodeTable {
     }
   }
   void insert_at(size_t slot, UOpNode* n) {
-    slots_[slot] = Slot{n->hash, arena().index_of(n)};
+    slots_[slot] = Slot{n->hash, arena_.index_of(n)};
     ++count_;
   }
   void erase(UOpNode* n) {
-    const uint32_t index = arena().index_of(n);
+    const uint32_t index = arena_.index_of(n);
     size_t i = home(n->hash);
     while (slots_[i].index != index) i = next(i);
     // Backward shift: move each later entry of the probe run into the hole when its home does
@@ -131,7 +131,7 @@ class NodeTable {
   template <class F>
   void for_each(F&& f) {
     for (const Slot& s : slots_)
-      if (s.index) f(static_cast<UOpNode*>(arena().at(s.index)));
+      if (s.index) f(static_cast<UOpNode*>(arena_.at(s.index)));
   }
 
  private:
@@ -156,6 +156,7 @@ class NodeTable {
     }
   }
 
+  NodeArena& arena_;  // where the slots' indices point
   std::vector<Slot> slots_;
   size_t count_ = 0;
 };
@@ -213,6 +214,15 @@ uint32_t add_extra(Derived* d) {
   return i;
 }
 
+// A new side block holding `tag` (None for one made for derived properties); its index.
+uint32_t add_side_block(Arg tag) {
+  auto d = std::make_unique<Derived>();
+  d->tag = std::move(tag);
+  const uint32_t i = add_extra(d.get());
+  d.release();  // owned by the side-block table now
+  return i;
+}
+
 void destroy_node(UOpNode* n) {
   table().erase(n);
   if (n->extra) {
@@ -261,7 +271,7 @@ const Arg& node_tag(const UOpNode* n) {
 }
 
 Derived& derive(UOpNode* n) {
-  if (!n->extra) n->extra = add_extra(new Derived());
+  if (!n->extra) n->extra = add_side_block(Arg());
   return *g_node_extras[n->extra];
 }
 
@@ -321,10 +331,7 @@ UOp UOp::make(Op op, DType dtype, std::span<const UOp> src, Arg arg, Arg tag) {
   uint32_t extra = 0;
   if (!tag.is_none()) {
     try {
-      auto d = std::make_unique<Derived>();
-      d->tag = std::move(tag);
-      extra = add_extra(d.get());
-      d.release();  // owned by the side-block table now
+      extra = add_side_block(std::move(tag));
     } catch (...) {
       arena().free(mem, uop_node_bytes(src.size()));
       throw;
