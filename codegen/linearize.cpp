@@ -555,7 +555,7 @@ UOp linearize_kernel(const UOp& bound, const Target& target, const StageTrace& t
   stage("merge reduce ends", rules::merge_reduce_ends());
   check_one_end_per_range(sink);
   stage("expand broadcast", rules::expand_broadcast());
-  stage("devectorize", rules::devectorize());
+  stage("devectorize", rules::devectorize(), &ctx);
   stage("move gates from index", rules::move_gates_from_index());
   stage("lower index dtype", rules::lower_index_dtype());
   stage("transcendental", rules::transcendental(), &ctx);

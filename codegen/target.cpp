@@ -23,6 +23,14 @@ bool Target::renders(Op op, DType dtype) const {
 int64_t Target::thread_limit() const { return has_threads ? cpu_threads() : 1; }
 
 namespace {
+// The host's SIMD register width in bytes, as LLVM's host CPU detection will use it.
+int64_t host_vector_bytes() {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return 64;
+  if (__builtin_cpu_supports("avx")) return 32;
+  return 16;
+}
+
 // The cores this process may run on (its affinity), capped by a cgroup's CPU quota: a container
 // limited to 2 CPUs on a large host gets 2 threads, not one per host core. Read once: every
 // kernel launch asks (the compile cache's key).
@@ -64,6 +72,7 @@ const Target& Target::of(const std::string& device) {
                      {Op::Log2, {}},
                      {Op::ThreeFry, {}}},
       .has_threads = true,
+      .vector_bytes = host_vector_bytes(),
   };
   static const Target cuda{.device = "CUDA",
                            .decomposed = {},

@@ -24,6 +24,10 @@ struct Target {
   // their own core_id (CPU), and the limits of each.
   bool has_local = false, has_shared = false, has_threads = false;
   int64_t shared_max = 0;  // bytes of shared memory a workgroup may use
+  // The widest vector load or store the devectorizer makes (rules/devectorizer.rw): tinygrad's
+  // float4, 16 bytes, except on the CPU, whose LLVM vectorizes a run of loads as wide as the
+  // host's SIMD registers (AVX: 32 bytes, 8 floats; AVX-512: 64) into one register per run.
+  int64_t vector_bytes = 16;
   bool renders(Op op, DType dtype) const;
   // The most threads a THREAD opt may launch: cpu_threads() on a target that has threads, else 1.
   int64_t thread_limit() const;

@@ -89,7 +89,11 @@ std::optional<Arg> float_alu(Op op, DType dt, std::span<const Arg> s) {
       return round(std::isnan(v(0)) || std::isnan(v(1)) ? NAN : v(0) > v(1) ? v(0) : v(1));
     case Op::Pow:
       return round(std::pow(v(0), v(1)));
-    case Op::MulAcc:
+    case Op::MulAcc:  // one rounding in the dtype: a float32 fma rounded again from double may
+                      // differ from the CPU's single-precision FMA
+      if (dt == dtypes::float32)
+        return round(
+            std::fma(static_cast<float>(v(0)), static_cast<float>(v(1)), static_cast<float>(v(2))));
       return round(std::fma(v(0), v(1), v(2)));
     default:
       return std::nullopt;

@@ -71,7 +71,7 @@ class Machine {
         const auto n = static_cast<size_t>(buf.arg().field("size").as_int());
         reg = std::make_unique<Storage>(
             Storage{slot, buf.dtype(), static_cast<int64_t>(n),
-                    std::vector<uint8_t>(n * static_cast<size_t>(buf.dtype().itemsize()))});
+                    BufferBytes(n * static_cast<size_t>(buf.dtype().itemsize()))});
       }
       return *reg;
     }
@@ -171,7 +171,7 @@ class Machine {
         return pc + 1;
       case Op::Bitcast: {  // reinterpret the bytes through a one-element buffer of each type
         const DType from = u.src(0).dtype();
-        Storage tmp{0, from, 1, std::vector<uint8_t>(static_cast<size_t>(from.itemsize()))};
+        Storage tmp{0, from, 1, BufferBytes(static_cast<size_t>(from.itemsize()))};
         store_element(tmp, 0, value(u.src(0)));
         tmp.dtype = u.dtype();
         set(u, load_element(tmp, 0));

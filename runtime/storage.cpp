@@ -21,7 +21,7 @@ constexpr size_t kPoolLimit = size_t{1} << 30;  // bytes kept for reuse at most
 
 struct Pool {
   std::mutex mu;
-  std::unordered_multimap<size_t, std::vector<uint8_t>> free;
+  std::unordered_multimap<size_t, BufferBytes> free;
   size_t bytes = 0;
 };
 Pool& pool() {

@@ -260,10 +260,9 @@ struct Realizer {
       if (u.op() == Op::Buffer && !is_register(u)) {
         const auto slot = static_cast<int64_t>(u.arg().field("slot").as_int());
         const auto n = static_cast<int64_t>(u.arg().field("size").as_int());
-        scratch.emplace(slot,
-                        std::make_shared<Storage>(Storage{
-                            slot, u.dtype(), n,
-                            std::vector<uint8_t>(static_cast<size_t>(n * u.dtype().itemsize()))}));
+        scratch.emplace(slot, std::make_shared<Storage>(Storage{
+                                  slot, u.dtype(), n,
+                                  BufferBytes(static_cast<size_t>(n * u.dtype().itemsize()))}));
       }
     // each candidate lowered (and on CPU rendered) once, for render and time both
     struct Lowered {
@@ -430,7 +429,7 @@ struct Realizer {
     if (!may_raise) return run();
     struct Saved {
       std::shared_ptr<Storage> storage;
-      std::vector<uint8_t> bytes;
+      BufferBytes bytes;
       bool uninitialized;
     };
     std::vector<Saved> saved;

@@ -48,6 +48,15 @@ const HelperRegistrar kRenders(typed_helper(
       return ctx.as<KernelContext>().target->renders(op, dtype);
     }));
 
+// The widest vector access of the target, in bytes (codegen/target.h): rules/devectorizer.rw
+// coalesces runs of lanes up to it.
+const HelperRegistrar kVectorBytes(typed_helper(
+    "vector_bytes", +[](RewriteContext& ctx) {
+      if (!ctx.user || !ctx.as<KernelContext>().target)
+        throw EvalError("vector_bytes() needs a KernelContext with a target");
+      return static_cast<i128>(ctx.as<KernelContext>().target->vector_bytes);
+    }));
+
 // PADTO's range and its size before the pad, for rules/opts.rw (none outside a PADTO).
 const HelperRegistrar kPadded(typed_helper(
     "padded", +[](RewriteContext& ctx) -> Value {

@@ -1112,10 +1112,17 @@ TEST(Opts, EveryOptListGivesTheValuesOfNoOpts) {
 // ---- memory coalescing: tinygrad's expectations (test/opt/test_gen_float4.py)
 
 namespace {
-// A kernel AST lowered with `o` for CPU (its PARAMs bound to buffers of their sizes).
-UOp lowered(const UOp& kernel, const std::vector<Opt>& o) {
+// The CPU target with vectors of `bytes` (tinygrad's float4: 16; the host's may be wider).
+Target cpu_with_vectors(int64_t bytes) {
+  Target t = Target::of("CPU");
+  t.vector_bytes = bytes;
+  return t;
+}
+// A kernel AST lowered with `o` for CPU (its PARAMs bound to buffers of their sizes), with
+// tinygrad's 4-float vectors unless `vector_bytes` says otherwise.
+UOp lowered(const UOp& kernel, const std::vector<Opt>& o, int64_t vector_bytes = 16) {
   const UOp ast = with_opts(kernel, o);
-  return linearize_kernel(bind_kernel(ast, param_buffers(ast)), Target::of("CPU"));
+  return linearize_kernel(bind_kernel(ast, param_buffers(ast)), cpu_with_vectors(vector_bytes));
 }
 // The kernel the last realize ran, lowered with `o`.
 UOp lowered_last_kernel(const std::vector<Opt>& o) {
@@ -1190,6 +1197,27 @@ TEST(Coalescing, ArangeUpcastStoresInt4) {
   EXPECT_EQ(vector_accesses(lin, dtypes::int32), std::pair(0, 1));
   EXPECT_EQ(count(lin, Op::Load), 0);
 }
+// On a target with wider vectors (the CPU with AVX: 32 bytes; AVX-512: 64) runs of 8 and 16
+// lanes are one access each; a run is never longer than the target's vector, nor unaligned.
+TEST(Coalescing, RunsAreAsLongAsTheTargetsVectors) {
+  (realized({4, 16}) + realized({4, 16})).realize();
+  const UOp kernel = last_kernel_asts().at(0);
+  const std::vector<Opt> sixteen = {upcast(0, 4), upcast(0, 4)};
+  EXPECT_EQ(vector_accesses(lowered(kernel, sixteen, 16), dtypes::float32, 4), std::pair(8, 4));
+  EXPECT_EQ(vector_accesses(lowered(kernel, sixteen, 32), dtypes::float32, 8), std::pair(4, 2));
+  EXPECT_EQ(vector_accesses(lowered(kernel, sixteen, 32), dtypes::float32, 4), std::pair(0, 0));
+  EXPECT_EQ(vector_accesses(lowered(kernel, sixteen, 64), dtypes::float32, 16), std::pair(2, 1));
+  // 8 lanes from element 4 on: runs of 4, the longest the start's alignment allows
+  const Tensor a = realized({12}).shrink({{4, 12}}), b = realized({12}).shrink({{4, 12}});
+  (a + b).realize();
+  EXPECT_EQ(
+      vector_accesses(lowered(last_kernel_asts().at(0), {upcast(0, 8)}, 32), dtypes::float32, 4),
+      std::pair(4, 0));
+  // the CPU's own target is as wide as the host's SIMD registers, at least tinygrad's 16 bytes
+  EXPECT_GE(Target::of("CPU").vector_bytes, 16);
+  EXPECT_EQ(Target::of("INTERP").vector_bytes, 16);
+}
+
 // tinygrad's 64x64 matmul with UPCAST(1, 4), UPCAST(0, 2), UNROLL(0, 2): 8 accumulators, 2-wide
 // loads of A, 4-wide loads of B, two 4-wide stores
 TEST(Coalescing, MatmulUpcastsAndUnroll) {
@@ -1455,7 +1483,7 @@ TEST(Opts, HandCodedOptsAreTinygrads) {
   EXPECT_EQ(last_kernel_names().at(0), "r_2_30_10_3_4_3_3_3");
 }
 
-// The CPU renderer: vector accesses aligned to their size (buffers start 16-byte aligned), and
+// The CPU renderer: vector accesses aligned to their size (buffers start 64-byte aligned), and
 // vector stores into a buffer past the caches non-temporal, with a fence before the kernel
 // returns; small outputs keep plain stores.
 TEST(LlvmRender, VectorAccessesAlignAndLargeOutputsStreamPastTheCaches) {
@@ -1468,6 +1496,32 @@ TEST(LlvmRender, VectorAccessesAlignAndLargeOutputsStreamPastTheCaches) {
     const bool large = n * 4 >= (int64_t{8} << 20);
     EXPECT_EQ(ir.find("!nontemporal") != std::string::npos, large) << n;
     EXPECT_EQ(ir.find("fence seq_cst") != std::string::npos, large) << n;
+  }
+}
+
+// A matmul on the CPU: each float product added to a value is one MulAcc (an FMA; an int matmul
+// keeps Mul and Add), the reduce loop is marked for LLVM not to unroll (the opts unroll)
+// and the output loops are not; buffers' host memory is 64-byte aligned.
+TEST(LlvmRender, ProductsFuseAndReduceLoopsKeepTheirUnroll) {
+  for (const DType d : {dtypes::float32, dtypes::float64, dtypes::int32}) {
+    realized({16, 16}).cast(d).contiguous().realize();
+    (Tensor::empty({16, 16}, d).realize().matmul(Tensor::empty({16, 16}, d).realize())).realize();
+    const UOp lin = lowered_last_kernel({upcast(1, 4), upcast(0, 4), unroll(0, 4)});
+    // per output, the 4 unrolled products sum before the accumulator adds them (tinygrad's
+    // order): the first is a Mul, each later one a MulAcc onto the sum so far
+    EXPECT_EQ(count(lin, Op::MulAcc), d.is_float() ? 16 * 3 : 0) << d.repr();
+    const std::string ir = render_llvm(lin).ir;
+    EXPECT_EQ(ir.find("@llvm.fma.") != std::string::npos, d.is_float()) << d.repr();
+    size_t marked = 0;
+    for (size_t at = ir.find("!llvm.loop !"); at != std::string::npos;
+         at = ir.find("!llvm.loop !", at + 1))
+      ++marked;
+    EXPECT_EQ(marked, 1u) << "only the reduce loop of three";
+    EXPECT_NE(ir.find("!{!\"llvm.loop.unroll.disable\"}"), std::string::npos);
+  }
+  for (const int64_t n : {1, 3, 100, 100000}) {
+    const std::shared_ptr<Storage> s = allocate_storage(dtypes::float32, n);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(s->bytes.data()) % 64, 0u) << n;
   }
 }
 

@@ -391,10 +391,14 @@ TEST_P(TensorOps, EveryFloatDtype) {
            b = Tensor::from_vector(std::vector<double>{0.3, 0.5, 0.75, -1}, {4}, d);
     std::vector<double> want;
     for (size_t i = 0; i < 4; ++i) {
-      // each input and the result are rounded to the dtype's precision
+      // each input and the result are rounded to the dtype's precision; a float32 or float64
+      // x * y + x in a kernel is one fused multiply-add (the spec's MulAcc), rounded once
       const double x = truncate_float(d, v[i]),
                    y = truncate_float(d, std::vector<double>{0.3, 0.5, 0.75, -1}[i]);
-      want.push_back(truncate_float(d, truncate_float(d, x * y) + x));
+      want.push_back(d == dtypes::float32   ? std::fma(static_cast<float>(x), static_cast<float>(y),
+                                                       static_cast<float>(x))
+                     : d == dtypes::float64 ? std::fma(x, y, x)
+                                            : truncate_float(d, truncate_float(d, x * y) + x));
     }
     const auto got = (a * b + a).to_doubles();
     for (size_t i = 0; i < 4; ++i) EXPECT_EQ(got[i], want[i]) << d.repr() << " at " << i;
