@@ -389,6 +389,22 @@ class Emitter {
     for (const UOp& s : u.src()) a.push_back(val(s));
     const DType sd = u.src(0).dtype();
     if (is_int_division(u.op()) && !sd.is_float()) return divmod(u, a[0], a[1]);
+    if (u.op() == Op::Max && sd.is_float() && !is_half(sd)) {
+      // max(a, b) with a number for b (relu's max(x, 0)): `a <= b ? b : a` is one ordered
+      // compare and select, NaN for a NaN a; with a number for a, `a > b ? a : b` alike
+      const auto number = [](const UOp& c) {
+        return c.op() == Op::Const && (c.arg().is_int() || c.arg().is_float()) &&
+               !std::isnan(c.arg().as_float());
+      };
+      const bool second = number(u.src(1));
+      if (second || number(u.src(0))) {
+        const std::string t = ll_type(sd), c = tmp(), r = tmp();
+        line(fmt::format("{} = fcmp {} {} {}, {}", c, second ? "ole" : "ogt", t, a[0], a[1]));
+        line(fmt::format("{} = select i1 {}, {} {}, {} {}", r, c, t, a[second ? 1 : 0], t,
+                         a[second ? 0 : 1]));
+        return r;
+      }
+    }
     return round16(d, alu(u.op(), d, sd, ll_type(sd), a));
   }
 

@@ -326,7 +326,9 @@ struct Realizer {
           stderr, "BEAM=%lld %s: %s%s\n", static_cast<long long>(width),
           KernelInfo::of(bound).name.c_str(), r.cached ? "cached " : "",
           r.cached ? ""
-                   : fmt::format("{:.1f} us after {} timings", r.seconds * 1e6, r.timed).c_str());
+          : r.timed == 0
+              ? "nothing to time (no loop to optimize)"
+              : fmt::format("{:.1f} us after {} timings", r.seconds * 1e6, r.timed).c_str());
     return r.opts;
   }
 

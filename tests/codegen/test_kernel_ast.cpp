@@ -8,9 +8,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <random>
 #include <set>
+
+#include <fmt/format.h>
 
 #include "codegen/index_proof.h"
 #include "codegen/kernel_name.h"
@@ -1523,6 +1526,41 @@ TEST(LlvmRender, ProductsFuseAndReduceLoopsKeepTheirUnroll) {
     const std::shared_ptr<Storage> s = allocate_storage(dtypes::float32, n);
     EXPECT_EQ(reinterpret_cast<uintptr_t>(s->bytes.data()) % 64, 0u) << n;
   }
+}
+
+// max with a constant operand renders as one compare and select on the CPU; its values are the
+// spec's (NaN in, NaN out; of two zeros the second), against INTERP, at float32 and float64,
+// with the constant on either side.
+TEST(LlvmRender, MaxWithAConstantKeepsTheSpecsValues) {
+  if (!device_available("CPU")) GTEST_SKIP() << "device CPU is not available here";
+  const std::vector<double> xs = {NAN, -0.0, 0.0, -1.5, 2.0, INFINITY, -INFINITY, 0.25};
+  for (const DType d : {dtypes::float32, dtypes::float64})
+    for (const double c : {0.0, -0.0, 1.0, -double{INFINITY}}) {
+      std::vector<double> got[2];
+      for (int dev = 0; dev < 2; ++dev) {
+        set_default_device(dev == 0 ? "INTERP" : "CPU");
+        const Tensor x = Tensor::from_vector(xs, {static_cast<int64_t>(xs.size())}, d);
+        const Tensor k = Tensor::full({1}, c, d).reshape({}).expand(x.shape());
+        // two kernels: in one, the two orders would be one node (Max is commutative there)
+        got[dev] = x.maximum(k).to_doubles();
+        const std::vector<double> other = k.maximum(x).to_doubles();
+        got[dev].insert(got[dev].end(), other.begin(), other.end());
+      }
+      set_default_device("");
+      ASSERT_EQ(got[0].size(), got[1].size());
+      for (size_t i = 0; i < got[0].size(); ++i) {
+        const double x = xs[i % xs.size()];
+        const double a = i < xs.size() ? x : c, b = i < xs.size() ? c : x;
+        const double want = std::isnan(a) || std::isnan(b) ? NAN : a > b ? a : b;
+        const std::string what = fmt::format("{} max({}, {})", d.repr(), a, b);
+        EXPECT_EQ(std::isnan(got[1][i]), std::isnan(want)) << what;
+        if (!std::isnan(want)) {
+          EXPECT_EQ(got[1][i], want) << what;
+          EXPECT_EQ(std::signbit(got[1][i]), std::signbit(want)) << what;
+          EXPECT_EQ(std::signbit(got[0][i]), std::signbit(got[1][i])) << what << " (INTERP)";
+        }
+      }
+    }
 }
 
 // rules/decompositions.rw: integer multiplication, floor division and floor modulo by a power of
