@@ -1,7 +1,7 @@
 // The one fact the kernel verifiers of rules/spec.rw read from C++, the axis type names of
 // ir/axis.h (a table, not a rewrite), the register numbering of rules/reduce.rw, the target of
-// rules/decompositions.rw, and the record args of the kernels rules/rangeify.rw's split_kernels
-// builds.
+// rules/decompositions.rw and rules/devectorizer.rw, and the record args of the kernels
+// rules/rangeify.rw's split_kernels builds.
 #include "rules/helpers/kernel.h"
 
 #include "codegen/kernel_name.h"
