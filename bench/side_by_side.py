@@ -10,7 +10,8 @@ on all cores.
   BM_Matmul1024, BM_MlpForward784FirstRun and BM_MlpForward784, JSON output, under CPU_THREADS=1
   and then without it. Its real time: the median of the repetitions after the first (a warm-up
   against noise; every benchmark compiles its kernels before timing); BM_MlpForward784FirstRun's
-  first repetition only (the later ones find its kernels compiled).
+  first repetition only (the later ones find its kernels compiled). --tinyrw-beam adds a BEAM=2
+  column (and its ratio to OpenBLAS), searched into a fresh cache in a temporary folder.
 - tinygrad: its source at --tinygrad-path ($TINYGRAD_PATH, else /tmp/tg), CPU device, hand-coded
   opts (no BEAM; --tinygrad-beam adds a BEAM=2 column), NUM_CPU_THREADS=1 and then its default
   (every core). Each case times realize() plus a device synchronize of a fresh graph over realized
@@ -107,16 +108,22 @@ def parse_benchmark_json(text):
         out.append(obj)
 
 
-def run_tinyrw(bench, threads, repetitions, timeout, cases):
-    """{case: {"ms": ...} or {"error": ...}} for one thread setting (None: every core)."""
+def run_tinyrw(bench, threads, repetitions, timeout, cases, beam=0):
+    """{case: {"ms": ...} or {"error": ...}} for one thread setting (None: every core); with
+    BEAM=beam when beam > 0, searching into a fresh cache (the search runs in each benchmark's
+    first, untimed realize; its first repetition, which the median leaves out, may include it)."""
     if not os.path.isfile(bench) or not os.access(bench, os.X_OK):
         return {c: {"error": f"no benchmark binary at {bench} (build bench_tensor)"}
                 for c in cases}
     env = dict(os.environ)
     env.pop("CPU_THREADS", None)
+    env.pop("BEAM", None)
     if threads is not None:
         env["CPU_THREADS"] = str(threads)
     with tempfile.TemporaryDirectory(prefix="side_by_side_") as tmp:
+        if beam > 0:
+            env["BEAM"] = str(beam)
+            env["TINYRW_CACHE_DIR"] = os.path.join(tmp, "cache")
         out_path = os.path.join(tmp, "out.json")
         regex = "|".join(TINYRW_FILTER[c] for c in cases)
         cmd = [bench, f"--benchmark_filter={regex}",
@@ -341,6 +348,8 @@ def main():
                     help="python (>= 3.11) for tinygrad (default: this one)")
     ap.add_argument("--tinygrad-beam", action="store_true",
                     help="also run tinygrad with BEAM=2 (slow: it searches every kernel)")
+    ap.add_argument("--tinyrw-beam", action="store_true",
+                    help="also run tinyrw with BEAM=2 (its search into a fresh cache first)")
     ap.add_argument("--numpy-python", default="/usr/bin/python3")
     ap.add_argument("--threads", type=int, default=ncores(),
                     help="the multi-threaded row's OPENBLAS_NUM_THREADS (default: the cores this "
@@ -369,7 +378,8 @@ def main():
     load_before = loadavg()
 
     frameworks = ["tinyrw", "tinygrad", "numpy"] + (["tinygrad_beam2"] if args.tinygrad_beam
-                                                     else [])
+                                                     else []) + \
+        (["tinyrw_beam2"] if args.tinyrw_beam else [])
     table = {label: {} for label, _, _ in settings}
     infos = {}
     for label, threads, blas_threads in settings:
@@ -396,6 +406,9 @@ def main():
 
         fill("tinyrw", run_tinyrw, bench, threads, args.tinyrw_repetitions, args.timeout,
              args.cases)
+        if args.tinyrw_beam:
+            fill("tinyrw_beam2", run_tinyrw, bench, threads, args.tinyrw_repetitions,
+                 args.timeout, args.cases, 2)
         fill("tinygrad", run_tinygrad, args, threads, 0)
         if args.tinygrad_beam:
             fill("tinygrad_beam2", run_tinygrad, args, threads, 2)
@@ -410,6 +423,8 @@ def main():
     if args.tinygrad_beam:
         head.append("tinyrw/tinygrad BEAM=2 speed ratio")
     head.append("tinyrw/OpenBLAS speed ratio")
+    if args.tinyrw_beam:
+        head += ["tinyrw BEAM=2 ms / GFLOPS", "tinyrw BEAM=2/OpenBLAS speed ratio"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for case, label, flop in cases:
         first_run = case == "mlp784_first"
@@ -427,12 +442,16 @@ def main():
             blas = infos.get("numpy", {}).get(tlabel, {}).get("blas") or ""
             cells.append(ratio(get("tinyrw"), get("numpy")) +
                          ("" if not blas or blas.startswith("OpenBLAS") else f" ({blas})"))
+            if args.tinyrw_beam:
+                cells += [cell(get("tinyrw_beam2"), flop, first_run),
+                          ratio(get("tinyrw_beam2"), get("numpy"))]
             lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     print("\n".join(lines))
     print()
     print("Ratios: the other's time over tinyrw's (above 1: tinyrw faster). GFLOPS: "
           "2*M*N*K of the matmuls over the median time. First run: tinyrw's and tinygrad's first "
-          "forward pass in a process (graph build, schedule, compile, run), numpy's first call.")
+          "forward pass in a process (graph build, schedule, compile, run), numpy's first call." +
+          (" tinyrw BEAM=2's first run includes its search." if args.tinyrw_beam else ""))
     for name, per in infos.items():
         for tlabel, info in per.items():
             print(f"- {name} [{tlabel}]: " + ", ".join(f"{k}={v}" for k, v in info.items()))
