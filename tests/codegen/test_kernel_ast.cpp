@@ -1507,7 +1507,6 @@ TEST(LlvmRender, VectorAccessesAlignAndLargeOutputsStreamPastTheCaches) {
 // and the output loops are not; buffers' host memory is 64-byte aligned.
 TEST(LlvmRender, ProductsFuseAndReduceLoopsKeepTheirUnroll) {
   for (const DType d : {dtypes::float32, dtypes::float64, dtypes::int32}) {
-    realized({16, 16}).cast(d).contiguous().realize();
     (Tensor::empty({16, 16}, d).realize().matmul(Tensor::empty({16, 16}, d).realize())).realize();
     const UOp lin = lowered_last_kernel({upcast(1, 4), upcast(0, 4), unroll(0, 4)});
     // per output, the 4 unrolled products sum before the accumulator adds them (tinygrad's
@@ -1528,9 +1527,9 @@ TEST(LlvmRender, ProductsFuseAndReduceLoopsKeepTheirUnroll) {
   }
 }
 
-// max with a constant operand renders as one compare and select on the CPU; its values are the
-// spec's (NaN in, NaN out; of two zeros the second), against INTERP, at float32 and float64,
-// with the constant on either side.
+// max with a constant operand (which the CPU renders as one compare and select): its values are
+// the spec's (NaN in, NaN out; of two zeros the second) and its zeros' signs INTERP's, at float32
+// and float64, with the constant on either side.
 TEST(LlvmRender, MaxWithAConstantKeepsTheSpecsValues) {
   if (!device_available("CPU")) GTEST_SKIP() << "device CPU is not available here";
   const std::vector<double> xs = {NAN, -0.0, 0.0, -1.5, 2.0, INFINITY, -INFINITY, 0.25};
