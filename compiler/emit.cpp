@@ -530,8 +530,8 @@ class ExprEmitter {
   static std::string_view prop_enum(UOpProp p) {
     static constexpr std::string_view kNames[] = {
         "Op",  "DType",   "Arg",    "Tag",     "NSrc",     "VMin",   "VMax", "Shape",
-        "Src", "IsConst", "Finite", "MayWrap", "MayRaise", "Ranges", "Base"};
-    static_assert(std::size(kNames) == static_cast<size_t>(UOpProp::Base) + 1);  // every one
+        "Src", "IsConst", "Finite", "MayWrap", "MayRaise", "Ranges", "Base", "Device"};
+    static_assert(std::size(kNames) == static_cast<size_t>(UOpProp::Device) + 1);  // every one
     return kNames[static_cast<size_t>(p)];
   }
 

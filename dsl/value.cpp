@@ -486,10 +486,10 @@ std::optional<E> enum_from_name(const std::string_view (&names)[N], std::string_
   return std::nullopt;
 }
 
-constexpr std::string_view kUOpProps[] = {"op",     "dtype",    "arg",       "tag",    "nsrc",
-                                          "vmin",   "vmax",     "shape",     "src",    "is_const",
-                                          "finite", "may_wrap", "may_raise", "ranges", "base"};
-static_assert(std::size(kUOpProps) == static_cast<size_t>(UOpProp::Base) + 1);
+constexpr std::string_view kUOpProps[] = {
+    "op",  "dtype",    "arg",    "tag",      "nsrc",      "vmin",   "vmax", "shape",
+    "src", "is_const", "finite", "may_wrap", "may_raise", "ranges", "base", "device"};
+static_assert(std::size(kUOpProps) == static_cast<size_t>(UOpProp::Device) + 1);
 
 }  // namespace
 
@@ -532,6 +532,8 @@ Value uop_member(const UOp& u, UOpProp p) {
       return Value::boolean(may_raise(u));
     case UOpProp::Base:
       return Value::uop(movement_base(u));
+    case UOpProp::Device:
+      return Value::from_arg(u.device());
     case UOpProp::Ranges: {
       std::vector<Value> out;
       for (UOp& r : open_ranges(u)) out.push_back(Value::uop(std::move(r)));
@@ -1322,7 +1324,8 @@ std::optional<Type> member_type(Type recv, std::string_view name, bool is_call) 
       {"tag", Type::Any},        {"nsrc", Type::Int},     {"vmin", Type::Any},
       {"vmax", Type::Any},       {"shape", Type::Tuple},  {"src", Type::Tuple},
       {"is_const", Type::Bool},  {"finite", Type::Bool},  {"may_wrap", Type::Bool},
-      {"may_raise", Type::Bool}, {"ranges", Type::Tuple}, {"base", Type::UOp}};
+      {"may_raise", Type::Bool}, {"ranges", Type::Tuple}, {"base", Type::UOp},
+      {"device", Type::Any}};
   static const std::map<std::string_view, Type> kUOpMethods = {
       {"replace", Type::UOp},    {"cast", Type::UOp},        {"bitcast", Type::UOp},
       {"const_like", Type::UOp}, {"logical_not", Type::UOp}, {"where", Type::UOp},

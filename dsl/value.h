@@ -236,7 +236,8 @@ enum class UOpProp : uint8_t {
   MayWrap,
   MayRaise,
   Ranges,
-  Base
+  Base,
+  Device
 };
 // The analyses of ir/ as UOp methods (x.terms(), x.divides(v), ...: docs/rw-language.md), by
 // number, so generated code calls one without looking its name up.

@@ -598,10 +598,13 @@ Arg compute_device(const UOp& u) {
     case Op::Returned:
       return derived_of(UOpAccess::node(returned_value(u)))->device;
     case Op::Param:
-    case Op::Buffer:
-    case Op::Stage: {
+    case Op::Buffer: {
       const Arg* d = u.arg().is_record() ? u.arg().find_field("device") : nullptr;
       return d ? *d : Arg();
+    }
+    case Op::Stage: {  // rangeify's STAGE is on the device of what it stages
+      if (const Arg* d = u.arg().is_record() ? u.arg().find_field("device") : nullptr) return *d;
+      return src_dev(0);
     }
     case Op::After:
       return src_dev(0);

@@ -6,6 +6,7 @@
 #include <memory>
 #include <new>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "ir/arg.h"
@@ -57,6 +58,9 @@ struct Storage {
   BufferBytes bytes;
   std::vector<int64_t> executed_assignments{};  // ids of the assignments written, oldest first
   bool uninitialized = false;                   // Tensor::empty()'s, until something writes it
+  // the canonical name of the device it belongs to (runtime/device.h); "" until a tensor or a
+  // kernel's output first places it
+  std::string device{};
   ~Storage();  // large buffers go back to a pool for reuse (no fresh page faults per kernel)
 };
 // Host storage for `size` elements, from the pool when a freed buffer of that size is there

@@ -161,8 +161,11 @@ UOp add_buffers(const UOp& sink, rw::IndexingContext& ctx) {
 }
 
 UOp split_kernels(const UOp& sink) {
-  return graph_rewrite(sink, &rules::split_kernels(),
-                       {.enter_calls = false, .name = "split kernels"});
+  const UOp split =
+      graph_rewrite(sink, &rules::split_kernels(), {.enter_calls = false, .name = "split kernels"});
+  // a kernel between two devices' buffers is a transfer (rules/rangeify.rw's copy_kernels)
+  return graph_rewrite(split, &rules::copy_kernels(),
+                       {.enter_calls = false, .name = "copy kernels"});
 }
 
 UOp kernel_graph(KernelGraph& g) { return split_kernels(add_buffers(cleaned_graph(g), g.ctx)); }

@@ -70,7 +70,9 @@ UOp add_buffers(const UOp& sink, rw::IndexingContext& ctx);
 
 // Split kernels (tinygrad's split_kernels): rules/rangeify.rw's `split_kernels`, sources first;
 // each AFTER(buffer, END(STORE ...)) orders the buffer after a kernel CALL(kernel AST, buffer
-// states...) instead; the result is the kernel graph (rules/spec.rw's spec_kernel_graph).
+// states...) instead; then `copy_kernels`: a kernel that moves a buffer to another device's is a
+// COPY, and one over two devices' buffers otherwise is refused. The result is the kernel graph
+// (rules/spec.rw's spec_kernel_graph).
 UOp split_kernels(const UOp& sink);
 
 // Every stage after the realize map, over g: range propagation, apply rangeify, cleanups, add

@@ -37,6 +37,7 @@
 #include "rules_gen/schedule.h"
 #include "rules_gen/spec.h"
 #include "runtime/cpu.h"
+#include "runtime/device.h"
 #include "runtime/interp.h"
 #include "runtime/kernel_error.h"
 #include "runtime/llvm_render.h"
@@ -167,7 +168,15 @@ struct Realizer {
   }
 
   static UOp buffer_uop(const Storage& s) {
-    return tinyrw::buffer_uop(s.dtype, s.id, s.size, default_device());
+    return tinyrw::buffer_uop(s.dtype, s.id, s.size,
+                              s.device.empty() ? default_device() : s.device);
+  }
+  // The device a kernel runs on: its buffers' (the kernel graph holds no kernel over two devices
+  // but a copy), the default one for a kernel of no buffers.
+  std::string kernel_device(const std::vector<int64_t>& slots) const {
+    for (int64_t slot : slots)
+      if (const std::string& d = storage(slot)->device; !d.empty()) return d;
+    return default_device();
   }
 
   // Runs kernel AST `sink` (compiled once per device) over the storages its PARAM slots stand for
@@ -176,16 +185,17 @@ struct Realizer {
     if (spec_enabled()) verify(sink, rules::spec_kernel_ast());
     ++g_kernel_count;
     g_kernel_outputs.push_back(n);
-    const std::string device = default_device();
+    const std::string device = kernel_device(slots);
+    const std::string base = device_base(device);  // CPU:1 runs CPU's compiled code
     const auto t0 = std::chrono::steady_clock::now();
-    auto& cache = g_compiled[compile_key(device)];
+    auto& cache = g_compiled[compile_key(base)];
     const bool fresh = !cache.contains(sink);
-    const CompiledKernel& k = compile(sink, device, cache);
+    const CompiledKernel& k = compile(sink, base, cache);
     g_kernel_names.push_back(k.name);
     g_kernel_asts.push_back(sink);
     if (debug_level() >= 2 && fresh)
       std::fprintf(stderr, "%s\n",
-                   device == "CPU" ? k.ir.c_str() : render_program(k.program).c_str());
+                   base == "CPU" ? k.ir.c_str() : render_program(k.program).c_str());
     record_stage("linearize", sink, k.program);
     if (n > 0) run_compiled(k, slots);
     if (debug_level() >= 2) {
@@ -361,10 +371,46 @@ struct Realizer {
     interp_run(k.program, bound);
   }
 
+  // A COPY kernel: storage slots[1]'s bytes into slots[0]'s, another device's buffer of its size
+  // (every device keeps its buffers in host memory: a copy of the bytes), counted and named as
+  // tinygrad names a transfer ("copy 16 B, CPU:1 <- CPU").
+  void transfer(const UOp& copy, const std::vector<int64_t>& slots) {
+    Storage& dst = *storage(slots.at(0));
+    const Storage& src = *storage(slots.at(1));
+    if (dst.size != src.size || dst.dtype != src.dtype)
+      throw std::logic_error(fmt::format("realize: a copy of {} {} elements into {} {} elements",
+                                         src.size, src.dtype.repr(), dst.size, dst.dtype.repr()));
+    const auto t0 = std::chrono::steady_clock::now();
+    const size_t nbytes = static_cast<size_t>(src.size) * static_cast<size_t>(src.dtype.itemsize());
+    if (nbytes > 0) std::memcpy(dst.bytes.data(), src.bytes.data(), nbytes);
+    ++g_kernel_count;
+    g_kernel_outputs.push_back(dst.size);
+    g_kernel_names.push_back(fmt::format("copy {:>10}, {:>7} <- {:7}", bytes_repr(nbytes),
+                                         dst.device.substr(0, 7), src.device.substr(0, 7)));
+    g_kernel_asts.push_back(copy);
+    if (debug_level() >= 2) {
+      const double us =
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+      std::fprintf(stderr, "kernel %d %s: %.1f us\n", g_kernel_count, g_kernel_names.back().c_str(),
+                   us);
+    }
+  }
+  // A byte count as tinygrad prints it: "16 B", "1.50 KB", "2.00 MB", "1.00 GB".
+  static std::string bytes_repr(size_t n) {
+    constexpr std::pair<size_t, const char*> kUnits[] = {
+        {size_t{1} << 30, "GB"}, {size_t{1} << 20, "MB"}, {size_t{1} << 10, "KB"}};
+    for (const auto& [unit, name] : kUnits)
+      if (n >= unit) return fmt::format("{:.2f} {}", static_cast<double>(n) / unit, name);
+    return fmt::format("{} B", n);
+  }
+
   // A kernel CALL's body bound to buffers of its arguments' sizes, linearized and (on CPU)
   // rendered: every refusal (an access out of bounds, an unindexed parameter, an effect that is
   // none, a loop bound CPU cannot compile) happens before the schedule runs anything.
   static void check_kernel_call(const UOp& call) {
+    // (on its arguments' device; the kernel graph holds no kernel over two)
+    const Arg on = call.nsrc() > 1 ? storage_root(call.src(1)).device() : Arg();
+    const std::string base = device_base(on.is_string() ? on.as_string() : default_device());
     std::vector<UOp> bufs;
     for (size_t a = 1; a < call.nsrc(); ++a) {
       int64_t n = 1;
@@ -375,8 +421,8 @@ struct Realizer {
           Arg::record("ParamArg", {{"slot", Arg::integer(slot)}, {"size", Arg::integer(n)}})));
     }
     const UOp& body = call.src(0).op() == Op::Program ? call.src(0).src(0) : call.src(0);
-    const UOp program = linearize_kernel(bind_kernel(body, bufs), Target::of(default_device()));
-    if (default_device() == "CPU") render_llvm(program);
+    const UOp program = linearize_kernel(bind_kernel(body, bufs), Target::of(base));
+    if (base == "CPU") render_llvm(program);
   }
 
   // A kernel CALL (custom_kernel): its body over the storages `slots` of its arguments, in place;
@@ -387,12 +433,13 @@ struct Realizer {
     // a PROGRAM body runs from the SINK it was compiled from
     const UOp& body = call.src(0).op() == Op::Program ? call.src(0).src(0) : call.src(0);
     const std::string name = CallInfo::of(call).name;
+    const std::string base = device_base(kernel_device(slots));
     // a custom kernel that names no opts gets the hand-coded ones, as tinygrad's
-    const UOp program = lower(bind_kernel(body, bufs), name, default_device(), !noopt());
+    const UOp program = lower(bind_kernel(body, bufs), name, base, !noopt());
     record_stage("linearize", call.src(0), program);
     ++g_kernel_count;
     g_kernel_outputs.push_back(0);
-    if (default_device() == "CPU") {
+    if (base == "CPU") {
       const RenderedKernel k = render_llvm(program);
       if (debug_level() >= 2)
         std::fprintf(stderr, "custom kernel %s\n%s\n", name.c_str(), k.ir.c_str());
@@ -511,6 +558,10 @@ struct Realizer {
         k.writes.push_back(static_cast<int64_t>(w));
         k.write_regions.push_back(Region{});
       }
+      touched.assign(k.args.size(), Region{});
+    } else if (body.op() == Op::Copy) {  // a transfer: all of argument 1 into argument 0
+      k.writes.push_back(0);
+      k.write_regions.push_back(Region{});
       touched.assign(k.args.size(), Region{});
     } else {
       for (const UOp& u : toposort(body)) {
@@ -878,6 +929,8 @@ struct Realizer {
       if (first) {
         const std::shared_ptr<Storage> st =
             allocate_storage(b.dtype(), static_cast<int64_t>(b.arg().field("size").as_int()));
+        const Arg& device = b.arg().field("device");
+        st->device = device.is_string() ? device.as_string() : default_device();
         buffers[st->id] = st;
         it->second = st->id;
       }
@@ -895,6 +948,8 @@ struct Realizer {
       restoring_on_error(k.call.src(0), writes, [&] {
         if (k.custom)
           run_kernel_call(k.call, slots);
+        else if (k.call.src(0).op() == Op::Copy)
+          transfer(k.call.src(0), slots);
         else
           launch(k.call.src(0), slots, loop_elements(k.call.src(0)));
       });
@@ -1015,25 +1070,27 @@ int debug_level() {
 }
 
 bool device_available(const std::string& name) {
-  if (name == "INTERP") return true;
-  if (name == "CPU") return cpu_available();
-  return false;
+  std::string base;
+  try {
+    base = device_base(canonical_device(name));
+  } catch (const TensorError&) {
+    return false;
+  }
+  return base == "INTERP" || (base == "CPU" && cpu_available());
 }
 
 void set_default_device(const std::string& name) {
-  if (!name.empty() && name != "INTERP" && name != "CPU") {
-    throw TensorError("unknown device '" + name + "' (INTERP or CPU)");
-  }
-  g_device = name;
+  g_device = name.empty() ? std::string() : canonical_device(name);
 }
 
 std::string default_device() {
   if (!g_device.empty()) return g_device;
   if (const char* d = std::getenv("DEV")) {
-    const std::string dev = d;
-    if (dev != "INTERP" && dev != "CPU")
-      throw TensorError("DEV=" + dev + ": unknown device (INTERP or CPU)");
-    return dev;
+    try {
+      return canonical_device(d);
+    } catch (const TensorError& e) {
+      throw TensorError(fmt::format("DEV={}: {}", d, e.what()));
+    }
   }
   return cpu_available() ? "CPU" : "INTERP";
 }

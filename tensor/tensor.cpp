@@ -18,6 +18,7 @@
 #include "ir/graph.h"
 #include "ir/rewrite.h"
 #include "rules_gen/schedule.h"
+#include "runtime/device.h"
 #include "tensor/gradient.h"
 #include "tensor/storage.h"
 
@@ -267,7 +268,8 @@ Tensor Tensor::from_uop(UOp u, const std::vector<Tensor>& reads) {
 }
 
 Tensor Tensor::from_storage(std::shared_ptr<Storage> s, const Dims& shape) {
-  const UOp buf = buffer_uop(s->dtype, s->id, s->size, default_device());
+  if (s->device.empty()) s->device = default_device();
+  const UOp buf = buffer_uop(s->dtype, s->id, s->size, s->device);
   return Tensor(buffer_view(buf, to_shape(shape)), {std::move(s)});
 }
 
@@ -641,6 +643,19 @@ Tensor Tensor::detach() const { return with(UOp::make(Op::Detach, dtype(), {uop_
 Tensor Tensor::contiguous_backward() const {
   return with(UOp::make(Op::ContiguousBackward, dtype(), {uop_}));
 }
+std::string Tensor::device() const {
+  const Arg d = uop_.device();
+  return d.is_string() ? d.as_string() : default_device();
+}
+
+Tensor Tensor::to(const std::string& device) const {
+  const std::string target = canonical_device(device);
+  if (target == this->device()) return *this;
+  Tensor out = with(UOp::make(Op::Copy, dtype(), {uop_}, Arg::string(target)));
+  if (grad_) out.grad_ = std::make_shared<Tensor>(grad_->to(target));
+  return out;
+}
+
 // Contiguous is always a kernel boundary with its own output buffer, so it is the copy; the
 // separate name states the guarantee that contiguous() alone does not promise.
 Tensor Tensor::clone() const { return contiguous(); }
@@ -916,6 +931,10 @@ Tensor& Tensor::assign(const Tensor& value) {
   if (value.dtype() != dtype())
     throw TensorError(
         fmt::format("assign dtype mismatch: {} into {}", value.dtype().repr(), dtype().repr()));
+  // (a value of constants only has no device: it is computed where it is stored)
+  if (const Arg d = value.uop_.device(); d.is_string() && d.as_string() != device())
+    throw TensorError(
+        fmt::format("assign device mismatch: a value on {} into {}", d.as_string(), device()));
   // a buffer, or a view of one (written through), is the target; a computed tensor gets its own
   // buffer first
   if (!writable_view(uop_, "assign")) realize();

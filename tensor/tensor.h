@@ -299,6 +299,14 @@ class Tensor {
   Tensor* grad() const { return grad_.get(); }
   void clear_grad() { grad_.reset(); }  // tinygrad's `t.grad = None`
 
+  // ---- devices (runtime/device.h: INTERP or CPU, with an optional index, CPU:1)
+  // The device whose buffers hold it once realized: its graph's, else (a constant, a value of
+  // constants only) the default device.
+  std::string device() const;
+  // The same value on `device` (tinygrad's to): itself when it is there already, else a COPY,
+  // realized as a transfer between the two devices' buffers; its grad() is copied too.
+  Tensor to(const std::string& device) const;
+
   // ---- realization
   Tensor contiguous() const;
   // The value unchanged; its gradient is made contiguous (realized) in the backward pass.
@@ -417,7 +425,8 @@ class AssignmentJournal {
 };
 
 // How many kernels the last realize() ran, and how many elements each wrote in the order they ran
-// (a custom kernel, which writes its arguments in place: 0), for fusion tests.
+// (a custom kernel, which writes its arguments in place: 0), for fusion tests. A transfer between
+// two devices' buffers counts as one, as in tinygrad's schedule.
 int last_kernel_count();
 const std::vector<int64_t>& last_kernel_outputs();
 // How many of the last realize()'s generated kernels were compiled (linearized, and on CPU
@@ -428,13 +437,15 @@ int last_compile_count();
 // scheduled before up to its buffers and effect numbers; SCACHE=0 turns the cache off).
 bool last_schedule_cached();
 // The names of the last realize()'s generated kernels in the order they ran (codegen/kernel_name.h:
-// r_16_32 for a row sum of (16, 32)).
+// r_16_32 for a row sum of (16, 32); a transfer as tinygrad's: "copy       16 B,   CPU:1 <- CPU ").
 const std::vector<std::string>& last_kernel_names();
-// Their kernel ASTs (rules/spec.rw's spec_kernel_ast), for tests.
+// Their kernel ASTs (rules/spec.rw's spec_kernel_ast; a transfer's is its COPY), for tests.
 const std::vector<UOp>& last_kernel_asts();
 
-// Devices: INTERP (the reference) and CPU (LLVM JIT). The default is $DEV, else CPU when it is
-// available, else INTERP. set_default_device("") restores that default.
+// Devices: INTERP (the reference) and CPU (LLVM JIT), each with an optional index for a device
+// with buffers of its own (CPU:1; "cpu:0" is CPU: runtime/device.h's canonical names). The default
+// is $DEV, else CPU when it is available, else INTERP. set_default_device("") restores that
+// default; an unknown name raises a TensorError.
 void set_default_device(const std::string& name);
 std::string default_device();
 bool device_available(const std::string& name);

@@ -61,15 +61,20 @@ const HelperRegistrar kStageOpts(typed_helper(
       return Value::tuple(
           {Value::boolean(!ic.non_removable.contains(x)), Value::integer(tag->second)});
     }));
-// add buffers: the BUFFER of `size` elements a STAGE becomes, one per STAGE
+// add buffers: the BUFFER of `size` elements a STAGE becomes, one per STAGE, on `device` (none:
+// the schedule's default device)
 const HelperRegistrar kStageBuffer(typed_helper(
-    "stage_buffer", +[](RewriteContext& ctx, const UOp& b, i128 size) {
+    "stage_buffer", +[](RewriteContext& ctx, const UOp& b, i128 size, const Value& device) {
       IndexingContext& ic = indexing(ctx);
       auto [it, fresh] = ic.stage_buffers.try_emplace(b);
       const auto slot = -static_cast<int64_t>(ic.stage_buffers.size());
       if (size > std::numeric_limits<int64_t>::max())
         throw EvalError("a STAGE's buffer is too large");
-      if (fresh) it->second = buffer_uop(b.dtype(), slot, static_cast<int64_t>(size), ic.device);
+      if (!device.is_none() && device.kind() != Value::Kind::String)
+        throw EvalError("a STAGE's buffer goes to one device (a multi-device value is not split)");
+      if (fresh)
+        it->second = buffer_uop(b.dtype(), slot, static_cast<int64_t>(size),
+                                device.is_none() ? ic.device : device.as_string());
       return it->second;
     }));
 // The axes of x its movement ops never index its base by (broadcast axes, and axes of size 1):

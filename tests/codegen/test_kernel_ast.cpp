@@ -1094,8 +1094,10 @@ TEST(Opts, EveryOptListGivesTheValuesOfNoOpts) {
       for (const char* dev : {"INTERP", "CPU"}) {
         if (!device_available(dev)) continue;
         set_default_device(dev);
-        // a fresh output each run (the kernel writes its first argument in place)
+        // a fresh output each run (the kernel writes its first argument in place), the inputs
+        // copied to the device
         std::vector<Tensor> args = k.inputs;
+        for (Tensor& a : args) a = a.to(dev);
         args[0] = Tensor::empty(args[0].shape(), args[0].dtype());
         const std::vector<double> got =
             custom_kernel(args, [&](const Params& p) { return with_opts(k.ast(p), o); })[0]

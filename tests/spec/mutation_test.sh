@@ -49,7 +49,7 @@ mutate remove_sub_range_row 'Spec.EveryOpWithARangeRule*' '/^\\op{Sub} & always/
 mutate device_copy 'Spec.Devices*' 's/^\\op{Copy} & \\sem{arg}/\\op{Copy} \& \\sem{first(src)}/'
 mutate device_after 'Spec.Devices*' 's/^\\op{After} & \\sem{src\[0\]}/\\op{After} \& \\sem{first(src)}/'
 mutate device_mselect 'Spec.Devices*' 's/^\\op{MSelect} & \\sem{src\[0\]\[arg\]}/\\op{MSelect} \& \\sem{first(src)}/'
-mutate remove_device_row 'Spec.Devices*' '/^\\op{Stage} & \\sem{arg.device}/d'
+mutate remove_device_row 'Spec.Devices*' '/^\\op{Stage} & \\sem{arg.device else src\[0\]}/d'
 mutate pipeline_order 'Spec.PipelineTable*' '/^apply rangeify & /{h;d};/^cleanups & /G'
 mutate pipeline_file 'Spec.PipelineTable*' 's/^add loads & add\\_loads & rules\/devectorizer.rw/add loads \& add\\_loads \& rules\/linearize.rw/'
 mutate pipeline_missing_stage 'Spec.PipelineTable*' '/^merge reduce ends & /d'

@@ -796,6 +796,7 @@ TEST_P(SpecSemantics, ElementwiseFormulasAgreeWithTheDevice) {
         srcs[1] = tensor_of(in[1], d);
       }
       set_default_device(device);
+      for (Tensor& s : srcs) s = s.to(device);  // (made on the default device before)
       Tensor out = Tensor::alu(*op, srcs);
       const DType od = out.dtype();
       ASSERT_EQ(r.size(), 4u) << r[0];
@@ -990,6 +991,7 @@ TEST_P(SpecSemantics, ConventionsHoldOnTheDevice) {
     std::vector<Tensor> srcs{tensor_of({convention_value(r[3], src)}, src)};
     if (r[4] != "-") srcs.push_back(tensor_of({convention_value(r[4], src)}, src));
     ASSERT_EQ(static_cast<int>(srcs.size()), cast ? 1 : op_info(*op).min_src) << at;
+    for (Tensor& s : srcs) s = s.to(device);
     set_default_device(device);
     try {
       Tensor out = cast ? srcs[0].cast(ds[1]) : Tensor::alu(*op, srcs);
@@ -1429,6 +1431,10 @@ TEST(Spec, DevicesFollowTheDocumentedTable) {
       const Arg* d = node.arg().is_record() ? node.arg().find_field("device") : nullptr;
       return d ? *d : Arg();
     }
+    if (rule == "arg.device else src[0]") {
+      const Arg* d = node.arg().is_record() ? node.arg().find_field("device") : nullptr;
+      return d ? *d : node.src(0).device();
+    }
     if (rule == "arg") return node.arg();
     if (rule == "arg[1]") return node.arg().items()[1];
     if (rule == "src[0]") return node.src(0).device();
@@ -1473,6 +1479,11 @@ TEST(Spec, DevicesFollowTheDocumentedTable) {
       EXPECT_TRUE(none_src.device().is_none());
       EXPECT_EQ(expected(r[1], none_src), Arg());
       continue;
+    }
+    if (r[0] == "Stage") {  // rangeify's STAGE, whose arg is (removable, tag): its source's device
+      const UOp staged = UOp::make(Op::Stage, dtypes::float32, {on_b},
+                                   Arg::tuple({Arg::boolean(true), Arg::integer(0)}));
+      EXPECT_EQ(staged.device(), expected(r[1], staged)) << "STAGE without a device field";
     }
     auto it = nodes.find(r[0]);
     ASSERT_NE(it, nodes.end()) << r[0] << ": the test builds no node of this op";
@@ -2082,7 +2093,7 @@ TEST(Spec, KernelGraphsPassTheKernelGraphVerifier) {
       {"a view keeps its source's dtype",
        UOp::sink(
            std::vector<UOp>{UOp::make(Op::Reshape, dtypes::int32, {a, shape_to_uop({4, 4})})})},
-      {"a CALL runs a kernel SINK, LINEAR, PROGRAM or custom function",
+      {"a CALL runs a kernel SINK, LINEAR, PROGRAM, COPY or custom function",
        UOp::sink(std::vector<UOp>{kafter(s, kcall(add, {s, a}))})},
       {"AFTER keeps the dtype of the buffer it orders",
        UOp::sink(std::vector<UOp>{kafter(s, kcall(sum_k, {s, a})).with_dtype(dtypes::int32)})},
