@@ -10,6 +10,11 @@
 
 #include <cmath>
 #include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
 
 #include "codegen/opt.h"
 #include "tensor/function.h"
@@ -216,6 +221,37 @@ void BM_MlpTrainStep(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_MlpTrainStep)->Unit(benchmark::kMillisecond)->Iterations(20);
+
+// A data-parallel training step of a 784-256-10 MLP (a batch of 256, a squared-output loss, SGD):
+// the batch split over N CPU devices (CPU:1..CPU:N), the weights whole on each (rules/multi.rw),
+// their gradients summed across devices. N=1, the same step on one device, is the baseline of the
+// same run. The devices' launches run one after another (each kernel uses every core already).
+void BM_DataParallelMlpStep(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  std::vector<std::string> devs;
+  for (int64_t i = 1; i <= n; ++i) devs.push_back(fmt::format("CPU:{}", i));
+  auto place = [&](const Tensor& t, std::optional<int> axis) {
+    return (n == 1 ? t.to(devs[0]) : t.shard(devs, axis)).realize();
+  };
+  Tensor x = place(Tensor::rand({256, 784}, 1).realize(), 0);
+  Tensor w1 = place((Tensor::rand({784, 256}, 2) * 0.01).realize(), std::nullopt);
+  Tensor w2 = place((Tensor::rand({256, 10}, 3) * 0.01).realize(), std::nullopt);
+  auto step = [&] {
+    Tensor out = x.matmul(w1).relu().matmul(w2);
+    std::vector<Tensor> g = (out * out).mean().gradient({w1, w2});
+    w1.assign(w1 - g[0] * 0.01);
+    w2.assign(w2 - g[1] * 0.01);
+    Tensor::realize_all({&w1, &w2});
+  };
+  step();  // kernels compiled before timing
+  for (auto _ : state) step();
+}
+BENCHMARK(BM_DataParallelMlpStep)
+    ->Arg(1)
+    ->Arg(2)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(10)
+    ->UseRealTime();
 
 // The same forward pass through function(): traced once per call into a CALL, then inlined
 // (fusing as before) or precompiled (its own kernels). Compare with BM_MlpForward.

@@ -537,10 +537,12 @@ std::optional<Shape> compute_shape(const UOp& u) {
         if (!a.is_bool()) shape_error(u, "bad flip");
       return ps;
     }
-    case Op::Unshard: {
+    case Op::Unshard: {  // each split axis times the count of its range (else of the devices)
       Shape s = src_shape(u, 0);
       const Arg dev = u.src(0).device();
-      const int64_t n = dev.is_tuple() ? static_cast<int64_t>(dev.items().size()) : 1;
+      int64_t n = dev.is_tuple() ? static_cast<int64_t>(dev.items().size()) : 1;
+      if (u.nsrc() > 1 && u.src(1).op() == Op::Range && u.src(1).src(0).op() == Op::Const)
+        n = static_cast<int64_t>(u.src(1).src(0).arg().as_int());
       for (const Arg& ax :
            u.arg().is_tuple() ? u.arg().items() : std::span<const Arg>(&u.arg(), 1)) {
         const i128 k = ax.as_int();

@@ -42,6 +42,7 @@
 #include "runtime/kernel_error.h"
 #include "runtime/llvm_render.h"
 #include "schedule/rangeify.h"
+#include "tensor/multi.h"
 #include "tensor/storage.h"
 #include "tensor/tensor.h"
 
@@ -1001,17 +1002,19 @@ struct Realizer {
   std::vector<UOp> realize(const std::vector<UOp>& tensor_roots,
                            std::vector<std::shared_ptr<Storage>>& keep) {
     viz::Group group("realize");
-    const Roots start = schedule_roots(tensor_roots);
+    // (a multi-device root is one root per device: tensor/multi.h)
+    const DeviceSplit split(tensor_roots);
+    const Roots start = schedule_roots(split.roots());
     Schedule s = make_schedule(start);
     const std::vector<UOp> roots(start.sink.src().begin(), start.sink.src().end());
-    return tensor_views(tensor_roots, start, run_schedule(s, roots, keep));
+    return split.join(tensor_views(split.roots(), start, run_schedule(s, roots, keep)));
   }
 
   // The kernels of `tensor_roots` in the order they would run, nothing allocated or run: the
   // kernel CALLs of the kernel graph (a new buffer has a negative slot and no storage).
   std::vector<ScheduleItem> schedule(const std::vector<UOp>& tensor_roots) {
     viz::Group group("schedule");
-    const Schedule s = make_schedule(schedule_roots(tensor_roots));
+    const Schedule s = make_schedule(schedule_roots(DeviceSplit(tensor_roots).roots()));
     std::vector<ScheduleItem> items;
     for (size_t i : s.order) items.push_back({s.units[i].call, s.units[i].call.src(0)});
     return items;
@@ -1116,7 +1119,8 @@ void Tensor::realize_all(const std::vector<Tensor*>& tensors) {
   for (Tensor* t : tensors) {
     for (const auto& s : t->deps_) r.buffers[s->id] = s;
     const UOp base = view_base(t->uop_);
-    is_view.push_back(base != t->uop_ && is_buffer_state(base));
+    // (a multi-device tensor is no view of one buffer: MSTACK and UNSHARD are movement ops)
+    is_view.push_back(!t->uop_.device().is_tuple() && base != t->uop_ && is_buffer_state(base));
     roots.push_back(is_view.back() ? base : t->uop_);
   }
   g_kernel_count = 0;
@@ -1145,7 +1149,16 @@ void Tensor::realize_all(const std::vector<Tensor*>& tensors) {
       t.computed_by_storages_.clear();
     }
     t.uop_ = views[i];
-    t.deps_ = {r.storage(Realizer::storage_of(Realizer::base_view(views[i])))};
+    if (views[i].device().is_tuple()) {  // a buffer on each device
+      StorageList deps;
+      for (const UOp& u : toposort(views[i]))
+        if (u.op() == Op::Buffer)
+          deps = StorageList::merge(
+              deps, {r.storage(static_cast<int64_t>(u.arg().field("slot").as_int()))});
+      t.deps_ = deps;
+    } else {
+      t.deps_ = {r.storage(Realizer::storage_of(Realizer::base_view(views[i])))};
+    }
   }
   // the other tensors over a buffer state an assignment left read the buffer from now on, so
   // that later assignments to it reach them too
@@ -1168,6 +1181,8 @@ std::vector<ScheduleItem> Tensor::schedule(const std::vector<const Tensor*>& ten
 }
 
 std::vector<double> Tensor::to_doubles() {
+  // a tensor on several devices: its whole value, joined on the first
+  if (uop_.device().is_tuple()) return to(devices()[0]).to_doubles();
   realize();
   if (view_base(uop_) != uop_) return contiguous().to_doubles();  // a view: its elements in order
   const Storage& s = *deps_.at(0);
@@ -1177,6 +1192,8 @@ std::vector<double> Tensor::to_doubles() {
 }
 
 std::vector<uint8_t> Tensor::to_bytes() {
+  // a tensor on several devices: its whole value, joined on the first
+  if (uop_.device().is_tuple()) return to(devices()[0]).to_bytes();
   realize();
   if (view_base(uop_) != uop_) return contiguous().to_bytes();  // a view: its elements in order
   const Storage& s = *deps_.at(0);
@@ -1214,6 +1231,8 @@ DType host_dtype() {
 
 template <class T>
 std::vector<T> Tensor::data() {
+  // a tensor on several devices: its whole value, joined on the first
+  if (uop_.device().is_tuple()) return to(devices()[0]).data<T>();
   realize();
   if (view_base(uop_) != uop_) return contiguous().data<T>();  // a view: its elements in order
   const Storage& s = *deps_.at(0);

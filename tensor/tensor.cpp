@@ -15,11 +15,13 @@
 #include "dsl/compiled.h"
 #include "ir/alu.h"
 #include "ir/builders.h"
+#include "ir/call.h"
 #include "ir/graph.h"
 #include "ir/rewrite.h"
 #include "rules_gen/schedule.h"
 #include "runtime/device.h"
 #include "tensor/gradient.h"
+#include "tensor/multi.h"
 #include "tensor/storage.h"
 
 namespace tinyrw {
@@ -645,7 +647,58 @@ Tensor Tensor::contiguous_backward() const {
 }
 std::string Tensor::device() const {
   const Arg d = uop_.device();
-  return d.is_string() ? d.as_string() : default_device();
+  if (!d.is_tuple()) return d.is_string() ? d.as_string() : default_device();
+  std::string out = "(";
+  for (size_t k = 0; k < d.items().size(); ++k)
+    out += fmt::format("{}'{}'", k ? ", " : "", d.items()[k].as_string());
+  return out + ")";
+}
+
+std::vector<std::string> Tensor::devices() const {
+  const Arg d = uop_.device();
+  if (!d.is_tuple()) return {device()};
+  std::vector<std::string> out;
+  for (const Arg& x : d.items()) out.push_back(x.as_string());
+  return out;
+}
+
+std::optional<int> Tensor::shard_axis() const {
+  if (!uop_.device().is_tuple()) return std::nullopt;
+  const UOp top = multi_normalized(uop_);
+  if (top.op() != Op::Unshard) return std::nullopt;
+  return static_cast<int>(top.arg().items()[0].as_int());
+}
+
+Tensor Tensor::shard(const std::vector<std::string>& devices, std::optional<int> axis) const {
+  if (uop_.device().is_tuple()) throw TensorError("can't shard a multi-device tensor");
+  if (devices.empty()) throw TensorError("shard: no devices given");
+  if (devices.size() == 1) return to(devices[0]);
+  std::vector<Arg> names;
+  for (const std::string& d : devices) names.push_back(Arg::string(canonical_device(d)));
+  const UOp copied = UOp::make(Op::Copy, dtype(), {uop_}, Arg::tuple(names));
+  if (!axis) return with(copied);
+  const Dims s = shape();
+  const int ax = this->axis(*axis);
+  const auto n = static_cast<int64_t>(devices.size());
+  if (s[static_cast<size_t>(ax)] % n != 0)
+    throw TensorError(fmt::format("multi axis uneven: self.shape[axis]={} axis={} dcount={}",
+                                  s[static_cast<size_t>(ax)], ax, n));
+  // device r's block: r times the block's size along the axis (tinygrad's DEVICE range)
+  const UOp r = UOp::range(UOp::cint(n), -1, AxisType::Device);
+  const int64_t block = s[static_cast<size_t>(ax)] / n;
+  Shape offsets, sizes = to_shape(s);
+  for (size_t i = 0; i < s.size(); ++i) offsets.push_back(SInt(0));
+  offsets[static_cast<size_t>(ax)] = SInt(r * UOp::cint(block));
+  sizes[static_cast<size_t>(ax)] = SInt(block);
+  const UOp part = copied.shrink(offsets, sizes);
+  return with(UOp::make(Op::Unshard, dtype(), {part, r}, Arg::tuple({Arg::integer(ax)})));
+}
+
+Tensor Tensor::shard_like(const Tensor& y) const {
+  const std::vector<std::string> devs = y.devices();
+  if (devs.size() == 1) return to(devs[0]);
+  if (devices() == devs && shard_axis() == y.shard_axis()) return *this;
+  return shard(devs, y.shard_axis());
 }
 
 Tensor Tensor::to(const std::string& device) const {
@@ -931,6 +984,7 @@ Tensor& Tensor::assign(const Tensor& value) {
   if (value.dtype() != dtype())
     throw TensorError(
         fmt::format("assign dtype mismatch: {} into {}", value.dtype().repr(), dtype().repr()));
+  if (uop_.device().is_tuple() || value.uop_.device().is_tuple()) return assign_parts(value);
   // (a value of constants only has no device: it is computed where it is stored)
   if (const Arg d = value.uop_.device(); d.is_string() && d.as_string() != device())
     throw TensorError(
@@ -939,6 +993,48 @@ Tensor& Tensor::assign(const Tensor& value) {
   // buffer first
   if (!writable_view(uop_, "assign")) realize();
   write(uop_, value);
+  return *this;
+}
+
+// tinygrad's store_after_multi: the target's buffers (realized first) each store their device's
+// part of the value, split as the target is (a value on one device or none is split so first).
+Tensor& Tensor::assign_parts(const Tensor& value) {
+  if (!uop_.device().is_tuple())
+    throw TensorError(
+        fmt::format("assign device mismatch: a value on {} into {}", value.device(), device()));
+  const Tensor v = value.uop_.device().is_tuple() ? value : value.shard_like(*this);
+  if (v.devices() != devices() || v.shard_axis() != shard_axis())
+    throw TensorError(
+        fmt::format("assign sharding mismatch: a value on {} split along {} into {} split along {}",
+                    v.device(), v.shard_axis() ? std::to_string(*v.shard_axis()) : "none", device(),
+                    shard_axis() ? std::to_string(*shard_axis()) : "none"));
+  realize();  // its buffers: MSTACK(one view per device), under UNSHARD when split
+  const UOp stacked = uop_.op() == Op::Unshard ? uop_.src(0) : uop_;
+  UOp parts = multi_normalized(v.uop_);
+  if (parts.op() == Op::Unshard) parts = parts.src(0);
+  std::vector<UOp> states;
+  StorageList deps;
+  for (size_t k = 0; k < stacked.nsrc(); ++k) {
+    const UOp& view = stacked.src(k);
+    StorageList own;
+    for (const auto& s : deps_)
+      if (s->id == static_cast<int64_t>(storage_root(view).arg().field("slot").as_int())) own = {s};
+    Tensor target(view, own);
+    target.assign(Tensor(
+        UOp::make(Op::MSelect, dtype(), {parts}, Arg::integer(static_cast<int64_t>(k))), v.deps_));
+    states.push_back(target.uop_);
+    deps = StorageList::merge(deps, target.deps_);
+  }
+  UOp joined = UOp::make(Op::MStack, dtype(), states);
+  if (uop_.op() == Op::Unshard) {
+    std::vector<UOp> src{joined};
+    src.insert(src.end(), uop_.src().begin() + 1, uop_.src().end());
+    joined = UOp::make(Op::Unshard, dtype(), src, uop_.arg());
+  }
+  uop_ = joined;
+  deps_ = deps;
+  computed_by_ = UOp();
+  computed_by_storages_.clear();
   return *this;
 }
 

@@ -301,11 +301,25 @@ class Tensor {
 
   // ---- devices (runtime/device.h: INTERP or CPU, with an optional index, CPU:1)
   // The device whose buffers hold it once realized: its graph's, else (a constant, a value of
-  // constants only) the default device.
+  // constants only) the default device; for a tensor on several, their tuple as tinygrad prints
+  // it, ('CPU:1', 'CPU:2').
   std::string device() const;
+  // The devices it is on: one, or each that holds a part (rules/multi.rw).
+  std::vector<std::string> devices() const;
   // The same value on `device` (tinygrad's to): itself when it is there already, else a COPY,
-  // realized as a transfer between the two devices' buffers; its grad() is copied too.
+  // realized as a transfer between the two devices' buffers (from several devices: the parts
+  // joined); its grad() is copied too.
   Tensor to(const std::string& device) const;
+  // Split along `axis` over `devices` (tinygrad's shard): device k holds the k-th block of
+  // shape[axis] / n (an axis n does not divide raises), or, without an axis, all of it on each.
+  // One device is to(); a tensor of constants only is made on the default device and copied; a
+  // tensor already on several devices raises.
+  Tensor shard(const std::vector<std::string>& devices, std::optional<int> axis = {}) const;
+  // Split as y is (its devices and axis); y on one device: to() it.
+  Tensor shard_like(const Tensor& y) const;
+  // The axis it is split along over its devices (tinygrad's uop.axis): none on one device or
+  // when each device holds all of it. Raises where its graph moves items between shards.
+  std::optional<int> shard_axis() const;
 
   // ---- realization
   Tensor contiguous() const;
@@ -376,6 +390,8 @@ class Tensor {
   // STORE value into target (this tensor's graph or a view of it), and make every live tensor over
   // the buffer read the buffer as the store leaves it.
   void write(const UOp& target, const Tensor& value);
+  // assign() of a tensor on several devices: each device's buffer its part of the value
+  Tensor& assign_parts(const Tensor& value);
   void link();  // into the list of live tensors
   // Every live tensor whose movement ops reach `from` reads `to` there instead (and add_deps).
   static void rebase_live(const UOp& from, const UOp& to, const StorageList& add_deps);
