@@ -53,7 +53,10 @@ namespace {
 UOp lift_and_simplify(const UOp& graph, const char* name) {
   const UOp lifted = graph_rewrite(graph, &rules::lift_gates(),
                                    {.bottom_up = true, .enter_calls = false, .name = "lift gates"});
-  return graph_rewrite(lifted, &rules::sym(), {.enter_calls = false, .name = name});
+  const UOp simple = graph_rewrite(lifted, &rules::sym(), {.enter_calls = false, .name = name});
+  // again: a gate sym folded to false leaves Invalid in index math (lift_gates' `poisoned`)
+  return graph_rewrite(simple, &rules::lift_gates(),
+                       {.bottom_up = true, .enter_calls = false, .name = "lift gates"});
 }
 }  // namespace
 

@@ -405,3 +405,24 @@ TEST_P(DeviceEdges, FloatToIntCastsOutOfRangeAreDefined) {
     }
   }
 }
+
+namespace {
+// A pad of a shrink of a pad whose inner gate never holds where the outer one does: the inner read
+// folds to an Invalid index, which poisons the index math around it and reads 0 (it failed the
+// kernel's bounds proof with "a constant Invalid"). And a buffer view read at such an index by one
+// consumer and in order by another: the dead read is 0 and leaves no loop of its own behind (it
+// failed with "a RANGE without its END").
+TEST_P(DeviceEdges, ReadsThatAPadsGatesNeverReachAreZero) {
+  std::vector<float> v(24);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i + 1);
+  Tensor a = Tensor::from_vector(v, {4, 6}).realize();
+  auto half = [](const Tensor& t) { return t.shrink({{0, 4}, {0, 3}}).pad({{0, 0}, {3, 0}}); };
+  EXPECT_EQ(half(half(a + a)).to_doubles(), std::vector<double>(24, 0.0));
+  Tensor x = Tensor::from_vector(std::vector<float>(v.begin(), v.begin() + 12), {4, 3}).realize();
+  const std::vector<double> got =
+      (x.pad({{0, 0}, {3, 0}}).shrink({{0, 4}, {0, 3}}) + x.flip({1})).to_doubles();
+  for (int r = 0; r < 4; ++r)
+    for (int c = 0; c < 3; ++c)
+      EXPECT_EQ(got[static_cast<size_t>(r * 3 + c)], v[static_cast<size_t>(r * 3 + (2 - c))]);
+}
+}  // namespace

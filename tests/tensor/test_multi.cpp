@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <functional>
 #include <optional>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -186,6 +187,25 @@ TEST(Multi, RingAndAllToAllAllreduce) {
   }
 }
 
+// tinygrad's ALLREDUCE_CAST: a half sum accumulates in float32 on each device, and the partial sums
+// cross devices as halves (8 bytes for 4 of them), unless ALLREDUCE_CAST=0 (16 bytes, float32)
+TEST(Multi, HalfSumsCrossDevicesAsHalves) {
+  REQUIRE_CPU();
+  std::vector<float> v(16);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i) * 0.5f;
+  Tensor h = Tensor::from_vector(v, {4, 4}, dtypes::float16).to("CPU").shard(kTwo, 0).realize();
+  for (const char* cast : {"1", "0"}) {
+    const ScopedEnv env("ALLREDUCE_CAST", cast);
+    Tensor s = h.sum({0}).realize();
+    const auto pairs = copy_pairs();
+    ASSERT_EQ(pairs.size(), 2u);
+    const std::string bytes = std::string(cast) == "1" ? "8 B," : "16 B,";
+    for (const std::string& k : last_kernel_names())
+      if (k.rfind("copy", 0) == 0) EXPECT_NE(k.find(bytes), std::string::npos) << k;
+    EXPECT_EQ(s.data<float>(), (std::vector<float>{12, 14, 16, 18}));
+  }
+}
+
 TEST(Multi, EachDeviceHoldsItsShareOfTheMemory) {
   REQUIRE_CPU();
   Tensor big = Tensor::ones({100, 100}).contiguous().realize();
@@ -305,6 +325,74 @@ TEST(Multi, AssignmentWritesEachDevicesPart) {
   EXPECT_EQ(W.data<float>(), (std::vector<float>{-15, -16, -20, -19}));
   EXPECT_EQ(W.devices(), kTwo);
   EXPECT_EQ(W.shard_axis(), std::nullopt);
+}
+
+// Random programs on split and replicated tensors give the values of the same program on one
+// device: elementwise ops between tensors split alike, otherwise or not at all, reductions over
+// each axis, permutes, reshapes, pads and shrinks. A program the multi rules refuse must say why
+// (tinygrad's messages); any other error, or a wrong value, fails.
+TEST(Multi, RandomProgramsMatchOneDevice) {
+  REQUIRE_CPU();
+  std::mt19937 rng(11);
+  auto values = [&](int n) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& x : v) x = static_cast<float>(static_cast<int>(rng() % 19) - 9);
+    return v;
+  };
+  const std::vector<std::optional<int>> axes{0, 1, std::nullopt};
+  int compared = 0, refused = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    const std::vector<float> av = values(24), bv = values(24);
+    const std::optional<int> sa = axes[rng() % 3], sb = axes[rng() % 3];
+    Tensor a1 = floats(av, {4, 6}), b1 = floats(bv, {4, 6});
+    Tensor a = a1.shard(kTwo, sa), b = b1.shard(kTwo, sb);
+    std::string program;
+    for (int step = 0; step < 3; ++step) {
+      switch (rng() % 7) {
+        case 0:
+          a = a + b, a1 = a1 + b1, program += " +b";
+          break;
+        case 1:
+          a = a * 2 - 1, a1 = a1 * 2 - 1, program += " *2-1";
+          break;
+        case 2:
+          a = a.maximum(b), a1 = a1.maximum(b1), program += " max b";
+          break;
+        case 3:
+          a = (a.permute({1, 0}).contiguous() + 0).permute({1, 0}),
+          a1 = (a1.permute({1, 0}).contiguous() + 0).permute({1, 0}), program += " perm";
+          break;
+        case 4:
+          a = a.reshape({2, 2, 6}).sum({1}).reshape({2, 6}).pad({{1, 1}, {0, 0}}),
+          a1 = a1.reshape({2, 2, 6}).sum({1}).reshape({2, 6}).pad({{1, 1}, {0, 0}}),
+          program += " sum pad";
+          break;
+        case 5:
+          a = a.sum({1}, true).expand({4, 6}) - a, a1 = a1.sum({1}, true).expand({4, 6}) - a1,
+          program += " rowsum";
+          break;
+        default:
+          a = a.shrink({{0, 4}, {0, 3}}).pad({{0, 0}, {3, 0}}),
+          a1 = a1.shrink({{0, 4}, {0, 3}}).pad({{0, 0}, {3, 0}}), program += " half";
+      }
+    }
+    SCOPED_TRACE(fmt::format("a {} b {}:{}", sa ? std::to_string(*sa) : "none",
+                             sb ? std::to_string(*sb) : "none", program));
+    std::vector<float> got;
+    try {
+      got = a.data<float>();
+    } catch (const std::exception& e) {
+      const std::string m = e.what();
+      EXPECT_TRUE(m.find("not supported") != std::string::npos ||
+                  m.find("moved items between shards") != std::string::npos)
+          << m;
+      ++refused;
+      continue;
+    }
+    EXPECT_EQ(got, a1.data<float>());
+    ++compared;
+  }
+  EXPECT_GT(compared, 30);
 }
 
 }  // namespace
