@@ -263,6 +263,26 @@ TEST(Multi, MovementOpsOfASplitTensor) {
             (std::vector<float>{0, 2, 4, 6, 8, 10, 12, 14}));
 }
 
+// More of tinygrad's test_multitensor: an arange split and shrunk to each half, a shrink to one
+// device's block under elementwise ops and a comparison (test_elementwise_dtype), a sum after +1
+TEST(Multi, TinygradsShrinkAndElementwiseCases) {
+  REQUIRE_CPU();
+  Tensor x = Tensor::arange(4).shard(kTwo, 0).realize();
+  EXPECT_EQ(x.shrink({{2, 4}}).data<int32_t>(), (std::vector<int32_t>{2, 3}));
+  EXPECT_EQ(x.shrink({{0, 2}}).data<int32_t>(), (std::vector<int32_t>{0, 1}));
+  std::vector<float> xv(64), wv(64);
+  for (size_t i = 0; i < 64; ++i)
+    xv[i] = static_cast<float>(i % 7) * 0.5f - 1, wv[i] = static_cast<float>(i % 5) - 2;
+  Tensor X = floats(xv, {8, 8}).shard(kFour, 0), W = floats(wv, {8, 8}).shard(kFour, 0);
+  Tensor prod = X.shrink({{0, 2}, {0, 8}}) * W.shrink({{0, 2}, {0, 8}});
+  Tensor O = prod.lt(Tensor::full({2, 8}, 2));
+  std::vector<bool> want;
+  for (size_t i = 0; i < 16; ++i) want.push_back(xv[i] * wv[i] < 2);
+  EXPECT_EQ(O.data<bool>(), want);
+  Tensor ones = Tensor::ones({256}).contiguous().realize().shard(kTwo, 0);
+  EXPECT_EQ((ones + 1).sum().data<float>(), (std::vector<float>{512}));
+}
+
 TEST(Multi, CopiesToOneDeviceJoinTheParts) {
   REQUIRE_CPU();
   Tensor a = Tensor::from_vector(std::vector<int32_t>{1, 2, 3, 4, 5, 6}, {6}, dtypes::int32)
