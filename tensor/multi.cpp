@@ -1,7 +1,4 @@
 #include "tensor/multi.h"
-
-#include <algorithm>
-
 #include "ir/graph.h"
 #include "ir/rewrite.h"
 #include "rules_gen/multi.h"
@@ -23,8 +20,7 @@ UOp multi_normalized(const UOp& u) {
 }
 
 DeviceSplit::DeviceSplit(const std::vector<UOp>& tensor_roots) {
-  const bool any = std::any_of(tensor_roots.begin(), tensor_roots.end(), has_multi);
-  if (!any) {
+  if (!has_multi(UOp::sink(tensor_roots))) {  // (one walk over all roots)
     roots_ = tensor_roots;
     for (size_t i = 0; i < roots_.size(); ++i) groups_.push_back({.first = i});
     return;
@@ -59,6 +55,14 @@ DeviceSplit::DeviceSplit(const std::vector<UOp>& tensor_roots) {
   roots_.assign(parts.src().begin(), parts.src().end());
 }
 
+UOp stacked_parts(const std::vector<UOp>& parts, const UOp& split) {
+  const UOp stacked = UOp::make(Op::MStack, parts.at(0).dtype(), parts);
+  if (!split) return stacked;
+  std::vector<UOp> src{stacked};
+  src.insert(src.end(), split.src().begin() + 1, split.src().end());
+  return UOp::make(Op::Unshard, stacked.dtype(), src, split.arg());
+}
+
 std::vector<UOp> DeviceSplit::join(const std::vector<UOp>& views) const {
   std::vector<UOp> out;
   for (const Group& g : groups_) {
@@ -68,13 +72,7 @@ std::vector<UOp> DeviceSplit::join(const std::vector<UOp>& views) const {
     }
     const std::vector<UOp> parts(views.begin() + static_cast<std::ptrdiff_t>(g.first),
                                  views.begin() + static_cast<std::ptrdiff_t>(g.first + g.count));
-    UOp stacked = UOp::make(Op::MStack, parts[0].dtype(), parts);
-    if (g.unshard) {
-      std::vector<UOp> src{stacked};
-      src.insert(src.end(), g.unshard.src().begin() + 1, g.unshard.src().end());
-      stacked = UOp::make(Op::Unshard, stacked.dtype(), src, g.unshard.arg());
-    }
-    out.push_back(stacked);
+    out.push_back(stacked_parts(parts, g.unshard));
   }
   return out;
 }

@@ -19,6 +19,10 @@ bool has_multi(const UOp& root);
 // multi-device graph the rules refuse (a reshape that moves items between shards, ...) raises here.
 UOp multi_normalized(const UOp& u);
 
+// The multi-device value whose device k's part is parts[k]: MSTACK(parts...), under an UNSHARD
+// with `split`'s arg and range when `split` (an UNSHARD) is given.
+UOp stacked_parts(const std::vector<UOp>& parts, const UOp& split);
+
 class DeviceSplit {
  public:
   // The one-device roots that compute `tensor_roots` (each one-device root as it is, each

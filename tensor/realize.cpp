@@ -1150,11 +1150,8 @@ void Tensor::realize_all(const std::vector<Tensor*>& tensors) {
     }
     t.uop_ = views[i];
     if (views[i].device().is_tuple()) {  // a buffer on each device
-      StorageList deps;
-      for (const UOp& u : toposort(views[i]))
-        if (u.op() == Op::Buffer)
-          deps = StorageList::merge(
-              deps, {r.storage(static_cast<int64_t>(u.arg().field("slot").as_int()))});
+      StorageList::Items deps;
+      for (int64_t slot : Realizer::read_storages(views[i])) deps.push_back(r.storage(slot));
       t.deps_ = deps;
     } else {
       t.deps_ = {r.storage(Realizer::storage_of(Realizer::base_view(views[i])))};

@@ -1025,13 +1025,7 @@ Tensor& Tensor::assign_parts(const Tensor& value) {
     states.push_back(target.uop_);
     deps = StorageList::merge(deps, target.deps_);
   }
-  UOp joined = UOp::make(Op::MStack, dtype(), states);
-  if (uop_.op() == Op::Unshard) {
-    std::vector<UOp> src{joined};
-    src.insert(src.end(), uop_.src().begin() + 1, uop_.src().end());
-    joined = UOp::make(Op::Unshard, dtype(), src, uop_.arg());
-  }
-  uop_ = joined;
+  uop_ = stacked_parts(states, uop_.op() == Op::Unshard ? uop_ : UOp());
   deps_ = deps;
   computed_by_ = UOp();
   computed_by_storages_.clear();
