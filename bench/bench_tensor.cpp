@@ -225,7 +225,7 @@ BENCHMARK(BM_MlpTrainStep)->Unit(benchmark::kMillisecond)->Iterations(20);
 // A data-parallel training step of a 784-256-10 MLP (a batch of 256, a squared-output loss, SGD):
 // the batch split over N CPU devices (CPU:1..CPU:N), the weights whole on each (rules/multi.rw),
 // their gradients summed across devices. N=1, the same step on one device, is the baseline of the
-// same run. The devices' launches run one after another (each kernel uses every core already).
+// same run. The devices' launches run at once (runtime/device_queues.h), sharing the cores.
 void BM_DataParallelMlpStep(benchmark::State& state) {
   const int64_t n = state.range(0);
   std::vector<std::string> devs;

@@ -114,10 +114,10 @@ class Jit {
 
 KernelFn cpu_compile(const std::string& ir) { return Jit::get().compile(ir); }
 
-int32_t cpu_launch(KernelFn fn, void** bufs, int64_t threads) {
+int32_t cpu_launch(KernelFn fn, void** bufs, int64_t threads, int64_t width) {
   if (threads <= 1) return fn(bufs, 0);
   std::vector<int32_t> codes(static_cast<size_t>(threads), 0);
-  parallel_for(threads, threads, [&](int64_t t) {
+  parallel_for(threads, width > 0 ? width : threads, [&](int64_t t) {
     codes[static_cast<size_t>(t)] = fn(bufs, static_cast<int32_t>(t));
   });
   for (int32_t c : codes)

@@ -11,9 +11,10 @@ namespace tinyrw {
 // kernel_error_op in runtime/llvm_render.h).
 using KernelFn = int32_t (*)(void** bufs, int32_t core_id);
 
-// Calls `fn` once per thread 0..threads-1 on the thread pool (runtime/thread_pool.h), returning the
+// Calls `fn` once per thread 0..threads-1 on the thread pool (runtime/thread_pool.h), at most
+// `width` at once (0: all; fewer while other devices' launches share the cores), returning the
 // first nonzero code any call returned (0 when none did).
-int32_t cpu_launch(KernelFn fn, void** bufs, int64_t threads);
+int32_t cpu_launch(KernelFn fn, void** bufs, int64_t threads, int64_t width = 0);
 
 // Compiles (and caches by IR text) a module whose function is named `kernel`. Throws
 // std::runtime_error with LLVM's message when the IR does not compile.

@@ -6,10 +6,13 @@
 // after (per buffer region; "cycle" when none can), on INTERP or CPU, compiled once per distinct
 // AST.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <exception>
+#include <functional>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -38,6 +41,7 @@
 #include "rules_gen/spec.h"
 #include "runtime/cpu.h"
 #include "runtime/device.h"
+#include "runtime/device_queues.h"
 #include "runtime/interp.h"
 #include "runtime/kernel_error.h"
 #include "runtime/llvm_render.h"
@@ -180,32 +184,77 @@ struct Realizer {
     return default_device();
   }
 
-  // Runs kernel AST `sink` (compiled once per device) over the storages its PARAM slots stand for
-  // (slots[k]: PARAM k's), writing `n` elements: counted, named and traced as the last realize's.
-  void launch(const UOp& sink, const std::vector<int64_t>& slots, int64_t n) {
+  // What the last realize reports of a launch (last_kernel_names and the like), recorded once it
+  // has started; a custom kernel is counted but not named.
+  struct LaunchRecord {
+    std::string name{};
+    UOp ast{};
+    int64_t elements = 0;
+    bool named = true;
+  };
+
+  // Kernel AST `sink` (compiled once per device and settings) over the storages its PARAM slots
+  // stand for (slots[k]: PARAM k's), ready to queue as launch number `number` of this realize: on
+  // CPU a native function and its buffers' addresses (nothing of the IR is touched when it runs),
+  // on INTERP its program, run on the caller's thread.
+  QueuedLaunch kernel_launch(const UOp& sink, const std::vector<int64_t>& slots, int number,
+                             LaunchRecord& rec) {
     if (spec_enabled()) verify(sink, rules::spec_kernel_ast());
-    ++g_kernel_count;
-    g_kernel_outputs.push_back(n);
     const std::string device = kernel_device(slots);
     const std::string base = device_base(device);  // CPU:1 runs CPU's compiled code
-    const auto t0 = std::chrono::steady_clock::now();
     auto& cache = g_compiled[compile_key(base)];
     const bool fresh = !cache.contains(sink);
     const CompiledKernel& k = compile(sink, base, cache);
-    g_kernel_names.push_back(k.name);
-    g_kernel_asts.push_back(sink);
+    rec = {.name = k.name, .ast = sink, .elements = loop_elements(sink)};
     if (debug_level() >= 2 && fresh)
       std::fprintf(stderr, "%s\n",
                    base == "CPU" ? k.ir.c_str() : render_program(k.program).c_str());
     record_stage("linearize", sink, k.program);
-    if (n > 0) run_compiled(k, slots);
-    if (debug_level() >= 2) {
+    QueuedLaunch l{.queue = device};
+    if (rec.elements == 0) {
+      l.run = [] {};
+    } else if (k.fn) {
+      std::vector<void*> ptrs{nullptr};  // argument 0 (an output of its own) is unused
+      for (int64_t p : k.input_slots) ptrs.push_back(storage(slots.at(p))->bytes.data());
+      l.run = [this, fn = k.fn, ptrs, threads = k.threads]() mutable {
+        run_cpu(fn, ptrs.data(), threads);
+      };
+    } else {
+      std::map<int64_t, std::shared_ptr<Storage>> bound;
+      for (size_t p = 0; p < slots.size(); ++p) bound.emplace(p, storage(slots[p]));
+      l.on_caller = true;
+      l.run = [program = k.program, bound] { interp_run(program, bound); };
+    }
+    l.run = timed(
+        fmt::format("kernel {} {} on {}: {} elements, ", number, k.name, device, rec.elements),
+        fresh ? "" : " (compiled before)", std::move(l.run));
+    return l;
+  }
+
+  // Runs a compiled CPU kernel split into `threads` calls (one per core) on its share of the cores
+  // among the devices' launches running at this moment (two devices' launches at once would each
+  // take every core otherwise, and crowd them). Safe on any thread: it touches no IR.
+  void run_cpu(KernelFn fn, void** ptrs, int64_t threads) {
+    struct Running {
+      std::atomic<int64_t>& n;
+      const int64_t now = ++n;
+      ~Running() { --n; }
+    } running{cpu_running_};
+    check_kernel_result(cpu_launch(fn, ptrs, threads, std::max<int64_t>(1, threads / running.now)));
+  }
+  std::atomic<int64_t> cpu_running_{0};
+
+  // `run`, printing at DEBUG>=2 the line `before` + its time + `after` once it has run.
+  static std::function<void()> timed(std::string before, std::string after,
+                                     std::function<void()> run) {
+    if (debug_level() < 2) return run;
+    return [before = std::move(before), after = std::move(after), run = std::move(run)] {
+      const auto t0 = std::chrono::steady_clock::now();
+      run();
       const double us =
           std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-      std::fprintf(stderr, "kernel %d %s on %s: %lld elements, %.1f us%s\n", g_kernel_count,
-                   k.name.c_str(), device.c_str(), static_cast<long long>(n), us,
-                   fresh ? "" : " (compiled before)");
-    }
+      std::fprintf(stderr, "%s%.1f us%s\n", before.c_str(), us, after.c_str());
+    };
   }
 
   // A compiled kernel: its PARAMs bound to placeholder buffers (slot k for PARAM k), linearized,
@@ -359,43 +408,29 @@ struct Realizer {
     return program;
   }
 
-  // Runs a compiled kernel over the storages its PARAM slots stand for.
-  void run_compiled(const CompiledKernel& k, const std::vector<int64_t>& slots) {
-    if (k.fn) {
-      std::vector<void*> ptrs{nullptr};  // argument 0 (an output of its own) is unused
-      for (int64_t p : k.input_slots) ptrs.push_back(storage(slots.at(p))->bytes.data());
-      check_kernel_result(cpu_launch(k.fn, ptrs.data(), k.threads));
-      return;
-    }
-    std::map<int64_t, std::shared_ptr<Storage>> bound;
-    for (size_t p = 0; p < slots.size(); ++p) bound.emplace(p, storage(slots[p]));
-    interp_run(k.program, bound);
-  }
-
   // A COPY kernel: storage slots[1]'s bytes into slots[0]'s, another device's buffer of its size
-  // (every device keeps its buffers in host memory: a copy of the bytes), counted and named as
-  // tinygrad names a transfer ("copy 16 B, CPU:1 <- CPU").
-  void transfer(const UOp& copy, const std::vector<int64_t>& slots) {
+  // (every device keeps its buffers in host memory: a copy of the bytes), queued on the device it
+  // copies to and named as tinygrad names a transfer ("copy 16 B, CPU:1 <- CPU").
+  QueuedLaunch transfer_launch(const UOp& copy, const std::vector<int64_t>& slots, int number,
+                               LaunchRecord& rec) {
     Storage& dst = *storage(slots.at(0));
     const Storage& src = *storage(slots.at(1));
     if (dst.size != src.size || dst.dtype != src.dtype)
       throw std::logic_error(fmt::format("realize: a copy of {} {} elements into {} {} elements",
                                          src.size, src.dtype.repr(), dst.size, dst.dtype.repr()));
-    const auto t0 = std::chrono::steady_clock::now();
     const size_t nbytes = static_cast<size_t>(src.size) * static_cast<size_t>(src.dtype.itemsize());
-    if (nbytes > 0) std::memcpy(dst.bytes.data(), src.bytes.data(), nbytes);
-    ++g_kernel_count;
-    g_kernel_outputs.push_back(dst.size);
-    g_kernel_names.push_back(fmt::format("copy {:>10}, {:>7} <- {:7}", bytes_repr(nbytes),
-                                         dst.device.substr(0, 7), src.device.substr(0, 7)));
-    g_kernel_asts.push_back(copy);
-    if (debug_level() >= 2) {
-      const double us =
-          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-      std::fprintf(stderr, "kernel %d %s: %.1f us\n", g_kernel_count, g_kernel_names.back().c_str(),
-                   us);
-    }
+    rec = {.name = fmt::format("copy {:>10}, {:>7} <- {:7}", bytes_repr(nbytes),
+                               dst.device.substr(0, 7), src.device.substr(0, 7)),
+           .ast = copy,
+           .elements = dst.size};
+    QueuedLaunch l{.queue = kernel_device({slots.at(0)})};
+    l.run = timed(fmt::format("kernel {} {}: ", number, rec.name), "",
+                  [to = dst.bytes.data(), from = src.bytes.data(), nbytes] {
+                    if (nbytes > 0) std::memcpy(to, from, nbytes);
+                  });
+    return l;
   }
+
   // A byte count as tinygrad prints it: "16 B", "1.50 KB", "2.00 MB", "1.00 GB".
   static std::string bytes_repr(size_t n) {
     constexpr std::pair<size_t, const char*> kUnits[] = {
@@ -426,33 +461,42 @@ struct Realizer {
     if (base == "CPU") render_llvm(program);
   }
 
-  // A kernel CALL (custom_kernel): its body over the storages `slots` of its arguments, in place;
-  // on CPU compiled by LLVM, on INTERP run as its LINEAR program.
-  void run_kernel_call(const UOp& call, const std::vector<int64_t>& slots) {
+  // A kernel CALL (custom_kernel): its body over the storages `slots` of its arguments, in place,
+  // ready to queue: on CPU compiled by LLVM, on INTERP its LINEAR program run on the caller's
+  // thread.
+  QueuedLaunch custom_launch(const UOp& call, const std::vector<int64_t>& slots, int number,
+                             LaunchRecord& rec) {
     std::vector<UOp> bufs;
     for (int64_t slot : slots) bufs.push_back(buffer_uop(*storage(slot)));
     // a PROGRAM body runs from the SINK it was compiled from
     const UOp& body = call.src(0).op() == Op::Program ? call.src(0).src(0) : call.src(0);
     const std::string name = CallInfo::of(call).name;
-    const std::string base = device_base(kernel_device(slots));
+    const std::string device = kernel_device(slots);
+    const std::string base = device_base(device);
     // a custom kernel that names no opts gets the hand-coded ones, as tinygrad's
     const UOp program = lower(bind_kernel(body, bufs), name, base, !noopt());
     record_stage("linearize", call.src(0), program);
-    ++g_kernel_count;
-    g_kernel_outputs.push_back(0);
+    rec = {.name = name, .ast = call.src(0), .elements = 0, .named = false};
+    QueuedLaunch l{.queue = device};
     if (base == "CPU") {
       const RenderedKernel k = render_llvm(program);
       if (debug_level() >= 2)
         std::fprintf(stderr, "custom kernel %s\n%s\n", name.c_str(), k.ir.c_str());
       std::vector<void*> ptrs{nullptr};  // argument 0 (an output of its own) is unused
       for (int64_t slot : k.input_slots) ptrs.push_back(storage(slot)->bytes.data());
-      check_kernel_result(cpu_launch(cpu_compile(k.ir), ptrs.data(), k.threads));
+      l.run = [this, fn = cpu_compile(k.ir), ptrs, threads = k.threads]() mutable {
+        run_cpu(fn, ptrs.data(), threads);
+      };
     } else {
       if (debug_level() >= 2)
         std::fprintf(stderr, "custom kernel %s\n%s\n", name.c_str(),
                      render_program(program).c_str());
-      interp_run(program, buffers);
+      l.on_caller = true;
+      l.run = [this, program] { interp_run(program, buffers); };
     }
+    l.run = timed(fmt::format("kernel {} custom {} on {}: ", number, name, device), "",
+                  std::move(l.run));
+    return l;
   }
 
   // A CPU kernel's return value: 0, or the division by zero it met (it ran to its end with a
@@ -463,11 +507,12 @@ struct Realizer {
     throw std::logic_error(fmt::format("CPU: a kernel returned the unknown error code {}", code));
   }
 
-  // Runs `run`, which writes the storages `slots` in place; when `graph` may raise (an integer
+  // `run`, which writes the storages `slots` in place; when `graph` may raise (an integer
   // division or modulo whose divisor is not a constant) their contents are saved first and put
   // back if it does, so that a failed kernel leaves no half-written buffer a user could read.
-  template <class F>
-  void restoring_on_error(const UOp& graph, const std::vector<int64_t>& slots, F run) {
+  // (Put back in place: the queued launches hold the buffers' addresses.)
+  std::function<void()> restoring_on_error(const UOp& graph, const std::vector<int64_t>& slots,
+                                           std::function<void()> run) const {
     bool may_raise = false;
     for (const UOp& u : toposort(graph, nullptr, /*enter_calls=*/true))
       if ((u.op() == Op::CDiv || u.op() == Op::CMod || u.op() == Op::FloorDiv ||
@@ -476,26 +521,20 @@ struct Realizer {
         may_raise = true;
         break;
       }
-    if (!may_raise) return run();
-    struct Saved {
-      std::shared_ptr<Storage> storage;
-      BufferBytes bytes;
-      bool uninitialized;
-    };
-    std::vector<Saved> saved;
-    for (int64_t slot : slots) {
-      const std::shared_ptr<Storage>& st = storage(slot);
-      saved.push_back({st, st->bytes, st->uninitialized});
-    }
-    try {
-      run();
-    } catch (...) {
-      for (Saved& sv : saved) {
-        sv.storage->bytes = std::move(sv.bytes);
-        sv.storage->uninitialized = sv.uninitialized;
+    if (!may_raise) return run;
+    std::vector<std::shared_ptr<Storage>> written;
+    for (int64_t slot : slots) written.push_back(storage(slot));
+    return [written, run = std::move(run)] {
+      std::vector<BufferBytes> saved;
+      for (const std::shared_ptr<Storage>& st : written) saved.push_back(st->bytes);
+      try {
+        run();
+      } catch (...) {
+        for (size_t i = 0; i < written.size(); ++i)
+          std::copy(saved[i].begin(), saved[i].end(), written[i]->bytes.begin());
+        throw;
       }
-      throw;
-    }
+    };
   }
 
   // The elements [lo, hi] of a buffer an access may touch (flat indices; the whole buffer unless
@@ -686,12 +725,16 @@ struct Realizer {
 
   // The kernels in an order that keeps every read between the writes it must and must not see:
   // a read follows the stores of its assignment chain and precedes every other store to that
-  // buffer. An order that cannot do both is refused before anything runs.
-  std::vector<size_t> order_kernels(const std::vector<Unit>& ks) {
+  // buffer. An order that cannot do both is refused before anything runs. `waits[k]` receives the
+  // kernels k must follow (what a device's queue waits for from another's).
+  std::vector<size_t> order_kernels(const std::vector<Unit>& ks,
+                                    std::vector<std::vector<size_t>>& waits) {
     std::vector<std::vector<size_t>> before(ks.size());  // before[a]: kernels that follow a
     std::vector<int> pending(ks.size(), 0);
+    waits.assign(ks.size(), {});
     auto edge = [&](size_t a, size_t b) {
       before[a].push_back(b);
+      waits[b].push_back(a);
       ++pending[b];
     };
     for (size_t k = 0; k < ks.size(); ++k) {
@@ -871,6 +914,7 @@ struct Realizer {
     UOp graph{};  // SINK(root i's buffer after the kernel that fills it, or the buffer view it is)
     std::vector<Unit> units{};
     std::vector<size_t> order{};
+    std::vector<std::vector<size_t>> waits{};  // waits[k]: the units unit k must follow
   };
   Schedule make_schedule(const Roots& r) {
     const UOp unexecuted = without_executed(r.sink);
@@ -898,7 +942,7 @@ struct Realizer {
         unit_of.emplace(u, s.units.size());
         s.units.push_back(make_unit(u, unit_of, custom_bodies));
       }
-    s.order = order_kernels(s.units);  // throws before anything runs
+    s.order = order_kernels(s.units, s.waits);  // throws before anything runs
     return s;
   }
 
@@ -937,30 +981,57 @@ struct Realizer {
       }
       return it->second;
     };
-    for (size_t i : s.order) {
-      Unit& k = s.units[i];
-      viz::Group kernel_group("kernel " + std::to_string(g_kernel_count + 1));
-      std::vector<int64_t> slots;
+    // every unit compiled and given its storages first (here: the IR is single-threaded), then
+    // run on its device's queue (runtime/device_queues.h: devices at once)
+    std::vector<QueuedLaunch> launches;
+    std::vector<LaunchRecord> records(s.order.size());
+    std::vector<std::vector<int64_t>> unit_slots(s.order.size());
+    std::vector<size_t> position(s.units.size());
+    for (size_t p = 0; p < s.order.size(); ++p) {
+      const Unit& k = s.units[s.order[p]];
+      position[s.order[p]] = p;
+      const int number = g_kernel_count + static_cast<int>(p) + 1;
+      viz::Group kernel_group("kernel " + std::to_string(number));
+      std::vector<int64_t>& slots = unit_slots[p];
       for (size_t a = 1; a < k.call.nsrc(); ++a)
         slots.push_back(storage_slot(storage_root(k.call.src(a))));
       std::vector<int64_t> writes;  // the storages it writes that hold data before it runs
       for (int64_t w : k.writes)
         if (k.args.at(static_cast<size_t>(w)) >= 0) writes.push_back(slots[static_cast<size_t>(w)]);
-      restoring_on_error(k.call.src(0), writes, [&] {
-        if (k.custom)
-          run_kernel_call(k.call, slots);
-        else if (k.call.src(0).op() == Op::Copy)
-          transfer(k.call.src(0), slots);
-        else
-          launch(k.call.src(0), slots, loop_elements(k.call.src(0)));
-      });
+      const UOp& body = k.call.src(0);
+      QueuedLaunch l = k.custom                ? custom_launch(k.call, slots, number, records[p])
+                       : body.op() == Op::Copy ? transfer_launch(body, slots, number, records[p])
+                                               : kernel_launch(body, slots, number, records[p]);
+      l.run = restoring_on_error(body, writes, std::move(l.run));
+      for (size_t d : s.waits[s.order[p]]) l.waits.push_back(position[d]);
+      launches.push_back(std::move(l));
+    }
+    std::vector<LaunchState> states;
+    std::exception_ptr error;
+    try {
+      run_device_queues(launches, states);
+    } catch (...) {  // what did run is still counted and its writes recorded
+      error = std::current_exception();
+    }
+    for (size_t p = 0; p < s.order.size(); ++p) {
+      if (states.at(p) == LaunchState::NotStarted) continue;
+      const LaunchRecord& rec = records[p];
+      ++g_kernel_count;
+      g_kernel_outputs.push_back(rec.elements);
+      if (rec.named) {
+        g_kernel_names.push_back(rec.name);
+        g_kernel_asts.push_back(rec.ast);
+      }
+      if (states[p] != LaunchState::Finished) continue;
+      const Unit& k = s.units[s.order[p]];
       const int64_t id = CallInfo::of(k.call).id;
       for (int64_t w : k.writes) {
-        const std::shared_ptr<Storage>& st = storage(slots[static_cast<size_t>(w)]);
+        const std::shared_ptr<Storage>& st = storage(unit_slots[p][static_cast<size_t>(w)]);
         st->uninitialized = false;
         if (id != 0 && k.args[static_cast<size_t>(w)] >= 0) st->executed_assignments.push_back(id);
       }
     }
+    if (error) std::rethrow_exception(error);
     record_stage("schedule", UOp::sink(roots), s.graph);
     std::vector<UOp> views;
     for (size_t i = 0; i < roots.size(); ++i) {

@@ -4,6 +4,7 @@
 // tinygrad's for the same programs (its CPU device, DEBUG=2).
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -167,6 +168,61 @@ TEST(Devices, ToKeepsTheGradient) {
   ASSERT_NE(y.grad(), nullptr);
   EXPECT_EQ(y.grad()->device(), "CPU:2");
   EXPECT_EQ(y.grad()->data<float>(), (std::vector<float>{3, 3}));
+}
+
+// Each device's launches run on its own queue, devices at once (runtime/device_queues.h): a copy
+// still sees its source as the kernels before it left it, and an assignment on the source's
+// device waits for the copies made before it, however the threads interleave.
+TEST(Devices, DevicesRunAtOnceAndEveryReadSeesItsOrder) {
+  REQUIRE_CPU();
+  const int64_t n = 1 << 16;
+  std::vector<float> start(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) start[static_cast<size_t>(i)] = static_cast<float>(i % 97);
+  for (int round = 0; round < 10; ++round) {
+    Tensor a = Tensor::from_vector(start, {n}).to("CPU:1").realize();
+    Tensor b = Tensor::from_vector(start, {n}).to("CPU:2").realize();
+    Tensor a_then = a.to("CPU:2") * 2;  // made before a's assignment: a as it is
+    Tensor b_then = b.to("CPU:1") + 1;
+    a.assign(a + 1000);
+    b.assign(b * 3);
+    Tensor mix = a_then + b;  // on CPU:2, after b's assignment
+    Tensor::realize_all({&a_then, &b_then, &a, &b, &mix});
+    const std::vector<float> at = a_then.data<float>(), bt = b_then.data<float>(),
+                             av = a.data<float>(), m = mix.data<float>();
+    for (int64_t i = 0; i < n; i += 251) {
+      const float x = start[static_cast<size_t>(i)];
+      ASSERT_EQ(at[static_cast<size_t>(i)], 2 * x) << i;
+      ASSERT_EQ(bt[static_cast<size_t>(i)], x + 1) << i;
+      ASSERT_EQ(av[static_cast<size_t>(i)], x + 1000) << i;
+      ASSERT_EQ(m[static_cast<size_t>(i)], 2 * x + 3 * x) << i;
+    }
+  }
+}
+
+// A launch that fails on one device stops what has not started on the others; what did run is
+// recorded, so realizing again runs every assignment exactly once, and the failed one's target
+// is as it was.
+TEST(Devices, AFailureOnOneDeviceKeepsTheOthersWorkDoneOnce) {
+  REQUIRE_CPU();
+  for (int round = 0; round < 10; ++round) {
+    Tensor x = Tensor::from_vector(std::vector<int32_t>{1, 2, 3, 4}, {4}, dtypes::int32)
+                   .to("CPU:2")
+                   .realize();
+    Tensor y = Tensor::from_vector(std::vector<int32_t>{10, 20, 30, 40}, {4}, dtypes::int32)
+                   .to("CPU:1")
+                   .realize();
+    Tensor z =
+        Tensor::from_vector(std::vector<int32_t>{1, 1, 0, 1}, {4}, dtypes::int32).to("CPU:1");
+    const std::shared_ptr<Storage> ys = y.storages().at(0);
+    x.assign(x + 1);
+    y.assign(Tensor::alu(Op::CDiv, {y, z}));
+    expect_error([&] { Tensor::realize_all({&x, &y}); }, "division by zero in CDiv");
+    EXPECT_TRUE(ys->executed_assignments.empty());
+    std::vector<int32_t> y_now(4);
+    std::memcpy(y_now.data(), ys->bytes.data(), 16);
+    EXPECT_EQ(y_now, (std::vector<int32_t>{10, 20, 30, 40}));
+    EXPECT_EQ(x.data<int32_t>(), (std::vector<int32_t>{2, 3, 4, 5}));
+  }
 }
 
 }  // namespace
