@@ -10,6 +10,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   antlr4 libantlr4-runtime-dev
   llvm-15-dev libz3-dev zlib1g-dev
+  libopenmpi-dev openmpi-bin
   dataset-fashion-mnist texlive-latex-base
   python3
   nodejs chromium

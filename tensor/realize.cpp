@@ -45,6 +45,7 @@
 #include "runtime/interp.h"
 #include "runtime/kernel_error.h"
 #include "runtime/llvm_render.h"
+#include "runtime/mpi.h"
 #include "schedule/rangeify.h"
 #include "tensor/multi.h"
 #include "tensor/storage.h"
@@ -191,6 +192,7 @@ struct Realizer {
     UOp ast{};
     int64_t elements = 0;
     bool named = true;
+    bool here = true;  // run by this process (with MPI, another runs its devices' launches)
   };
 
   // Kernel AST `sink` (compiled once per device and settings) over the storages its PARAM slots
@@ -410,9 +412,14 @@ struct Realizer {
 
   // A COPY kernel: storage slots[1]'s bytes into slots[0]'s, another device's buffer of its size
   // (every device keeps its buffers in host memory: a copy of the bytes), queued on the device it
-  // copies to and named as tinygrad names a transfer ("copy 16 B, CPU:1 <- CPU").
+  // copies to and named as tinygrad names a transfer ("copy 16 B, CPU:1 <- CPU"). With MPI
+  // (runtime/mpi.h), a copy between two processes' devices is a send on the source's process
+  // and a receive on the destination's, paired by the copy's place `tag` in the schedule, each on
+  // a queue of its own (a transfer waiting for the other process holds back no device); the
+  // receive is posted before anything runs when nothing here must read the destination first
+  // (`posted`: a buffer new in this schedule).
   QueuedLaunch transfer_launch(const UOp& copy, const std::vector<int64_t>& slots, int number,
-                               LaunchRecord& rec) {
+                               int tag, bool posted, LaunchRecord& rec) {
     Storage& dst = *storage(slots.at(0));
     const Storage& src = *storage(slots.at(1));
     if (dst.size != src.size || dst.dtype != src.dtype)
@@ -423,14 +430,41 @@ struct Realizer {
                                dst.device.substr(0, 7), src.device.substr(0, 7)),
            .ast = copy,
            .elements = dst.size};
-    QueuedLaunch l{.queue = kernel_device({slots.at(0)})};
-    l.run = timed(fmt::format("kernel {} {}: ", number, rec.name), "",
-                  [to = dst.bytes.data(), from = src.bytes.data(), nbytes] {
-                    if (nbytes > 0) std::memcpy(to, from, nbytes);
-                  });
+    const std::string to = kernel_device({slots.at(0)}), from = kernel_device({slots.at(1)});
+    const bool to_here = mpi::is_local(to), from_here = mpi::is_local(from);
+    if (to_here != from_here && tag > mpi::world().max_tag)
+      throw TensorError(fmt::format(
+          "a copy between MPI ranks at place {} of a schedule: beyond MPI's largest tag {}", tag,
+          mpi::world().max_tag));
+    QueuedLaunch l{.queue = to};
+    if (to_here && from_here) {
+      l.run = [to = dst.bytes.data(), from = src.bytes.data(), nbytes] {
+        if (nbytes > 0) std::memcpy(to, from, nbytes);
+      };
+    } else if (from_here) {
+      l.queue = "MPI send";
+      l.run = [data = src.bytes.data(), nbytes, peer = mpi::owner(to), tag] {
+        mpi::send(data, nbytes, peer, tag);
+      };
+    } else if (to_here) {
+      l.queue = "MPI receive";
+      const int peer = mpi::owner(from);
+      if (posted) {
+        auto receive = std::make_shared<mpi::PostedReceive>(dst.bytes.data(), nbytes, peer, tag);
+        l.run = [receive] { receive->wait(); };
+      } else {
+        l.run = [data = dst.bytes.data(), nbytes, peer, tag] {
+          mpi::receive(data, nbytes, peer, tag);
+        };
+      }
+    } else {  // between two other processes
+      l = {.queue = to, .on_caller = true, .run = [] {}};
+      rec.here = false;
+      return l;
+    }
+    l.run = timed(fmt::format("kernel {} {}: ", number, rec.name), "", std::move(l.run));
     return l;
   }
-
   // A byte count as tinygrad prints it: "16 B", "1.50 KB", "2.00 MB", "1.00 GB".
   static std::string bytes_repr(size_t n) {
     constexpr std::pair<size_t, const char*> kUnits[] = {
@@ -972,10 +1006,15 @@ struct Realizer {
       if (slot >= 0) return slot;
       auto [it, first] = fresh.try_emplace(slot);
       if (first) {
-        const std::shared_ptr<Storage> st =
-            allocate_storage(b.dtype(), static_cast<int64_t>(b.arg().field("size").as_int()));
         const Arg& device = b.arg().field("device");
-        st->device = device.is_string() ? device.as_string() : default_device();
+        const std::string on = device.is_string() ? device.as_string() : default_device();
+        const auto size = static_cast<int64_t>(b.arg().field("size").as_int());
+        // (another process's device: its size without memory here, never read: Tensor::data
+        // refuses it)
+        const std::shared_ptr<Storage> st =
+            allocate_storage(b.dtype(), mpi::is_local(on) ? size : 0);
+        st->size = size;
+        st->device = on;
         buffers[st->id] = st;
         it->second = st->id;
       }
@@ -999,10 +1038,18 @@ struct Realizer {
       for (int64_t w : k.writes)
         if (k.args.at(static_cast<size_t>(w)) >= 0) writes.push_back(slots[static_cast<size_t>(w)]);
       const UOp& body = k.call.src(0);
-      QueuedLaunch l = k.custom                ? custom_launch(k.call, slots, number, records[p])
-                       : body.op() == Op::Copy ? transfer_launch(body, slots, number, records[p])
-                                               : kernel_launch(body, slots, number, records[p]);
-      l.run = restoring_on_error(body, writes, std::move(l.run));
+      const bool copy = !k.custom && body.op() == Op::Copy;
+      QueuedLaunch l;
+      if (!copy && !mpi::is_local(kernel_device(slots))) {  // another process runs it
+        l = {.queue = kernel_device(slots), .on_caller = true, .run = [] {}};
+        records[p].here = false;
+      } else {
+        l = k.custom ? custom_launch(k.call, slots, number, records[p])
+            : copy   ? transfer_launch(body, slots, number, static_cast<int>(p),
+                                       /*posted=*/k.args.at(0) < 0, records[p])
+                     : kernel_launch(body, slots, number, records[p]);
+        l.run = restoring_on_error(body, writes, std::move(l.run));
+      }
       for (size_t d : s.waits[s.order[p]]) l.waits.push_back(position[d]);
       launches.push_back(std::move(l));
     }
@@ -1016,9 +1063,9 @@ struct Realizer {
     for (size_t p = 0; p < s.order.size(); ++p) {
       if (states.at(p) == LaunchState::NotStarted) continue;
       const LaunchRecord& rec = records[p];
-      ++g_kernel_count;
-      g_kernel_outputs.push_back(rec.elements);
-      if (rec.named) {
+      if (rec.here) ++g_kernel_count;
+      if (rec.here) g_kernel_outputs.push_back(rec.elements);
+      if (rec.named && rec.here) {
         g_kernel_names.push_back(rec.name);
         g_kernel_asts.push_back(rec.ast);
       }
@@ -1248,23 +1295,57 @@ std::vector<ScheduleItem> Tensor::schedule(const std::vector<const Tensor*>& ten
   return r.schedule(roots);
 }
 
+Tensor Tensor::readable() const {
+  const std::vector<std::string> ds = devices();
+  if (!uop_.device().is_tuple()) return *this;
+  if (mpi::world().size == 1) return to(ds[0]);
+  const auto mine =
+      std::find_if(ds.begin(), ds.end(), [](const std::string& d) { return mpi::is_local(d); });
+  if (mine == ds.end())
+    throw TensorError(fmt::format("none of this tensor's devices {} belongs to MPI rank {}",
+                                  uop_.device().repr(), mpi::world().rank));
+  // the whole value on every device, realized by every rank alike (the gather's sends and
+  // receives pair up), then this rank's copy, which is there already
+  Tensor everywhere = *this;
+  if (shard_axis()) {
+    std::vector<Arg> names;
+    for (const std::string& d : ds) names.push_back(Arg::string(d));
+    everywhere = with(UOp::make(Op::Copy, dtype(), {uop_}, Arg::tuple(names)));
+  }
+  everywhere.realize();
+  return everywhere.with(
+      UOp::make(Op::MSelect, dtype(), {everywhere.uop_}, Arg::integer(mine - ds.begin())));
+}
+
+namespace {
+// The storage a realized tensor's elements are read from; refused when another process owns its
+// device (MPI: its memory is not here).
+const Storage& local_storage(const Storage& s) {
+  const std::string& d = s.device.empty() ? default_device() : s.device;
+  if (!mpi::is_local(d))
+    throw TensorError(fmt::format(
+        "this tensor is on {}, which MPI rank {} owns (this is rank {}): copy it to a device of "
+        "this rank to read it",
+        d, mpi::owner(d), mpi::world().rank));
+  return s;
+}
+}  // namespace
+
 std::vector<double> Tensor::to_doubles() {
-  // a tensor on several devices: its whole value, joined on the first
-  if (uop_.device().is_tuple()) return to(devices()[0]).to_doubles();
+  if (uop_.device().is_tuple()) return readable().to_doubles();
   realize();
   if (view_base(uop_) != uop_) return contiguous().to_doubles();  // a view: its elements in order
-  const Storage& s = *deps_.at(0);
+  const Storage& s = local_storage(*deps_.at(0));
   std::vector<double> out;
   for (int64_t i = 0; i < s.size; ++i) out.push_back(load_element(s, i).as_float());
   return out;
 }
 
 std::vector<uint8_t> Tensor::to_bytes() {
-  // a tensor on several devices: its whole value, joined on the first
-  if (uop_.device().is_tuple()) return to(devices()[0]).to_bytes();
+  if (uop_.device().is_tuple()) return readable().to_bytes();
   realize();
   if (view_base(uop_) != uop_) return contiguous().to_bytes();  // a view: its elements in order
-  const Storage& s = *deps_.at(0);
+  const Storage& s = local_storage(*deps_.at(0));
   const size_t n = static_cast<size_t>(s.size) * static_cast<size_t>(s.dtype.itemsize());
   return std::vector<uint8_t>(s.bytes.begin(), s.bytes.begin() + static_cast<std::ptrdiff_t>(n));
 }
@@ -1299,11 +1380,10 @@ DType host_dtype() {
 
 template <class T>
 std::vector<T> Tensor::data() {
-  // a tensor on several devices: its whole value, joined on the first
-  if (uop_.device().is_tuple()) return to(devices()[0]).data<T>();
+  if (uop_.device().is_tuple()) return readable().data<T>();
   realize();
   if (view_base(uop_) != uop_) return contiguous().data<T>();  // a view: its elements in order
-  const Storage& s = *deps_.at(0);
+  const Storage& s = local_storage(*deps_.at(0));
   std::vector<T> out;
   out.reserve(static_cast<size_t>(s.size));
   for (int64_t i = 0; i < s.size; ++i) {

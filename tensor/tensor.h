@@ -385,6 +385,10 @@ class Tensor {
   Tensor cumulative_one_stage(int axis, Op op) const;
   static uint64_t next_seed();  // manual_seed's counter
   Tensor with(UOp u) const { return Tensor(std::move(u), deps_); }
+  // What the element readers (data, to_doubles, to_bytes) read: the tensor itself on one device;
+  // on several, its whole value on the first (with MPI, on this process's own device: every rank
+  // reads alike, so a split value is gathered onto every device first).
+  Tensor readable() const;
   int axis(int a) const;
   static bool writable_view(UOp u, std::string_view what);
   // STORE value into target (this tensor's graph or a view of it), and make every live tensor over
