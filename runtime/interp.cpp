@@ -21,8 +21,11 @@ bool is_int_division(Op op) {
 class Machine {
  public:
   Machine(const UOp& program, const std::map<int64_t, std::shared_ptr<Storage>>& buffers,
-          int64_t core_id)
-      : code_(program.src().begin(), program.src().end()), buffers_(buffers), core_id_(core_id) {
+          const std::map<std::string, int64_t>& variables, int64_t core_id)
+      : code_(program.src().begin(), program.src().end()),
+        buffers_(buffers),
+        variables_(variables),
+        core_id_(core_id) {
     std::vector<size_t> open, gates;
     for (size_t i = 0; i < code_.size(); ++i) {
       if (code_[i].op() == Op::If) gates.push_back(i);
@@ -116,6 +119,17 @@ class Machine {
       case Op::Special:  // the thread this run is
         set(u, Arg::integer(core_id_));
         return pc + 1;
+      case Op::DefineVar: {  // a value the launch gives, within the variable's bounds
+        const std::string name = u.arg().items()[0].as_string();
+        const auto it = variables_.find(name);
+        if (it == variables_.end())
+          throw std::logic_error("INTERP: the launch gives no value for variable " + name);
+        if (it->second < u.vmin().i || it->second > u.vmax().i)
+          throw std::logic_error(
+              fmt::format("INTERP: variable {} = {} is outside its bounds", name, it->second));
+        set(u, Arg::integer(it->second));
+        return pc + 1;
+      }
       case Op::EndIf:
       case Op::Const:
       case Op::Buffer:
@@ -217,6 +231,7 @@ class Machine {
 
   std::vector<UOp> code_;
   const std::map<int64_t, std::shared_ptr<Storage>>& buffers_;
+  const std::map<std::string, int64_t>& variables_;
   int64_t core_id_;
   std::unordered_map<const UOpNode*, Arg> values_;
   std::unordered_map<size_t, size_t> end_of_, start_of_;
@@ -225,13 +240,14 @@ class Machine {
 
 }  // namespace
 
-void interp_run(const UOp& program, const std::map<int64_t, std::shared_ptr<Storage>>& buffers) {
+void interp_run(const UOp& program, const std::map<int64_t, std::shared_ptr<Storage>>& buffers,
+                const std::map<std::string, int64_t>& variables) {
   if (program.op() != Op::Linear) throw std::logic_error("INTERP runs LINEAR programs");
   // a threaded kernel's threads run one after another, each with its own registers
   int64_t threads = 1;
   for (const UOp& u : program.src())
     if (u.op() == Op::Special) threads = static_cast<int64_t>(u.src(0).arg().as_int());
-  for (int64_t t = 0; t < threads; ++t) Machine(program, buffers, t).run();
+  for (int64_t t = 0; t < threads; ++t) Machine(program, buffers, variables, t).run();
 }
 
 }  // namespace tinyrw

@@ -4,14 +4,17 @@
 
 #include <map>
 #include <memory>
+#include <string>
 
 #include "ir/uop.h"
 #include "runtime/storage.h"
 
 namespace tinyrw {
 
-// `buffers` maps BUFFER slots to host storage; accumulators (REG buffers) live in the run. A
-// threaded program (SPECIAL core_id) runs once per thread, one after another.
-void interp_run(const UOp& program, const std::map<int64_t, std::shared_ptr<Storage>>& buffers);
+// `buffers` maps BUFFER slots to host storage; accumulators (REG buffers) live in the run;
+// `variables` gives each DEFINE_VAR's value by name. A threaded program (SPECIAL core_id) runs once
+// per thread, one after another.
+void interp_run(const UOp& program, const std::map<int64_t, std::shared_ptr<Storage>>& buffers,
+                const std::map<std::string, int64_t>& variables = {});
 
 }  // namespace tinyrw

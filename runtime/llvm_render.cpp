@@ -1,5 +1,6 @@
 #include "runtime/llvm_render.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <map>
@@ -135,6 +136,7 @@ class Emitter {
 
   std::map<int64_t, int> buffer_index;  // slot -> argument position (output is 0)
   std::vector<int64_t> input_slots;     // slots in argument order
+  std::vector<std::string> variables;   // DEFINE_VAR names, after the buffers in argument order
   int64_t threads = 1;                  // the launch's core_id bound
   std::string allocas_, body_;
   std::set<std::string> intrinsics_;
@@ -245,6 +247,16 @@ class Emitter {
         const std::string v = tmp();
         line(fmt::format("{} = sext i32 %core_id to {}", v, ll_type(u.dtype())));
         return define(u, v);
+      }
+      case Op::DefineVar: {  // a value the launch gives: an int64 behind an argument pointer
+        const std::string name = u.arg().items()[0].as_string();
+        auto it = std::find(variables.begin(), variables.end(), name);
+        if (it == variables.end()) it = variables.insert(variables.end(), name);
+        const std::string v = fmt::format("%var{}", it - variables.begin());
+        if (u.dtype() == dtypes::int64) return define(u, v);
+        const std::string t = tmp();
+        line(fmt::format("{} = trunc i64 {} to {}", t, v, ll_type(u.dtype())));
+        return define(u, t);
       }
       case Op::Range:
         return open_loop(u);
@@ -611,11 +623,17 @@ RenderedKernel render_llvm(const UOp& program) {
   if (program.op() != Op::Linear) throw std::logic_error("CPU renders LINEAR programs");
   Emitter e;
   e.program(program);
-  RenderedKernel out{.ir = "", .input_slots = e.input_slots, .threads = e.threads};
+  RenderedKernel out{
+      .ir = "", .input_slots = e.input_slots, .variables = e.variables, .threads = e.threads};
   std::string params;
   for (size_t i = 0; i <= out.input_slots.size(); ++i)
     params += fmt::format(
         "  %p{0} = getelementptr ptr, ptr %bufs, i64 {0}\n  %b{0} = load ptr, ptr %p{0}\n", i);
+  for (size_t j = 0; j < out.variables.size(); ++j)
+    params += fmt::format(
+        "  %vp{0} = getelementptr ptr, ptr %bufs, i64 {1}\n  %va{0} = load ptr, ptr %vp{0}\n"
+        "  %var{0} = load i64, ptr %va{0}\n",
+        j, out.input_slots.size() + 1 + j);
   out.ir = "; tinyrw kernel\n";
   for (const std::string& d : e.intrinsics_) out.ir += d + "\n";
   out.ir += "\ndefine i32 @kernel(ptr %bufs, i32 %core_id) {\nentry:\n  %err = alloca i32\n" +

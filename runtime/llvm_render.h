@@ -18,11 +18,14 @@ namespace tinyrw {
 struct RenderedKernel {
   std::string ir;                    // the module text; the function is named `kernel`
   std::vector<int64_t> input_slots;  // buffer slots in argument order (after the unused 0th)
-  int64_t threads = 1;               // the calls a launch makes, one per core_id
+  // DEFINE_VAR names in argument order after the buffers: each argument points at the int64
+  // value the launch gives the variable
+  std::vector<std::string> variables;
+  int64_t threads = 1;  // the calls a launch makes, one per core_id
 };
 
 // The program as that function; argument 0 is unused, the buffers follow in `input_slots` order
-// (registers, BUFFERs whose addrspace is REG, are the function's own).
+// (registers, BUFFERs whose addrspace is REG, are the function's own), then the variables.
 RenderedKernel render_llvm(const UOp& program);
 
 // The op a kernel's nonzero return value reports (nothing for a code no kernel returns).

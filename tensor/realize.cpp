@@ -204,10 +204,12 @@ struct Realizer {
     if (spec_enabled()) verify(sink, rules::spec_kernel_ast());
     const std::string device = kernel_device(slots);
     const std::string base = device_base(device);  // CPU:1 runs CPU's compiled code
+    std::map<std::string, int64_t> values;
+    const UOp kernel = unbound(sink, values);
     auto& cache = g_compiled[compile_key(base)];
-    const bool fresh = !cache.contains(sink);
-    const CompiledKernel& k = compile(sink, base, cache);
-    rec = {.name = k.name, .ast = sink, .elements = loop_elements(sink)};
+    const bool fresh = !cache.contains(kernel);
+    const CompiledKernel& k = compile(kernel, base, cache);
+    rec = {.name = k.name, .ast = kernel, .elements = loop_elements(kernel)};
     if (debug_level() >= 2 && fresh)
       std::fprintf(stderr, "%s\n",
                    base == "CPU" ? k.ir.c_str() : render_program(k.program).c_str());
@@ -218,14 +220,21 @@ struct Realizer {
     } else if (k.fn) {
       std::vector<void*> ptrs{nullptr};  // argument 0 (an output of its own) is unused
       for (int64_t p : k.input_slots) ptrs.push_back(storage(slots.at(p))->bytes.data());
-      l.run = [this, fn = k.fn, ptrs, threads = k.threads]() mutable {
+      // the variables' values follow the buffers, each behind a pointer (runtime/llvm_render.h)
+      std::vector<int64_t> vars;
+      for (const std::string& v : k.variables) vars.push_back(values.at(v));
+      l.run = [this, fn = k.fn, ptrs, vars, threads = k.threads]() mutable {
+        const size_t first = ptrs.size();
+        ptrs.resize(first + vars.size());
+        for (size_t j = 0; j < vars.size(); ++j) ptrs[first + j] = &vars[j];
         run_cpu(fn, ptrs.data(), threads);
+        ptrs.resize(first);
       };
     } else {
       std::map<int64_t, std::shared_ptr<Storage>> bound;
       for (size_t p = 0; p < slots.size(); ++p) bound.emplace(p, storage(slots[p]));
       l.on_caller = true;
-      l.run = [program = k.program, bound] { interp_run(program, bound); };
+      l.run = [program = k.program, bound, values] { interp_run(program, bound, values); };
     }
     l.run = timed(
         fmt::format("kernel {} {} on {}: {} elements, ", number, k.name, device, rec.elements),
@@ -245,6 +254,22 @@ struct Realizer {
     check_kernel_result(cpu_launch(fn, ptrs, threads, std::max<int64_t>(1, threads / running.now)));
   }
   std::atomic<int64_t> cpu_running_{0};
+
+  // Kernel AST `sink` with its variables unbound (rules/schedule.rw's unbind_variables) and
+  // the values they were bound to, by name: the kernels every device runs with its own
+  // _device_num (rules/multi.rw) are one compiled kernel.
+  static UOp unbound(const UOp& sink, std::map<std::string, int64_t>& values) {
+    for (const UOp& u : toposort(sink))
+      if (u.op() == Op::Bind) {
+        const std::string name = u.src(0).arg().items()[0].as_string();
+        const auto v = static_cast<int64_t>(u.src(1).arg().as_int());
+        if (const auto [it, fresh] = values.emplace(name, v); !fresh && it->second != v)
+          throw std::logic_error(
+              fmt::format("realize: a kernel binds {} to both {} and {}", name, it->second, v));
+      }
+    if (values.empty()) return sink;
+    return graph_rewrite(sink, &rules::unbind_variables(), {.name = "unbind variables"});
+  }
 
   // `run`, printing at DEBUG>=2 the line `before` + its time + `after` once it has run.
   static std::function<void()> timed(std::string before, std::string after,
@@ -266,8 +291,9 @@ struct Realizer {
     UOp program{};          // the LINEAR program (INTERP runs it)
     KernelFn fn = nullptr;  // CPU
     std::string ir{};       // CPU: the LLVM IR
-    // CPU: the PARAM slot of each argument after the unused 0th
+    // CPU: the PARAM slot of each argument after the unused 0th, then the variables' names
     std::vector<int64_t> input_slots{};
+    std::vector<std::string> variables{};
     int64_t threads = 1;  // CPU: the calls a launch makes, one per core_id
   };
   // Identical kernel ASTs compile once per device and codegen settings (linearize, render, LLVM).
@@ -299,6 +325,7 @@ struct Realizer {
       k.fn = cpu_compile(r.ir);
       k.ir = r.ir;
       k.input_slots = r.input_slots;
+      k.variables = r.variables;
       k.threads = r.threads;
     }
     ++g_compile_count;
@@ -326,6 +353,11 @@ struct Realizer {
                                   slot, u.dtype(), n,
                                   BufferBytes(static_cast<size_t>(n * u.dtype().itemsize()))}));
       }
+    // a variable (a device's _device_num) at its least value
+    std::map<std::string, int64_t> least;
+    for (const UOp& u : toposort(bound))
+      if (u.op() == Op::DefineVar)
+        least[u.arg().items()[0].as_string()] = static_cast<int64_t>(u.arg().items()[1].as_int());
     // each candidate lowered (and on CPU rendered) once, for render and time both
     struct Lowered {
       UOp program;
@@ -363,9 +395,10 @@ struct Realizer {
         }
         auto ptrs = std::make_shared<std::vector<void*>>(1, nullptr);
         for (int64_t slot : l->cpu.input_slots) ptrs->push_back(scratch.at(slot)->bytes.data());
+        for (const std::string& v : l->cpu.variables) ptrs->push_back(&least.at(v));
         run = [fn, ptrs, threads = l->cpu.threads] { (void)cpu_launch(fn, ptrs->data(), threads); };
       } else {
-        run = [&, p = l->program] { interp_run(p, scratch); };
+        run = [&, p = l->program] { interp_run(p, scratch, least); };
       }
       double best = std::numeric_limits<double>::infinity();
       for (int k = 0; k < 3; ++k) {

@@ -1904,6 +1904,21 @@ TEST(Spec, TinygradKernelAstsPassTheKernelAstVerifier) {
                                      {i})},
                          "double"),
              rules::spec_kernel_ast()));
+  // device k's block of a whole value: its offset bound to the device's number (rules/multi.rw)
+  const UOp device_num = UOp::make(
+      Op::Bind, dtypes::index,
+      {UOp::make(Op::DefineVar, dtypes::index, {},
+                 Arg::tuple({Arg::string("_device_num"), Arg::integer(0), Arg::integer(1)})),
+       UOp::cint(1, dtypes::index)});
+  const UOp whole = kparam(1, 4);
+  EXPECT_NO_THROW(verify(
+      kernel_sink(
+          {kernel_end(
+              kernel_store(kernel_index(p0, {i}),
+                           kernel_index(whole, {i + device_num * UOp::cint(2, dtypes::index)})),
+              {i})},
+          "block"),
+      rules::spec_kernel_ast()));
 }
 
 // The kernel_ast and kernel_graph tables list the rules of their verifiers, and their messages.
@@ -1923,6 +1938,9 @@ TEST(Spec, MalformedKernelAstsAreRefusedWithTheirMessage) {
                                Arg::record("ParamArg", {{"slot", Arg::integer(0)},
                                                         {"size", Arg::integer(4)},
                                                         {"device", Arg::string("CPU")}}));
+  const UOp device_num =
+      UOp::make(Op::DefineVar, dtypes::index, {},
+                Arg::tuple({Arg::string("_device_num"), Arg::integer(0), Arg::integer(3)}));
   const std::vector<std::pair<std::string, UOp>> cases = {
       // SINK
       {"a range is used outside its loop (no END or REDUCE closes it)",  // no END
@@ -1976,6 +1994,14 @@ TEST(Spec, MalformedKernelAstsAreRefusedWithTheirMessage) {
        ksink({kend(kstore(kidx(p0, ci(0)), kidx(p1, ci(0))),
                    {UOp::range(UOp::cint(4, dtypes::int32), 0)})})},
       // tensor ops
+      // a variable: rules/multi.rw's _device_num, bound to the device's number
+      {"a BIND gives a DEFINE_VAR a CONST of its dtype",  // an int32 value
+       ksink({ok_effect(kidx(p1, r0 + UOp::make(Op::Bind, dtypes::index,
+                                                {device_num, UOp::cint(1, dtypes::int32)})))})},
+      {"a BIND gives a DEFINE_VAR a CONST of its dtype",  // bound to a range
+       ksink({ok_effect(kidx(p1, r0 + UOp::make(Op::Bind, dtypes::index, {device_num, r1})))})},
+      {"a DEFINE_VAR's arg is (name, min, max), an integer",
+       ksink({ok_effect(kidx(p1, r0 + device_num.with_arg(Arg::string("_device_num"))))})},
       {"a kernel holds no tensor op (movement, BUFFER, STAGE, AFTER, CONTIGUOUS, COPY)",
        ksink({ok_effect(kidx(p1, r0) + buffer)})},
       {"a kernel holds no tensor op (movement, BUFFER, STAGE, AFTER, CONTIGUOUS, COPY)",
@@ -2066,6 +2092,11 @@ TEST(Spec, ProgramsPassTheProgramVerifierAndItsTableEqualsIt) {
       {"a vector access is a SHRINK of a buffer at one position",  // of a value
        make(Op::Load, dtypes::float32,
             {make(Op::Shrink, dtypes::float32, {ld, shape_to_uop({0}), shape_to_uop({1})})})},
+      {"a program's variable is an int32 or int64 DEFINE_VAR, arg (name, min, max)",  // index
+       make(Op::DefineVar, dtypes::index, {},
+            Arg::tuple({Arg::string("_device_num"), Arg::integer(0), Arg::integer(1)}))},
+      {"a program's variable is an int32 or int64 DEFINE_VAR, arg (name, min, max)",
+       make(Op::DefineVar, dtypes::int32, {}, Arg::string("_device_num"))},
   };
   expect_refused("spec_program", "program", cases, true);
 }

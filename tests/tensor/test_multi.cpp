@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "ir/graph.h"
+#include "tensor/function.h"
 #include "tensor/tensor.h"
 #include "tests/expect_error.h"
 #include "tests/scoped_env.h"
@@ -51,6 +52,52 @@ TEST(Multi, ShardAndAddRunsOneKernelPerDevice) {
   EXPECT_EQ(y.shard_axis(), 0);
   EXPECT_EQ(y.data<float>(), (std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8}));
   EXPECT_EQ(xs.sum().data<float>(), (std::vector<float>{28}));
+}
+
+// A kernel whose code depends on the device (a whole value cut into each device's block: device k
+// reads it from 5k) is one kernel with tinygrad's _device_num variable: compiled once, launched
+// once per device with its number, on CPU and on INTERP.
+TEST(Multi, AKernelThatDependsOnTheDeviceCompilesOnce) {
+  for (const char* base : {"INTERP", "CPU"}) {
+    if (!device_available(base)) continue;
+    SCOPED_TRACE(base);
+    std::vector<std::string> devs;
+    for (int k = 1; k <= 3; ++k) devs.push_back(fmt::format("{}:{}", base, k));
+    Tensor whole = Tensor::arange(15).to(devs[0]).shard(devs, std::nullopt).realize();
+    Tensor xs = Tensor::full({15}, 100, dtypes::int32).contiguous().shard(devs, 0).realize();
+    Tensor y = (xs + whole * 3).realize();
+    EXPECT_EQ(last_kernel_count(), 3);
+    EXPECT_EQ(last_compile_count(), 1);
+    ASSERT_EQ(last_kernel_asts().size(), 3u);
+    EXPECT_EQ(last_kernel_asts()[0], last_kernel_asts()[2]);
+    bool has_variable = false;
+    for (const UOp& u : toposort(last_kernel_asts()[0]))
+      has_variable |= u.op() == Op::DefineVar && u.arg().items()[0].as_string() == "_device_num";
+    EXPECT_TRUE(has_variable);
+    std::vector<int32_t> want;
+    for (int32_t i = 0; i < 15; ++i) want.push_back(100 + 3 * i);
+    EXPECT_EQ(y.data<int32_t>(), want);
+  }
+}
+
+// A function (tinygrad's @function) called on sharded tensors: inlined or precompiled, its
+// body runs on each device's part and its result is what the body gives on one device.
+TEST(Multi, FunctionsTakeShardedArguments) {
+  REQUIRE_CPU();
+  for (const bool precompile : {false, true}) {
+    SCOPED_TRACE(precompile ? "precompiled" : "inlined");
+    auto f = function([](Tensor a, Tensor b) { return (a * b + 1).sum({0}); },
+                      {.name = "f", .precompile = precompile});
+    Tensor x = Tensor::arange(8).cast(dtypes::float32).reshape({4, 2}).contiguous();
+    Tensor w = Tensor::full({4, 2}, 2.0).contiguous();
+    const std::vector<float> want = f(x.realize(), w.realize()).data<float>();
+    EXPECT_EQ(want, (std::vector<float>{28, 36}));
+    for (const std::optional<int> axis : {std::optional<int>(0), std::optional<int>(1)}) {
+      Tensor y = f(x.shard(kTwo, axis).realize(), w.shard(kTwo, axis).realize());
+      EXPECT_EQ(y.devices(), kTwo);
+      EXPECT_EQ(y.data<float>(), want);
+    }
+  }
 }
 
 TEST(Multi, SumsOverEverySharding) {
