@@ -491,12 +491,16 @@ struct Realizer {
         };
       }
     } else {  // between two other processes
-      l = {.queue = to, .on_caller = true, .run = [] {}};
-      rec.here = false;
-      return l;
+      return run_elsewhere(to, rec);
     }
     l.run = timed(fmt::format("kernel {} {}: ", number, rec.name), "", std::move(l.run));
     return l;
+  }
+  // A launch another process runs (MPI: on a device it owns): nothing here, and not counted as
+  // this process's; its place in the schedule stays, so the launches after it wait as elsewhere.
+  static QueuedLaunch run_elsewhere(const std::string& device, LaunchRecord& rec) {
+    rec.here = false;
+    return {.queue = device, .on_caller = true, .run = [] {}};
   }
   // A byte count as tinygrad prints it: "16 B", "1.50 KB", "2.00 MB", "1.00 GB".
   static std::string bytes_repr(size_t n) {
@@ -1073,9 +1077,8 @@ struct Realizer {
       const UOp& body = k.call.src(0);
       const bool copy = !k.custom && body.op() == Op::Copy;
       QueuedLaunch l;
-      if (!copy && !mpi::is_local(kernel_device(slots))) {  // another process runs it
-        l = {.queue = kernel_device(slots), .on_caller = true, .run = [] {}};
-        records[p].here = false;
+      if (!copy && !mpi::is_local(kernel_device(slots))) {
+        l = run_elsewhere(kernel_device(slots), records[p]);
       } else {
         l = k.custom ? custom_launch(k.call, slots, number, records[p])
             : copy   ? transfer_launch(body, slots, number, static_cast<int>(p),
@@ -1095,13 +1098,16 @@ struct Realizer {
     }
     for (size_t p = 0; p < s.order.size(); ++p) {
       if (states.at(p) == LaunchState::NotStarted) continue;
-      const LaunchRecord& rec = records[p];
-      if (rec.here) ++g_kernel_count;
-      if (rec.here) g_kernel_outputs.push_back(rec.elements);
-      if (rec.named && rec.here) {
-        g_kernel_names.push_back(rec.name);
-        g_kernel_asts.push_back(rec.ast);
+      if (const LaunchRecord& rec = records[p]; rec.here) {
+        ++g_kernel_count;
+        g_kernel_outputs.push_back(rec.elements);
+        if (rec.named) {
+          g_kernel_names.push_back(rec.name);
+          g_kernel_asts.push_back(rec.ast);
+        }
       }
+      // (the writes of another process's launches are recorded too: every rank keeps the same
+      // assignment log)
       if (states[p] != LaunchState::Finished) continue;
       const Unit& k = s.units[s.order[p]];
       const int64_t id = CallInfo::of(k.call).id;
