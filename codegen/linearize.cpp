@@ -554,12 +554,14 @@ UOp linearize_kernel(const UOp& bound, const Target& target, const StageTrace& t
   stage("reduce to accumulators", rules::reduce_to_acc(), &ctx);
   stage("merge reduce ends", rules::merge_reduce_ends());
   check_one_end_per_range(sink);
+  stage("add workgroups", rules::add_workgroups(), &ctx);
   stage("expand broadcast", rules::expand_broadcast());
   stage("devectorize", rules::devectorize(), &ctx);
   stage("move gates from index", rules::move_gates_from_index());
   stage("lower index dtype", rules::lower_index_dtype());
   stage("transcendental", rules::transcendental(), &ctx);
   stage("late decompositions", rules::late_decompositions(), &ctx);
+  stage("add barriers", rules::add_barriers());
   stage("split ends", rules::split_ends());
   stage("add control flow", rules::add_control_flow());
   const UOp program = UOp::make(Op::Linear, dtypes::void_, linearize(sink));

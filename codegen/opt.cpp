@@ -319,6 +319,13 @@ UOp apply_opt(const UOp& sink, const Opt& opt, const Target& target) {
       check(!info.dont_use_locals, opt, "the kernel uses no locals (NOLOCALS)");
       check(t == AxisType::Global || t == AxisType::Weak || t == AxisType::Loop, opt,
             "local is for output ranges of the launch grid");
+      // (every output must loop over it: an effect outside it would run in every thread of the
+      // workgroup)
+      if (t != AxisType::Global) {
+        const std::vector<UOp> g = globalizable_ranges(sink);
+        check(std::ranges::find(g, r) != g.end(), opt,
+              "local splits only an output range every output loops over");
+      }
       to = AxisType::Local;
       break;
     case OptOp::Thread: {
@@ -615,8 +622,12 @@ std::vector<Opt> hand_coded_opts(const UOp& sink, const Target& target) {
     } else {
       const KernelView v(k);
       std::vector<std::pair<bool, int>> ranking;
-      for (int a : v.axes_of({AxisType::Global, AxisType::Weak, AxisType::Loop})) {
-        if (v.size(static_cast<size_t>(a)) < 0) continue;
+      // (the GLOBAL ones: every output loops over them; and not one a store accumulates over)
+      const auto accumulating = accumulating_ranges(k);
+      for (int a : v.axes_of({AxisType::Global})) {
+        if (v.size(static_cast<size_t>(a)) < 0 ||
+            accumulating.contains(v.rngs[static_cast<size_t>(a)]))
+          continue;
         const bool ignored =
             std::any_of(v.accesses.begin(), v.accesses.end(), [&](const KernelView::Access& idx) {
               return !idx.uses(v.rngs[static_cast<size_t>(a)]);

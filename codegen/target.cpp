@@ -3,9 +3,11 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <fstream>
 #include <stdexcept>
+#include <string_view>
 #include <thread>
 
 #include <fmt/format.h>
@@ -49,6 +51,12 @@ int64_t machine_threads() {
   }();
   return threads;
 }
+// A GPU target whose kernels INTERP runs: its opts, limits and decompositions, under INTERP's name.
+Target as_interp(const Target& gpu) {
+  Target t = gpu;
+  t.device = "INTERP as " + gpu.device;
+  return t;
+}
 }  // namespace
 
 int64_t cpu_threads() {
@@ -74,21 +82,42 @@ const Target& Target::of(const std::string& device) {
       .has_threads = true,
       .vector_bytes = host_vector_bytes(),
   };
+  // tinygrad's CUDARenderer and HIPRenderer limits
   static const Target cuda{.device = "CUDA",
                            .decomposed = {},
                            .has_local = true,
                            .has_shared = true,
-                           .shared_max = 49152};
+                           .shared_max = 49152,
+                           .global_max = {2147483647, 65535, 65535},
+                           .local_max = {1024, 1024, 64}};
   static const Target hip{.device = "HIP",
                           .decomposed = {},
                           .has_local = true,
                           .has_shared = true,
-                          .shared_max = 65536};
-  if (device == "INTERP") return interp;
+                          .shared_max = 65536,
+                          .global_max = {2147483647, 65535, 65535},
+                          .local_max = {1024, 1024, 1024},
+                          .global_prod_max = {0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF}};
+  static const Target interp_cuda = as_interp(cuda), interp_hip = as_interp(hip);
+  if (device == "INTERP") {
+    const std::string as = interp_target();
+    return as == "CUDA" ? interp_cuda : as == "HIP" ? interp_hip : interp;
+  }
   if (device == "CPU") return cpu;
   if (device == "CUDA") return cuda;
   if (device == "HIP") return hip;
   throw std::invalid_argument(fmt::format("no codegen target for device '{}'", device));
+}
+
+std::string interp_target() {
+  const char* v = std::getenv("INTERP_TARGET");
+  if (!v || !*v || std::string_view(v) == "INTERP") return "";
+  std::string upper(v);
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (upper != "CUDA" && upper != "HIP")
+    throw std::invalid_argument(fmt::format(
+        "INTERP_TARGET={}: INTERP runs the kernels of CUDA or HIP (or, unset, the CPU's)", v));
+  return upper;
 }
 
 }  // namespace tinyrw

@@ -3,6 +3,7 @@
 // decompositions on a renderer's code_for_op.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -24,6 +25,11 @@ struct Target {
   // their own core_id (CPU), and the limits of each.
   bool has_local = false, has_shared = false, has_threads = false;
   int64_t shared_max = 0;  // bytes of shared memory a workgroup may use
+  // The most workgroups (global) and threads a workgroup (local) along each launch dimension x,
+  // y, z, and the most threads of a launch along each (workgroups times their threads; 0: no such
+  // limit): rules/gpudims.rw groups and splits a kernel's ranges to fit (tinygrad's Renderer
+  // fields).
+  std::array<int64_t, 3> global_max{}, local_max{}, global_prod_max{};
   // The widest vector load or store the devectorizer makes (rules/devectorizer.rw): tinygrad's
   // float4, 16 bytes, except on the CPU, whose LLVM vectorizes a run of loads as wide as the
   // host's SIMD registers (AVX: 32 bytes, 8 floats; AVX-512: 64) into one register per run.
@@ -39,10 +45,15 @@ struct Target {
   // faster. Its sin is the C library's: tinygrad's polynomial computes both of its range
   // reductions for every lane (4x slower), and its float64 one is wrong beyond 2^32
   // (docs/tinygrad-differences.md).
-  // CUDA and HIP are codegen targets before they are devices (issue 16): the optimizer's LOCAL
-  // and GROUP opts are checked against their limits.
+  // CUDA and HIP shape kernels into workgroups (LOCAL and GROUP opts, shared memory, barriers).
+  // INTERP runs the CPU's kernels, or with INTERP_TARGET=CUDA (or HIP) the kernels of that target
+  // (in lockstep, runtime/interp.h), so the GPU path runs and is tested on any machine.
   static const Target& of(const std::string& device);
 };
+
+// The GPU target INTERP runs the kernels of ("CUDA", "HIP"), from $INTERP_TARGET; "" when unset
+// (the CPU's kernels). Throws std::invalid_argument for another value.
+std::string interp_target();
 
 // The threads a CPU kernel launch runs on: $CPU_THREADS, else every core the machine has.
 // Every core is those the process may run on, within its cgroup's CPU quota. Throws

@@ -1,6 +1,7 @@
 #include "runtime/interp.h"
 
 #include <algorithm>
+#include <array>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -18,39 +19,86 @@ bool is_int_division(Op op) {
   return op == Op::CDiv || op == Op::CMod || op == Op::FloorDiv || op == Op::FloorMod;
 }
 
-class Machine {
- public:
-  Machine(const UOp& program, const std::map<int64_t, std::shared_ptr<Storage>>& buffers,
-          const std::map<std::string, int64_t>& variables, int64_t core_id)
-      : code_(program.src().begin(), program.src().end()),
-        buffers_(buffers),
-        variables_(variables),
-        core_id_(core_id) {
+// A program's instructions with where each loop and IF ends, and its launch: the threads of a
+// CPU-shaped kernel (SPECIAL core_id), or a GPU-shaped kernel's workgroups (SPECIAL gidx0..2) and
+// the threads of each (lidx0..2).
+struct Code {
+  explicit Code(const UOp& program) : code(program.src().begin(), program.src().end()) {
     std::vector<size_t> open, gates;
-    for (size_t i = 0; i < code_.size(); ++i) {
-      if (code_[i].op() == Op::If) gates.push_back(i);
-      if (code_[i].op() == Op::EndIf) {
-        if (gates.empty() || code_[gates.back()] != code_[i].src(0))
+    for (size_t i = 0; i < code.size(); ++i) {
+      const UOp& u = code[i];
+      if (u.op() == Op::If) gates.push_back(i);
+      if (u.op() == Op::EndIf) {
+        if (gates.empty() || code[gates.back()] != u.src(0))
           throw std::logic_error("INTERP: an ENDIF that does not close the innermost open IF");
-        end_of_[gates.back()] = i;
+        end_of[gates.back()] = i;
         gates.pop_back();
       }
-      if (code_[i].op() == Op::Range) open.push_back(i);
-      if (code_[i].op() == Op::End) {
-        if (open.empty() || code_[open.back()] != code_[i].src(code_[i].nsrc() - 1))
+      if (u.op() == Op::Range) open.push_back(i);
+      if (u.op() == Op::End) {
+        if (open.empty() || code[open.back()] != u.src(u.nsrc() - 1))
           throw std::logic_error("INTERP: an END that does not close the innermost open RANGE");
-        end_of_[open.back()] = i;
-        start_of_[i] = open.back();
+        end_of[open.back()] = i;
+        start_of[i] = open.back();
         open.pop_back();
       }
+      if (u.op() == Op::Special) launch_dim(u);
     }
     if (!open.empty()) throw std::logic_error("INTERP: RANGE without END");
     if (!gates.empty()) throw std::logic_error("INTERP: IF without ENDIF");
   }
 
-  void run() {
-    for (size_t pc = 0; pc < code_.size();) pc = step(pc);
+  std::vector<UOp> code;
+  std::unordered_map<size_t, size_t> end_of, start_of;
+  int64_t threads = 1;  // core_id's bound
+  std::array<int64_t, 3> global{1, 1, 1}, local{1, 1, 1};
+
+ private:
+  void launch_dim(const UOp& special) {
+    const std::string& name = special.arg().as_string();
+    const auto bound = static_cast<int64_t>(special.src(0).arg().as_int());
+    if (name == "core_id") {
+      threads = bound;
+    } else if (name.size() == 5 && (name.starts_with("gidx") || name.starts_with("lidx")) &&
+               name[4] >= '0' && name[4] <= '2') {
+      (name[0] == 'g' ? global : local)[static_cast<size_t>(name[4] - '0')] = bound;
+    } else {
+      throw std::logic_error("INTERP: an unknown launch dimension " + special.arg().repr());
+    }
   }
+};
+
+// Where a run is in its launch: the thread of a CPU-shaped kernel, or the workgroup and the thread
+// in it of a GPU-shaped one.
+struct LaunchIds {
+  int64_t core_id = 0;
+  std::array<int64_t, 3> group{}, thread{};
+};
+
+// A workgroup's shared memory: each LOCAL buffer once for all its threads.
+using SharedMemory = std::unordered_map<const UOpNode*, std::unique_ptr<Storage>>;
+
+class Machine {
+ public:
+  Machine(const Code& code, const std::map<int64_t, std::shared_ptr<Storage>>& buffers,
+          const std::map<std::string, int64_t>& variables, LaunchIds ids, SharedMemory& shared)
+      : prog_(code),
+        code_(code.code),
+        buffers_(buffers),
+        variables_(variables),
+        ids_(ids),
+        shared_(shared) {}
+
+  // Runs until the program's end (false) or past its next BARRIER (true).
+  bool run_to_barrier() {
+    while (pc_ < code_.size()) {
+      const bool barrier = code_[pc_].op() == Op::Barrier;
+      pc_ = step(pc_);
+      if (barrier) return true;
+    }
+    return false;
+  }
+  size_t pc() const { return pc_; }
 
  private:
   const Arg& value(const UOp& u) {
@@ -68,8 +116,8 @@ class Machine {
   Storage& storage(const UOp& b) {
     const UOp buf = b.under(Op::After);
     const int64_t slot = static_cast<int64_t>(buf.arg().field("slot").as_int());
-    if (is_register(buf)) {  // an accumulator register of this run
-      auto& reg = registers_[buf.node()];
+    if (is_register(buf) || is_shared(buf)) {  // a register of this run, the group's memory
+      auto& reg = (is_shared(buf) ? shared_ : registers_)[buf.node()];
       if (!reg) {
         const auto n = static_cast<size_t>(buf.arg().field("size").as_int());
         reg = std::make_unique<Storage>(
@@ -105,20 +153,25 @@ class Machine {
     switch (u.op()) {
       case Op::Range: {
         set(u, Arg::integer(0));
-        if (value(u.src(0)).as_int() <= 0) return end_of_.at(pc) + 1;
+        if (value(u.src(0)).as_int() <= 0) return prog_.end_of.at(pc) + 1;
         return pc + 1;
       }
       case Op::End: {
         const UOp& r = u.src(u.nsrc() - 1);
         const i128 next = value(r).as_int() + 1;
         set(r, Arg::integer(next));
-        return next < value(r.src(0)).as_int() ? start_of_.at(pc) + 1 : pc + 1;
+        return next < value(r.src(0)).as_int() ? prog_.start_of.at(pc) + 1 : pc + 1;
       }
       case Op::If:  // what runs up to its ENDIF runs where the gate holds
-        return value(u.src(0)).as_bool() ? pc + 1 : end_of_.at(pc) + 1;
-      case Op::Special:  // the thread this run is
-        set(u, Arg::integer(core_id_));
+        return value(u.src(0)).as_bool() ? pc + 1 : prog_.end_of.at(pc) + 1;
+      case Op::Special: {  // where this run is in the launch
+        const std::string& name = u.arg().as_string();
+        const auto dim = static_cast<size_t>(name.back() - '0');
+        set(u, Arg::integer(name == "core_id" ? ids_.core_id
+                            : name[0] == 'g'  ? ids_.group[dim]
+                                              : ids_.thread[dim]));
         return pc + 1;
+      }
       case Op::DefineVar: {  // a value the launch gives, within the variable's bounds
         const std::string name = u.arg().items()[0].as_string();
         const auto it = variables_.find(name);
@@ -137,7 +190,8 @@ class Machine {
       case Op::Group:
       case Op::Sink:
       case Op::Noop:
-        return pc + 1;  // definitions and ordering: nothing to compute
+      case Op::Barrier:  // the workgroup's threads meet here (interp_run)
+        return pc + 1;   // definitions and ordering: nothing to compute
       case Op::Index:
         if (is_vector(u.src(0))) {  // a lane of a vector value
           set(u, value(u.src(0)).items()[static_cast<size_t>(value(u.src(1)).as_int())]);
@@ -229,25 +283,58 @@ class Machine {
     return pc + 1;
   }
 
-  std::vector<UOp> code_;
+  static bool is_shared(const UOp& buf) {
+    const Arg* space = buf.arg().is_record() ? buf.arg().find_field("addrspace") : nullptr;
+    return space && space->is_string() && space->as_string() == addrspace_name(AddrSpace::Local);
+  }
+
+  const Code& prog_;
+  const std::vector<UOp>& code_;
   const std::map<int64_t, std::shared_ptr<Storage>>& buffers_;
   const std::map<std::string, int64_t>& variables_;
-  int64_t core_id_;
+  LaunchIds ids_;
+  SharedMemory& shared_;
+  size_t pc_ = 0;
   std::unordered_map<const UOpNode*, Arg> values_;
-  std::unordered_map<size_t, size_t> end_of_, start_of_;
   std::unordered_map<const UOpNode*, std::unique_ptr<Storage>> registers_;
 };
+
+// One workgroup of a GPU-shaped kernel: its threads run in lockstep from barrier to barrier --
+// each in turn runs to the next BARRIER, and none goes past it before all have reached it (the
+// same one: a BARRIER some threads skip is an error, as on a GPU it would hang).
+void run_workgroup(const Code& code, const std::map<int64_t, std::shared_ptr<Storage>>& buffers,
+                   const std::map<std::string, int64_t>& variables, int64_t core_id,
+                   const std::array<int64_t, 3>& group) {
+  SharedMemory shared;
+  std::vector<Machine> threads;
+  for (int64_t z = 0; z < code.local[2]; ++z)
+    for (int64_t y = 0; y < code.local[1]; ++y)
+      for (int64_t x = 0; x < code.local[0]; ++x)
+        threads.emplace_back(code, buffers, variables,
+                             LaunchIds{.core_id = core_id, .group = group, .thread = {x, y, z}},
+                             shared);
+  for (bool at_barrier = true; at_barrier;) {
+    at_barrier = threads[0].run_to_barrier();
+    for (size_t t = 1; t < threads.size(); ++t)
+      if (threads[t].run_to_barrier() != at_barrier || threads[t].pc() != threads[0].pc())
+        throw std::logic_error(
+            "INTERP: the threads of a workgroup reach different BARRIERs (a barrier in divergent "
+            "control flow)");
+  }
+}
 
 }  // namespace
 
 void interp_run(const UOp& program, const std::map<int64_t, std::shared_ptr<Storage>>& buffers,
                 const std::map<std::string, int64_t>& variables) {
   if (program.op() != Op::Linear) throw std::logic_error("INTERP runs LINEAR programs");
+  const Code code(program);
   // a threaded kernel's threads run one after another, each with its own registers
-  int64_t threads = 1;
-  for (const UOp& u : program.src())
-    if (u.op() == Op::Special) threads = static_cast<int64_t>(u.src(0).arg().as_int());
-  for (int64_t t = 0; t < threads; ++t) Machine(program, buffers, variables, t).run();
+  for (int64_t t = 0; t < code.threads; ++t)
+    for (int64_t z = 0; z < code.global[2]; ++z)
+      for (int64_t y = 0; y < code.global[1]; ++y)
+        for (int64_t x = 0; x < code.global[0]; ++x)
+          run_workgroup(code, buffers, variables, t, {x, y, z});
 }
 
 }  // namespace tinyrw

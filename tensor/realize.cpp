@@ -303,7 +303,7 @@ struct Realizer {
   static std::string compile_key(const std::string& device) {
     std::string key =
         device + (noopt() ? ",NOOPT" : "") + fmt::format(",threads={}", cpu_threads());
-    for (const char* setting : {"TRANSCENDENTAL", "DISABLE_FAST_IDIV", "BEAM"})
+    for (const char* setting : {"TRANSCENDENTAL", "DISABLE_FAST_IDIV", "BEAM", "INTERP_TARGET"})
       if (const char* v = std::getenv(setting)) key += fmt::format(",{}={}", setting, v);
     return key;
   }

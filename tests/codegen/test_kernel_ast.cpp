@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <set>
@@ -26,7 +27,9 @@
 #include "ir/kernel_info.h"
 #include "ir/render.h"
 #include "on_device.h"
+#include "runtime/interp.h"
 #include "runtime/llvm_render.h"
+#include "runtime/storage.h"
 #include "schedule/rangeify.h"
 #include "tensor/function.h"
 #include "tensor/tensor.h"
@@ -530,6 +533,7 @@ TEST(KernelAstProgram, MatmulIsThreeNestedLoopsWithAnAccumulator) {
 // rows of one element or longer) agree on INTERP, the reference, and CPU.
 TEST(KernelAstDevices, RandomReductionsAgreeOnInterpAndCpu) {
   if (!device_available("CPU")) GTEST_SKIP() << "device CPU is not available here";
+  SKIP_WHERE_INTERP_RUNS_GPU_KERNELS("INTERP");
   int compared = 0;
   for (uint32_t seed = 0; seed < 48; ++seed) {
     std::mt19937 g(seed);
@@ -581,6 +585,7 @@ class GeneratedKernels : public OnDevice {};
 
 // a.sum(1) over (16, 32): one output range (WEAK) of 16, one REDUCE range of 32
 TEST_P(GeneratedKernels, RowSumIsNamedR_16_32) {
+  SKIP_WHERE_INTERP_RUNS_GPU_KERNELS(GetParam());
   Tensor a = tensor(iota(16 * 32), {16, 32});
   Tensor s = a.sum({1});
   s.realize();
@@ -603,6 +608,7 @@ TEST_P(GeneratedKernels, TransposeIsNamedE_16_2_4) {
 // no range of size 1 in a name; a full sum has only REDUCE ranges; two kernels in order; each
 // named after its opts (tinygrad's names, checked with its DEBUG=4 on one thread)
 TEST_P(GeneratedKernels, NamesOfSeveralKernels) {
+  SKIP_WHERE_INTERP_RUNS_GPU_KERNELS(GetParam());
   Tensor a = tensor(iota(16 * 16), {16, 16});
   Tensor full = a.sum();
   full.realize();
@@ -687,6 +693,7 @@ TEST_P(GeneratedKernels, KernelAstForm) {
 // A pad's reads are gated (where(valid, i, Invalid)): under SPEC=1 spec_kernel_ast accepts the
 // kernel, and the binder's bounds check holds where the gate does.
 TEST_P(GeneratedKernels, PaddedReadsAreGated) {
+  SKIP_WHERE_INTERP_RUNS_GPU_KERNELS(GetParam());
   Tensor a = tensor(iota(8), {8});
   Tensor p = a.pad({{1, 1}}) + 1.0f;
   p.realize();
@@ -1078,6 +1085,7 @@ std::vector<std::vector<Opt>> opt_lists(const UOp& kernel) {
 // Every valid opt list of the sweep on each kernel computes what the kernel without opts
 // computes, on INTERP (the reference) and on CPU (threaded kernels on 4 threads).
 TEST(Opts, EveryOptListGivesTheValuesOfNoOpts) {
+  SKIP_WHERE_INTERP_RUNS_GPU_KERNELS("INTERP");  // (GpuShaped.* sweeps the workgroup opts)
   const ScopedEnv threads("CPU_THREADS", "4");
   int compared = 0, threaded = 0, padded = 0;
   for (const SweepKernel& k : sweep_kernels()) {
@@ -1112,6 +1120,222 @@ TEST(Opts, EveryOptListGivesTheValuesOfNoOpts) {
   EXPECT_GT(compared, 100);
   EXPECT_GT(threaded, 10);
   EXPECT_GT(padded, 10);
+}
+
+// ---- GPU-shaped kernels (rules/gpudims.rw, rules/reduce.rw's grouped reductions), run by INTERP
+// in lockstep with INTERP_TARGET=CUDA or HIP
+
+namespace {
+// A kernel's values on INTERP as the CPU shapes it (the reference) or as a GPU target does.
+std::vector<double> run_on_interp(const SweepKernel& k, const std::vector<Opt>& o) {
+  set_default_device("INTERP");
+  std::vector<Tensor> args = k.inputs;
+  for (Tensor& a : args) a = a.to("INTERP");
+  args[0] = Tensor::empty(args[0].shape(), args[0].dtype());
+  const std::vector<double> got =
+      custom_kernel(args, [&](const Params& p) { return with_opts(k.ast(p), o); })[0].to_doubles();
+  set_default_device("");
+  return got;
+}
+// The opt lists a workgroup target takes on a kernel: each valid single opt of the workgroup
+// kinds and the lane kinds, each valid pair of a workgroup opt and a lane opt, and a seeded
+// sample of valid triples.
+std::vector<std::vector<Opt>> workgroup_opt_lists(const UOp& kernel, const Target& target) {
+  std::vector<Opt> groups, lanes;
+  for (int axis = 0; axis < 3; ++axis)
+    for (int64_t n : {2, 4, 8}) groups.push_back({OptOp::Local, axis, n});
+  for (int64_t n : {2, 4, 16}) {
+    groups.push_back({OptOp::Group, 0, n});
+    groups.push_back({OptOp::GroupTop, 0, n});
+  }
+  for (int axis = 0; axis < 3; ++axis) lanes.push_back(upcast(axis, 2));
+  lanes.push_back(unroll(0, 2));
+  const UOp g = convert_loop_to_global(kernel, target);
+  auto valid = [&](const std::vector<Opt>& o) {
+    try {
+      apply_opts(g, o, target);
+      return true;
+    } catch (const KernelOptError&) {
+      return false;
+    }
+  };
+  std::vector<std::vector<Opt>> out{{}};
+  for (const Opt& x : groups) {
+    if (!valid({x})) continue;
+    out.push_back({x});
+    for (const Opt& y : lanes)
+      if (valid({x, y})) out.push_back({x, y});
+  }
+  for (const Opt& y : lanes)
+    if (valid({y})) out.push_back({y});
+  std::vector<Opt> every = groups;
+  every.insert(every.end(), lanes.begin(), lanes.end());
+  std::mt19937 gen(16);
+  std::uniform_int_distribution<size_t> pick(0, every.size() - 1);
+  for (int tries = 0, kept = 0; tries < 200 && kept < 8; ++tries) {
+    const std::vector<Opt> o = {every[pick(gen)], every[pick(gen)], every[pick(gen)]};
+    if (valid(o)) {
+      out.push_back(o);
+      ++kept;
+    }
+  }
+  return out;
+}
+// A kernel AST bound to buffers of its PARAMs' sizes and lowered for `target` with its
+// hand-coded opts.
+UOp gpu_program(const UOp& kernel, const Target& target) {
+  return linearize_kernel(bind_kernel(kernel, param_buffers(kernel)), target, {},
+                          /*default_opts_if_none=*/true);
+}
+// The bounds of a program's SPECIALs named with `prefix` ("gidx", "lidx"), by dimension.
+std::vector<int64_t> launch_dims(const UOp& program, const std::string& prefix) {
+  std::vector<int64_t> dims;
+  for (const UOp& u : program.src())
+    if (u.op() == Op::Special && u.arg().as_string().starts_with(prefix)) {
+      const size_t d = static_cast<size_t>(u.arg().as_string().back() - '0');
+      if (dims.size() <= d) dims.resize(d + 1, 0);
+      dims[d] = static_cast<int64_t>(u.src(0).arg().as_int());
+    }
+  return dims;
+}
+// INTERP runs a lowered program over fresh buffers of its PARAMs' sizes, the inputs' values set:
+// the output's values.
+std::vector<double> interp_values(const UOp& kernel, const UOp& program,
+                                  const std::vector<std::vector<float>>& inputs) {
+  std::map<int64_t, std::shared_ptr<Storage>> bufs;
+  const std::vector<UOp> params = param_buffers(kernel);
+  for (size_t k = 0; k < params.size(); ++k) {
+    const auto n = static_cast<int64_t>(params[k].arg().field("size").as_int());
+    auto s = allocate_storage(dtypes::float32, n);
+    if (k > 0) std::memcpy(s->bytes.data(), inputs[k - 1].data(), static_cast<size_t>(n) * 4);
+    bufs.emplace(static_cast<int64_t>(k), s);
+  }
+  interp_run(program, bufs);
+  const float* out = reinterpret_cast<const float*>(bufs.at(0)->bytes.data());
+  return D(out, out + bufs.at(0)->size);
+}
+}  // namespace
+
+// Every valid workgroup opt list (LOCAL, GROUP, GROUPTOP, with upcasts and unrolls) of the sweep's
+// kernels computes, on INTERP with CUDA's and HIP's kernels, what INTERP computes with the CPU's
+// kernels and no opts: workgroups, shared memory, barriers and the stores of a group's first
+// thread keep every value.
+TEST(GpuShaped, EveryWorkgroupOptListGivesTheValuesOfNoOpts) {
+  int compared = 0, grouped = 0, local = 0;
+  for (const SweepKernel& k : sweep_kernels()) {
+    const std::vector<double> want = run_on_interp(k, {});
+    Params shapes;
+    for (size_t i = 0; i < k.inputs.size(); ++i) shapes.push_back(param_like(k.inputs[i].uop(), i));
+    const UOp plain = simplify_ranges(k.ast(shapes));
+    for (const char* gpu : {"CUDA", "HIP"}) {
+      const ScopedEnv as_gpu("INTERP_TARGET", gpu);
+      for (const std::vector<Opt>& o : workgroup_opt_lists(plain, Target::of(gpu))) {
+        std::string what = k.name + " on " + gpu;
+        for (const Opt& x : o) what += " " + opt_repr(x);
+        SCOPED_TRACE(what);
+        grouped += std::ranges::any_of(
+            o, [](const Opt& x) { return x.op == OptOp::Group || x.op == OptOp::GroupTop; });
+        local += std::ranges::any_of(o, [](const Opt& x) { return x.op == OptOp::Local; });
+        EXPECT_EQ(run_on_interp(k, o), want);
+        ++compared;
+      }
+    }
+  }
+  EXPECT_GT(compared, 200);
+  EXPECT_GT(grouped, 40);
+  EXPECT_GT(local, 40);
+}
+
+// tinygrad's heuristics group a reduction of few outputs by 16 threads: each stores its share
+// into 16 floats of shared memory, a BARRIER, then every thread sums the group's shares and the
+// first thread of the group alone stores the row's sum.
+TEST(GpuShaped, GroupedReductionsMeetInSharedMemory) {
+  const Params p = params({{4}, {4, 4096}});
+  const UOp kernel = row_sum_ast(p, 4, 4096);
+  const UOp lin = gpu_program(kernel, Target::of("CUDA"));
+  EXPECT_EQ(count(lin, Op::Barrier), 1);
+  EXPECT_EQ(count(lin, Op::If), 1) << "the row's sum is stored by the group's first thread";
+  std::vector<int64_t> shared;
+  for (const UOp& u : lin.src())
+    if (u.op() == Op::Buffer && u.arg().find_field("addrspace") &&
+        u.arg().field("addrspace").as_string() == "LOCAL")
+      shared.push_back(static_cast<int64_t>(u.arg().field("size").as_int()));
+  EXPECT_EQ(shared, std::vector<int64_t>{16});
+  EXPECT_EQ(launch_dims(lin, "gidx"), std::vector<int64_t>{4});
+  EXPECT_EQ(launch_dims(lin, "lidx"), std::vector<int64_t>{16});
+  const std::vector<float> x = ints(4 * 4096, 41);
+  D want(4, 0);
+  for (int64_t r = 0; r < 4; ++r)
+    for (int64_t c = 0; c < 4096; ++c) want[r] += x[r * 4096 + c];
+  EXPECT_EQ(interp_values(kernel, lin, {x}), want);
+}
+
+// More output ranges than the three launch dimensions share one where their sizes fit together,
+// a range beyond its dimension's limit is split over two, and ranges that can be neither are
+// refused by name; the values stay the kernel's.
+TEST(GpuShaped, LaunchDimensionsFitTheTargetsLimits) {
+  Target small = Target::of("CUDA");
+  small.global_max = {4, 4, 4};
+  // out[r3, r2, r1, r0] = in[r0, r1, r2, r3]: four ranges no loop merge joins
+  auto transpose = [](int64_t n) {
+    return [n](const Params& p) {
+      const UOp r0 = rng(n, 0), r1 = rng(n, 1), r2 = rng(n, 2), r3 = rng(n, 3);
+      const UOp in = ((r0 * ci(n) + r1) * ci(n) + r2) * ci(n) + r3;
+      const UOp out = ((r3 * ci(n) + r2) * ci(n) + r1) * ci(n) + r0;
+      return ast(kernel_store(at(p[0], out), at(p[1], in) * at(p[1], in)), {r0, r1, r2, r3});
+    };
+  };
+  const Params p = params({{16}, {16}});
+  const UOp four = with_opts(transpose(2)(p), {});
+  const UOp lin = linearize_kernel(bind_kernel(four, param_buffers(four)), small);
+  const std::vector<int64_t> g = launch_dims(lin, "gidx");
+  ASSERT_EQ(g.size(), 3u);
+  EXPECT_EQ(g[0] * g[1] * g[2], 16);
+  for (int64_t d : g) EXPECT_LE(d, 4);
+  const std::vector<float> x = ints(16, 42);
+  D want(16);
+  for (int64_t i = 0; i < 16; ++i) {
+    const int64_t a = i / 8, b = i / 4 % 2, c = i / 2 % 2, d = i % 2;
+    want[static_cast<size_t>(((d * 2 + c) * 2 + b) * 2 + a)] =
+        x[static_cast<size_t>(i)] * x[static_cast<size_t>(i)];
+  }
+  EXPECT_EQ(interp_values(four, lin, {x}), want);
+  // one range of 8 over a limit of 4: split into 4 x 2
+  const Params q = params({{8}, {8}});
+  const UOp r0 = rng(8, 0);
+  const UOp eight = ast(kernel_store(at(q[0], r0), at(q[1], r0) + at(q[1], r0)), {r0});
+  const UOp split = linearize_kernel(bind_kernel(eight, param_buffers(eight)), small);
+  EXPECT_EQ(launch_dims(split, "gidx"), (std::vector<int64_t>{4, 2}));
+  const std::vector<float> y = ints(8, 43);
+  D twice;
+  for (float v : y) twice.push_back(2.0 * v);
+  EXPECT_EQ(interp_values(eight, split, {y}), twice);
+  // four ranges of 3: no two fit one dimension of 4
+  const Params r = params({{81}, {81}});
+  const UOp threes = transpose(3)(r);
+  expect_error([&] { linearize_kernel(bind_kernel(threes, param_buffers(threes)), small); },
+               "the 4 launch dimensions (3, 3, 3, 3) cannot be grouped into 3");
+}
+
+// A BARRIER that some threads of a workgroup skip (inside an IF) would hang a GPU: INTERP refuses
+// it by name instead of running on.
+TEST(GpuShaped, ABarrierInDivergentControlFlowIsAnError) {
+  const UOp two = UOp::cint(2, dtypes::int32);
+  const UOp lidx = UOp::make(Op::Special, dtypes::int32, {two}, Arg::string("lidx0"));
+  const UOp buf =
+      UOp::make(Op::Buffer, dtypes::float32, {},
+                Arg::record("ParamArg", {{"slot", Arg::integer(0)}, {"size", Arg::integer(2)}}));
+  const UOp at_thread = UOp::make(Op::Index, dtypes::float32, {buf, lidx});
+  const UOp first = lidx.lt(UOp::cint(1, dtypes::int32));
+  const UOp gate = UOp::make(Op::If, dtypes::void_, {first, at_thread});
+  const UOp barrier = UOp::make(Op::Barrier, dtypes::void_, {});
+  const UOp end_gate = UOp::make(Op::EndIf, dtypes::void_, {gate});
+  const UOp sink = UOp::make(Op::Sink, dtypes::void_, {});
+  const UOp lin = UOp::make(Op::Linear, dtypes::void_,
+                            {two, lidx, buf, at_thread, first, gate, barrier, end_gate, sink});
+  std::map<int64_t, std::shared_ptr<Storage>> bufs{{0, allocate_storage(dtypes::float32, 2)}};
+  expect_error([&] { interp_run(lin, bufs); },
+               "the threads of a workgroup reach different BARRIERs");
 }
 
 // ---- memory coalescing: tinygrad's expectations (test/opt/test_gen_float4.py)
@@ -1454,6 +1678,7 @@ TEST(Opts, AnOptOfOneLaneIsRefused) {
 // unrolls whole, a longer one by 4; a matmul of 1024 outputs or more upcasts both output axes
 // (the one some read ignores with the smallest strides first).
 TEST(Opts, HandCodedOptsAreTinygrads) {
+  SKIP_WHERE_INTERP_RUNS_GPU_KERNELS("INTERP");
   const ScopedEnv one_thread("CPU_THREADS", "1");  // tinygrad's names on one thread
   auto opts_of_last = [] {
     return hand_coded_opts(simplify_ranges(last_kernel_asts().at(0)), Target::of("CPU"));

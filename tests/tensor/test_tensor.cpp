@@ -13,6 +13,7 @@
 #include "ir/viz.h"
 #include "on_device.h"
 #include "tensor/tensor.h"
+#include "tests/scoped_env.h"
 
 using namespace tinyrw;
 
@@ -231,6 +232,8 @@ TEST(TensorFusion, KernelCounts) {
 // A VIZ trace shows where realize() cut the graph: each rangeify stage a named call whose steps are
 // attributed to the .rw rules that made them.
 TEST(TensorFusion, VizRecordsTheRangeifyDecisions) {
+  // (scheduled here, not replayed from a schedule an earlier test of this process cached)
+  const ScopedEnv no_schedule_cache("SCACHE", "0");
   set_default_device("INTERP");
   const Tensor a = Tensor::from_vector(iota_values(8), {8}).realize();
   viz::clear();
