@@ -82,16 +82,23 @@ const Target& Target::of(const std::string& device) {
       .has_threads = true,
       .vector_bytes = host_vector_bytes(),
   };
-  // tinygrad's CUDARenderer and HIPRenderer limits
+  // tinygrad's CUDARenderer and HIPRenderer limits. Both render through LLVM's NVPTX and AMDGPU
+  // backends (runtime/llvm_render.h), which lower no floor division or modulo, no ThreeFry, and
+  // no exp2, log2 or sin (a call into a math library they do not link): those are rules, as on
+  // the CPU; a float64 sin has no polynomial right beyond 2^32 and stays the renderer's.
+  static const std::vector<Target::Decomposed> gpu_decomposed = {
+      {Op::FloorDiv, {}}, {Op::FloorMod, {}},
+      {Op::Exp2, {}},     {Op::Log2, {}},
+      {Op::ThreeFry, {}}, {Op::Sin, {dtypes::float16, dtypes::bfloat16, dtypes::float32}}};
   static const Target cuda{.device = "CUDA",
-                           .decomposed = {},
+                           .decomposed = gpu_decomposed,
                            .has_local = true,
                            .has_shared = true,
                            .shared_max = 49152,
                            .global_max = {2147483647, 65535, 65535},
                            .local_max = {1024, 1024, 64}};
   static const Target hip{.device = "HIP",
-                          .decomposed = {},
+                          .decomposed = gpu_decomposed,
                           .has_local = true,
                           .has_shared = true,
                           .shared_max = 65536,

@@ -1,5 +1,6 @@
 #include "runtime/cpu.h"
 
+#include "runtime/llvm_module.h"
 #include "runtime/thread_pool.h"
 
 #include <map>
@@ -13,10 +14,6 @@
 #include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
-#include <llvm/IRReader/IRReader.h>
-#include <llvm/Passes/PassBuilder.h>
-#include <llvm/Support/MemoryBuffer.h>
-#include <llvm/Support/SourceMgr.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
@@ -37,19 +34,12 @@ class Jit {
     const std::string name =
         "kernel_" + std::to_string(next_name_++);  // unique even after failures
     auto ctx = std::make_unique<llvm::LLVMContext>();
-    llvm::SMDiagnostic err;
     std::string text = ir;
     text.replace(text.find("@kernel("), 8, "@" + name + "(");
-    auto module = llvm::parseIR(llvm::MemoryBufferRef(text, name), err, *ctx);
-    if (!module) {
-      std::string msg;
-      llvm::raw_string_ostream os(msg);
-      err.print(name.c_str(), os);
-      throw std::runtime_error("CPU: the kernel's LLVM IR does not parse: " + os.str());
-    }
+    auto module = parse_kernel_ir(text, name, *ctx, "CPU");
     module->setDataLayout(jit_->getDataLayout());
     module->setTargetTriple(jit_->getTargetTriple().str());
-    optimize(*module);
+    optimize_module(*module, tm_.get(), /*slp=*/true);
     if (auto e =
             jit_->addIRModule(llvm::orc::ThreadSafeModule(std::move(module), std::move(ctx)))) {
       throw std::runtime_error("CPU: cannot add the kernel: " + llvm::toString(std::move(e)));
@@ -85,23 +75,6 @@ class Jit {
         jit_->getDataLayout().getGlobalPrefix());
     if (!gen) throw std::runtime_error("CPU: " + llvm::toString(gen.takeError()));
     jit_->getMainJITDylib().addGenerator(std::move(*gen));
-  }
-  void optimize(llvm::Module& m) {
-    llvm::LoopAnalysisManager lam;
-    llvm::FunctionAnalysisManager fam;
-    llvm::CGSCCAnalysisManager cgam;
-    llvm::ModuleAnalysisManager mam;
-    // SLP vectorization is off by default in a PassBuilder (clang turns it on at O2 and up): it
-    // packs the renderer's per-lane scalar ops back into vector instructions.
-    llvm::PipelineTuningOptions tuning;
-    tuning.SLPVectorization = true;
-    llvm::PassBuilder pb(tm_.get(), tuning);
-    pb.registerModuleAnalyses(mam);
-    pb.registerCGSCCAnalyses(cgam);
-    pb.registerFunctionAnalyses(fam);
-    pb.registerLoopAnalyses(lam);
-    pb.crossRegisterProxies(lam, fam, cgam, mam);
-    pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(m, mam);
   }
   std::mutex mu_;
   std::unique_ptr<llvm::TargetMachine> tm_;

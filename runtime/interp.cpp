@@ -274,8 +274,13 @@ class Machine {
       return pc + 1;
     }
     auto r = exec_alu(u.op(), u.dtype(), args);
-    if (!r && is_int_division(u.op()) && !u.dtype().is_float() && args[1].as_int() == 0)
-      throw division_by_zero("INTERP", u.op());
+    if (!r && is_int_division(u.op()) && !u.dtype().is_float() && args[1].as_int() == 0) {
+      // a CDiv or CMod a floor division or modulo became (rules/decompositions.rw, on a target
+      // that decomposes them) carries the name of the op the user wrote
+      Op named = u.op();
+      if (u.arg().is_string()) named = op_from_name(u.arg().as_string()).value_or(named);
+      throw division_by_zero("INTERP", named);
+    }
     if (!r)
       throw std::runtime_error(
           fmt::format("INTERP: {} is undefined here (e.g. division by zero)", op_name(u.op())));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cctype>
 #include <cmath>
 #include <map>
 #include <set>
@@ -39,11 +40,11 @@ bool is_half(DType d) { return d == dtypes::float16 || d == dtypes::bfloat16; }
 std::string ll_type(DType d) {
   if (d.is_bool()) return "i1";
   if (d.is_index())  // rules/decompositions.rw lowers every index to int32 or int64
-    throw std::logic_error("CPU: an index-dtype value reached the renderer");
+    throw std::logic_error("LLVM renderer: an index-dtype value reached it");
   if (d.is_int()) return fmt::format("i{}", d.itemsize() * 8);
   if (d == dtypes::float32 || is_half(d)) return "float";
   if (d == dtypes::float64) return "double";
-  throw std::invalid_argument("CPU: dtype " + d.repr() + " is not supported");
+  throw std::invalid_argument("LLVM renderer: dtype " + d.repr() + " is not supported");
 }
 // In memory bools are bytes, halves `half` and bfloat16 the top 16 bits of a float.
 std::string mem_type(DType d) {
@@ -62,6 +63,13 @@ std::string ll_const(DType d, const Arg& v) {
 }
 class Emitter {
  public:
+  explicit Emitter(LlvmTarget target) : target_(target) {}
+  bool gpu() const { return target_ != LlvmTarget::Cpu; }
+  // the device a message names
+  const char* who() const {
+    return target_ == LlvmTarget::Cpu ? "CPU" : target_ == LlvmTarget::Nvptx ? "CUDA" : "HIP";
+  }
+
   std::string tmp() { return fmt::format("%t{}", next_++); }
   std::string label(const char* base) { return fmt::format("{}{}", base, next_++); }
   void line(const std::string& s) { body_ += "  " + s + "\n"; }
@@ -130,15 +138,16 @@ class Emitter {
   // index's phi, a body, a latch and an exit.
   void program(const UOp& linear) {
     for (const UOp& u : linear.src()) instruction(u);
-    if (!loops_.empty()) throw std::logic_error("CPU: a RANGE without its END");
-    if (!gates_.empty()) throw std::logic_error("CPU: an IF without its ENDIF");
+    if (!loops_.empty()) throw std::logic_error(fmt::format("{}: a RANGE without its END", who()));
+    if (!gates_.empty()) throw std::logic_error(fmt::format("{}: an IF without its ENDIF", who()));
   }
 
   std::map<int64_t, int> buffer_index;  // slot -> argument position (output is 0)
   std::vector<int64_t> input_slots;     // slots in argument order
   std::vector<std::string> variables;   // DEFINE_VAR names, after the buffers in argument order
   int64_t threads = 1;                  // the launch's core_id bound
-  std::string allocas_, body_;
+  std::array<int64_t, 3> global_size{1, 1, 1}, local_size{1, 1, 1};  // GPU launch dimensions
+  std::string allocas_, body_, globals_;
   std::set<std::string> intrinsics_;
   bool streams_ = false;           // a non-temporal store was emitted
   std::vector<int> reduce_loops_;  // ids of the loops marked not to unroll
@@ -159,12 +168,12 @@ class Emitter {
     auto it = names_.find(u.node());
     if (it == names_.end())
       throw std::logic_error(
-          fmt::format("CPU: {} is used before it is computed", op_info(u.op()).py_name));
+          fmt::format("{}: {} is used before it is computed", who(), op_info(u.op()).py_name));
     const int loop = defined_in_.at(u.node());
     if (loop >= 0 &&
         std::none_of(loops_.begin(), loops_.end(), [&](const Loop& l) { return l.id == loop; }))
-      throw std::logic_error(
-          fmt::format("CPU: {} computed in a loop is used after it", op_info(u.op()).py_name));
+      throw std::logic_error(fmt::format("{}: {} computed in a loop is used after it", who(),
+                                         op_info(u.op()).py_name));
     return it->second;
   }
   void define(const UOp& u, std::string v) {
@@ -215,7 +224,7 @@ class Emitter {
       case Op::Store: {
         const UOp& at = u.src(0);
         if (at.op() == Op::Shrink) {
-          const bool stream = bypasses_cache(at.src(0));
+          const bool stream = !gpu() && bypasses_cache(at.src(0));
           streams_ = streams_ || stream;
           line(fmt::format("store {} {}, ptr {}, align {}{}", vector_type(u.src(1)), val(u.src(1)),
                            val(at), vector_align(u.src(1)), stream ? ", !nontemporal !0" : ""));
@@ -233,15 +242,17 @@ class Emitter {
         return;
       }
       case Op::EndIf: {
-        if (gates_.empty()) throw std::logic_error("CPU: an ENDIF without its IF");
+        if (gates_.empty())
+          throw std::logic_error(fmt::format("{}: an ENDIF without its IF", who()));
         line(fmt::format("br label %{}", gates_.back()));
         block(gates_.back());
         gates_.pop_back();
         return;
       }
       case Op::Special: {  // the thread this call runs: the function's second argument
-        if (u.arg().as_string() != "core_id")
-          throw std::logic_error("CPU: a launch dimension other than core_id: " + u.arg().repr());
+        if (u.arg().as_string() != "core_id") return define(u, launch_index(u));
+        if (gpu())
+          throw std::logic_error(fmt::format("{}: a CPU thread's core_id in a GPU kernel", who()));
         threads = static_cast<int64_t>(u.src(0).arg().as_int());
         if (u.dtype() == dtypes::int32) return define(u, "%core_id");
         const std::string v = tmp();
@@ -258,6 +269,8 @@ class Emitter {
         line(fmt::format("{} = trunc i64 {} to {}", t, v, ll_type(u.dtype())));
         return define(u, t);
       }
+      case Op::Barrier:
+        return barrier();
       case Op::Range:
         return open_loop(u);
       case Op::End:
@@ -271,6 +284,16 @@ class Emitter {
   // alloca in the entry block (LLVM promotes it to SSA values).
   std::string buffer(const UOp& b) {
     const int64_t slot = static_cast<int64_t>(b.arg().field("slot").as_int());
+    const Arg* space = b.arg().find_field("addrspace");
+    if (space && space->as_string() == addrspace_name(AddrSpace::Local)) {
+      if (!gpu()) throw std::logic_error("CPU: shared memory (a LOCAL buffer) in a CPU kernel");
+      // the workgroup's shared memory: a global of addrspace 3, used through a generic pointer
+      const std::string g = fmt::format("@lds{}", next_++), r = tmp();
+      globals_ += fmt::format("{} = internal addrspace(3) global [{} x {}] undef, align 16\n", g,
+                              b.arg().field("size").as_int(), mem_type(b.dtype()));
+      allocas_ += fmt::format("  {} = addrspacecast ptr addrspace(3) {} to ptr\n", r, g);
+      return r;
+    }
     if (is_register(b)) {
       const std::string r = tmp();
       allocas_ += fmt::format("  {} = alloca [{} x {}], align {}\n", r,
@@ -341,6 +364,43 @@ class Emitter {
     return r;
   }
 
+  // A GPU launch index: the workgroup's position (gidx0..2) or the thread's in it (lidx0..2)
+  // along x, y, z, read from the target's registers.
+  std::string launch_index(const UOp& u) {
+    const std::string& name = u.arg().as_string();
+    if (!gpu())
+      throw std::logic_error("CPU: a launch dimension other than core_id: " + u.arg().repr());
+    const bool group = name[0] == 'g';
+    const auto dim = static_cast<size_t>(name.back() - '0');
+    (group ? global_size : local_size)[dim] = static_cast<int64_t>(u.src(0).arg().as_int());
+    const char axis = static_cast<char>('x' + dim);
+    const std::string reg =
+        target_ == LlvmTarget::Nvptx
+            ? fmt::format("llvm.nvvm.read.ptx.sreg.{}.{}", group ? "ctaid" : "tid", axis)
+            : fmt::format("llvm.amdgcn.{}.{}", group ? "workgroup.id" : "workitem.id", axis);
+    intrinsics_.insert(fmt::format("declare i32 @{}()", reg));
+    const std::string r = tmp();
+    line(fmt::format("{} = call i32 @{}()", r, reg));
+    if (u.dtype() == dtypes::int32) return r;
+    const std::string w = tmp();
+    line(fmt::format("{} = sext i32 {} to {}", w, r, ll_type(u.dtype())));
+    return w;
+  }
+  // Every thread of the workgroup waits here, its stores to shared memory seen by all after it.
+  void barrier() {
+    if (target_ == LlvmTarget::Nvptx) {
+      intrinsics_.insert("declare void @llvm.nvvm.barrier0()");
+      line("call void @llvm.nvvm.barrier0()");
+    } else if (target_ == LlvmTarget::Amdgpu) {
+      intrinsics_.insert("declare void @llvm.amdgcn.s.barrier()");
+      line("fence syncscope(\"workgroup\") release");
+      line("call void @llvm.amdgcn.s.barrier()");
+      line("fence syncscope(\"workgroup\") acquire");
+    } else {
+      throw std::logic_error("CPU: a BARRIER in a CPU kernel");
+    }
+  }
+
   // A loop over [0, bound): the head compares the index (a phi of 0 and the latch's next) with
   // the bound, the body runs while it is lower.
   void open_loop(const UOp& range) {
@@ -361,7 +421,8 @@ class Emitter {
   }
   void close_loop(const UOp& range) {
     if (loops_.empty() || loops_.back().range != range.node())
-      throw std::logic_error("CPU: an END that does not close the innermost open RANGE");
+      throw std::logic_error(
+          fmt::format("{}: an END that does not close the innermost open RANGE", who()));
     const Loop l = loops_.back();
     line(fmt::format("br label %{}", l.latch));
     block(l.latch);
@@ -386,7 +447,8 @@ class Emitter {
         return round16(d, cast(val(u.src(0)), u.src(0).dtype(), d));
       case Op::Bitcast: {
         if (is_half(d) || is_half(u.src(0).dtype()))
-          throw std::invalid_argument("CPU: bitcast of 16-bit floats is not supported");
+          throw std::invalid_argument(
+              fmt::format("{}: bitcast of 16-bit floats is not supported", who()));
         const std::string r = tmp();
         line(fmt::format("{} = bitcast {} {} to {}", r, ll_type(u.src(0).dtype()), val(u.src(0)),
                          ll_type(d)));
@@ -396,7 +458,8 @@ class Emitter {
         break;
     }
     if (!groups::alu().contains(u.op()))
-      throw std::invalid_argument("CPU: cannot render " + std::string(op_info(u.op()).py_name));
+      throw std::invalid_argument(
+          fmt::format("{}: cannot render {}", who(), op_info(u.op()).py_name));
     std::vector<std::string> a;
     for (const UOp& s : u.src()) a.push_back(val(s));
     const DType sd = u.src(0).dtype();
@@ -439,6 +502,7 @@ class Emitter {
       // bits), i64 does: every magnitude of 2^63 or more wraps to 0 (its low bits are zeros).
       const int mantissa = from == dtypes::float64 ? 53 : from == dtypes::float32 ? 24 : 11;
       const bool narrow = to.itemsize() * 8 + mantissa <= 63;
+      if (!narrow && gpu()) return wide_float_to_int(x, ft, tt);  // (GPUs have no i128 casts)
       const std::string w = narrow ? "i64" : "i128";
       const char* bound = narrow ? "0x43E0000000000000" : "0x4760000000000000";  // 2^63, 2^119
       const std::string wide = tmp(), lo = tmp(), hi = tmp(), ok = tmp(), sel = tmp();
@@ -458,6 +522,65 @@ class Emitter {
       const char* op = fb > tb ? "trunc" : (from.is_unsigned() || from.is_bool()) ? "zext" : "sext";
       line(fmt::format("{} = {} {} {} to {}", r, op, ft, x, tt));
     }
+    return r;
+  }
+
+  // A float's truncation to a 64-bit integer's bits, wrapped to `tt`, without i128 (which the
+  // GPU backends do not convert): below 2^63 in magnitude fptosi's, from 2^63 to 2^119 the low 64
+  // bits of the mantissa shifted by the exponent, 0 beyond or for NaN; negated for a negative x.
+  std::string wide_float_to_int(const std::string& x, const std::string& ft,
+                                const std::string& tt) {
+    const bool dbl = ft == "double";
+    const int mantissa_bits = dbl ? 52 : 23, bias = dbl ? 1023 : 127;
+    const std::string fabs = fmt::format("llvm.fabs.{}", dbl ? "f64" : "f32");
+    intrinsics_.insert(fmt::format("declare {0} @{1}({0})", ft, fabs));
+    const std::string ax = tmp(), small = tmp(), safe = tmp(), lo = tmp(), bits = tmp(),
+                      bits64 = tmp(), e = tmp(), shift = tmp(), m = tmp(), m1 = tmp(),
+                      in_range = tmp(), sh = tmp(), shifted = tmp(), big = tmp(), mag = tmp(),
+                      ok = tmp(), kept = tmp(), neg = tmp(), negated = tmp(), v = tmp();
+    line(fmt::format("{} = call {} @{}({} {})", ax, ft, fabs, ft, x));
+    line(fmt::format("{} = fcmp olt {} {}, 0x43E0000000000000", small, ft, ax));  // 2^63
+    line(fmt::format("{} = select i1 {}, {} {}, {} 0.0", safe, small, ft, ax, ft));
+    line(fmt::format("{} = fptosi {} {} to i64", lo, ft, safe));
+    line(fmt::format("{} = bitcast {} {} to {}", bits, ft, ax, dbl ? "i64" : "i32"));
+    line(dbl ? fmt::format("{} = or i64 {}, 0", bits64, bits)
+             : fmt::format("{} = zext i32 {} to i64", bits64, bits));
+    line(fmt::format("{} = lshr i64 {}, {}", e, bits64, mantissa_bits));
+    line(fmt::format("{} = sub i64 {}, {}", shift, e, bias + mantissa_bits));
+    line(fmt::format("{} = and i64 {}, {}", m, bits64, (int64_t{1} << mantissa_bits) - 1));
+    line(fmt::format("{} = or i64 {}, {}", m1, m, int64_t{1} << mantissa_bits));
+    line(fmt::format("{} = icmp ult i64 {}, 64", in_range, shift));
+    line(fmt::format("{} = select i1 {}, i64 {}, i64 0", sh, in_range, shift));
+    line(fmt::format("{} = shl i64 {}, {}", shifted, m1, sh));
+    line(fmt::format("{} = select i1 {}, i64 {}, i64 0", big, in_range, shifted));
+    line(fmt::format("{} = select i1 {}, i64 {}, i64 {}", mag, small, lo, big));
+    line(fmt::format("{} = fcmp olt {} {}, 0x4760000000000000", ok, ft, ax));  // 2^119; NaN: 0
+    line(fmt::format("{} = select i1 {}, i64 {}, i64 0", kept, ok, mag));
+    line(fmt::format("{} = fcmp olt {} {}, 0.0", neg, ft, x));
+    line(fmt::format("{} = sub i64 0, {}", negated, kept));
+    line(fmt::format("{} = select i1 {}, i64 {}, i64 {}", v, neg, negated, kept));
+    if (tt == "i64") return v;
+    const std::string r = tmp();
+    line(fmt::format("{} = trunc i64 {} to {}", r, v, tt));
+    return r;
+  }
+
+  // A GPU math library function of float or double arguments: __nv_sinf / __nv_sin (libdevice),
+  // __ocml_sin_f32 / __ocml_sin_f64 (ocml).
+  std::string math_library_call(const std::string& fn, const std::string& t,
+                                const std::vector<std::string>& a) {
+    const bool dbl = t == "double";
+    const std::string name = target_ == LlvmTarget::Nvptx
+                                 ? fmt::format("__nv_{}{}", fn, dbl ? "" : "f")
+                                 : fmt::format("__ocml_{}_f{}", fn, dbl ? 64 : 32);
+    std::string types, args;
+    for (size_t i = 0; i < a.size(); ++i) {
+      types += (i ? ", " : "") + t;
+      args += (i ? ", " : "") + t + " " + a[i];
+    }
+    intrinsics_.insert(fmt::format("declare {} @{}({})", t, name, types));
+    const std::string r = tmp();
+    line(fmt::format("{} = call {} @{}({})", r, t, name, args));
     return r;
   }
 
@@ -540,11 +663,13 @@ class Emitter {
       case Op::Sqrt:
         return intrinsic("sqrt", 1);
       case Op::Sin:
-        return intrinsic("sin", 1);
+      case Op::Pow:
+        // the CPU's come from the C library, a GPU's from its device math library (CUDA's
+        // libdevice, ROCm's ocml: runtime/gpu_compile.h links it)
+        if (gpu()) return math_library_call(op == Op::Sin ? "sin" : "pow", t, a);
+        return intrinsic(op == Op::Sin ? "sin" : "pow", op == Op::Sin ? 1 : 2);
       case Op::Trunc:
         return fl ? intrinsic("trunc", 1) : a[0];
-      case Op::Pow:
-        return intrinsic("pow", 2);
       case Op::MulAcc: {
         if (fl) return intrinsic("fma", 3);  // one rounding of a*b+c
         const std::string m = tmp();
@@ -553,7 +678,7 @@ class Emitter {
         return r;
       }
       default:
-        throw std::invalid_argument(fmt::format("CPU: cannot render {}", op_name(op)));
+        throw std::invalid_argument(fmt::format("{}: cannot render {}", who(), op_name(op)));
     }
   }
 
@@ -567,8 +692,8 @@ class Emitter {
     const Op op = u.op();
     if (op != Op::CDiv && op != Op::CMod)
       throw std::invalid_argument(
-          fmt::format("CPU: cannot render {} (rules/decompositions.rw lowers it to CDiv and CMod)",
-                      op_name(op)));
+          fmt::format("{}: cannot render {} (rules/decompositions.rw lowers it to CDiv and CMod)",
+                      who(), op_name(op)));
     const DType sd = u.src(0).dtype();
     const std::string t = ll_type(sd);
     const bool un = sd.is_unsigned() || sd.is_bool();
@@ -608,6 +733,9 @@ class Emitter {
   std::unordered_map<const UOpNode*, int> defined_in_;  // the loop a value is computed in, or -1
   std::vector<Loop> loops_;                             // the open loops, innermost last
   std::vector<std::string> gates_;                      // the open IFs' ENDIF labels
+  LlvmTarget target_;
+
+ public:
   int next_ = 0;
 };
 
@@ -619,12 +747,67 @@ std::optional<Op> kernel_error_op(int32_t code) {
   return std::nullopt;
 }
 
-RenderedKernel render_llvm(const UOp& program) {
-  if (program.op() != Op::Linear) throw std::logic_error("CPU renders LINEAR programs");
-  Emitter e;
+namespace {
+// A GPU kernel's symbol: the kernel's name with what is no letter, digit or '_' as '_'.
+std::string symbol_of(const std::string& name) {
+  std::string out = name.empty() ? "kernel" : name;
+  for (char& c : out)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') c = '_';
+  if (std::isdigit(static_cast<unsigned char>(out[0]))) out = "k_" + out;
+  return out;
+}
+
+// The module of a GPU kernel: buffers and the error flag as global pointers (used as generic
+// ones), the variables by value; a thread that met an error stores its code.
+std::string gpu_module(const Emitter& e, const RenderedKernel& k, LlvmTarget target) {
+  std::string params, entry;
+  for (size_t i = 1; i <= k.input_slots.size(); ++i) {
+    params += fmt::format("ptr addrspace(1) %a{}, ", i);
+    entry += fmt::format("  %b{0} = addrspacecast ptr addrspace(1) %a{0} to ptr\n", i);
+  }
+  params += "ptr addrspace(1) %errp";
+  for (size_t j = 0; j < k.variables.size(); ++j) params += fmt::format(", i64 %var{}", j);
+  const bool amd = target == LlvmTarget::Amdgpu;
+  std::string ir = "; tinyrw kernel\n";
+  for (const std::string& d : e.intrinsics_) ir += d + "\n";
+  ir += e.globals_;
+  ir += fmt::format("\ndefine {}void @{}({}){} {{\nentry:\n  %err = alloca i32\n",
+                    amd ? "amdgpu_kernel " : "", k.name, params, amd ? " #0" : "");
+  ir += e.allocas_ + "  store i32 0, ptr %err\n" + entry + e.body_ +
+        "  %err.out = load i32, ptr %err\n  %err.met = icmp ne i32 %err.out, 0\n"
+        "  br i1 %err.met, label %report, label %done\nreport:\n"
+        "  store i32 %err.out, ptr addrspace(1) %errp\n  br label %done\ndone:\n  ret void\n}\n";
+  if (!e.reduce_loops_.empty()) ir += "!1 = !{!\"llvm.loop.unroll.disable\"}\n";
+  for (int id : e.reduce_loops_)
+    ir += fmt::format("!{0} = distinct !{{!{0}, !1}}\n", Emitter::kLoopMetadata + id);
+  if (amd) {
+    int64_t threads = 1;
+    for (int64_t n : k.local_size) threads *= n;
+    ir += fmt::format("attributes #0 = {{ \"amdgpu-flat-work-group-size\"=\"1,{}\" }}\n", threads);
+  } else {
+    const int annotation = Emitter::kLoopMetadata + e.next_ + 1;
+    ir += fmt::format("!nvvm.annotations = !{{!{0}}}\n!{0} = !{{ptr @{1}, !\"kernel\", i32 1}}\n",
+                      annotation, k.name);
+  }
+  return ir;
+}
+}  // namespace
+
+RenderedKernel render_llvm(const UOp& program, LlvmTarget target, const std::string& name) {
+  if (program.op() != Op::Linear) throw std::logic_error("LLVM renders LINEAR programs");
+  Emitter e(target);
   e.program(program);
-  RenderedKernel out{
-      .ir = "", .input_slots = e.input_slots, .variables = e.variables, .threads = e.threads};
+  RenderedKernel out{.ir = "",
+                     .input_slots = e.input_slots,
+                     .variables = e.variables,
+                     .threads = e.threads,
+                     .name = target == LlvmTarget::Cpu ? "kernel" : symbol_of(name),
+                     .global_size = e.global_size,
+                     .local_size = e.local_size};
+  if (target != LlvmTarget::Cpu) {
+    out.ir = gpu_module(e, out, target);
+    return out;
+  }
   std::string params;
   for (size_t i = 0; i <= out.input_slots.size(); ++i)
     params += fmt::format(

@@ -42,6 +42,7 @@
 #include "runtime/cpu.h"
 #include "runtime/device.h"
 #include "runtime/device_queues.h"
+#include "runtime/gpu_compile.h"
 #include "runtime/interp.h"
 #include "runtime/kernel_error.h"
 #include "runtime/llvm_render.h"
@@ -320,6 +321,7 @@ struct Realizer {
     // a kernel that names no opts gets the hand-coded ones (none under NOOPT=1, as tinygrad's);
     // it is named by its ranges after them, as tinygrad's
     k.program = lower(bound, KernelInfo::of(sink).name, device, !noopt(), &k.name);
+    if (gpu_compile_check_enabled()) check_gpu_compiles(bound, k.name);
     if (device == "CPU") {
       const RenderedKernel r = render_llvm(k.program);
       k.fn = cpu_compile(r.ir);
@@ -545,7 +547,9 @@ struct Realizer {
     const std::string device = kernel_device(slots);
     const std::string base = device_base(device);
     // a custom kernel that names no opts gets the hand-coded ones, as tinygrad's
-    const UOp program = lower(bind_kernel(body, bufs), name, base, !noopt());
+    const UOp bound = bind_kernel(body, bufs);
+    const UOp program = lower(bound, name, base, !noopt());
+    if (gpu_compile_check_enabled()) check_gpu_compiles(bound, name);
     record_stage("linearize", call.src(0), program);
     rec = {.name = name, .ast = call.src(0), .elements = 0, .named = false};
     QueuedLaunch l{.queue = device};

@@ -27,6 +27,7 @@
 #include "ir/kernel_info.h"
 #include "ir/render.h"
 #include "on_device.h"
+#include "runtime/gpu_compile.h"
 #include "runtime/interp.h"
 #include "runtime/llvm_render.h"
 #include "runtime/storage.h"
@@ -1336,6 +1337,77 @@ TEST(GpuShaped, ABarrierInDivergentControlFlowIsAnError) {
   std::map<int64_t, std::shared_ptr<Storage>> bufs{{0, allocate_storage(dtypes::float32, 2)}};
   expect_error([&] { interp_run(lin, bufs); },
                "the threads of a workgroup reach different BARRIERs");
+}
+
+// A grouped sum (shared memory, a barrier, a store by the group's first thread) renders for NVPTX
+// and AMDGPU and compiles on this machine: the PTX has the kernel's entry, its workgroup and thread
+// registers, shared memory and the barrier (and ptxas accepts it where the CUDA toolkit is
+// installed); the code object for each of HIP's architectures defines the kernel and its
+// descriptor.
+TEST(GpuCompile, AGroupedSumCompilesForNvptxAndAmdgpu) {
+  const UOp sum = row_sum_ast(params({{4}, {4, 4096}}), 4, 4096);
+  const RenderedKernel k =
+      render_llvm(gpu_program(sum, Target::of("CUDA")), LlvmTarget::Nvptx, "r_4_16_256");
+  EXPECT_EQ(k.name, "r_4_16_256");
+  EXPECT_EQ(k.global_size, (std::array<int64_t, 3>{4, 1, 1}));
+  EXPECT_EQ(k.local_size, (std::array<int64_t, 3>{16, 1, 1}));
+  const std::string ptx = compile_ptx(k.ir);
+  for (const char* part : {".entry r_4_16_256", "%ctaid.x", "%tid.x", ".shared", "bar.sync"})
+    EXPECT_NE(ptx.find(part), std::string::npos) << part << " in\n" << ptx;
+  if (ptxas_available()) {
+    EXPECT_EQ(ptxas_error(ptx), std::nullopt);
+  } else {
+    std::printf("ptxas (CUDA toolkit) not installed: the PTX is not assembled here\n");
+  }
+  const RenderedKernel h =
+      render_llvm(gpu_program(sum, Target::of("HIP")), LlvmTarget::Amdgpu, "r_4_16_256");
+  EXPECT_NE(h.ir.find("\"amdgpu-flat-work-group-size\"=\"1,16\""), std::string::npos);
+  for (const char* arch : {"gfx90a", "gfx1030", "gfx1100"})
+    EXPECT_TRUE(code_object_exports(compile_amdgpu(h.ir, arch), "r_4_16_256")) << arch;
+  EXPECT_FALSE(code_object_exports(compile_amdgpu(h.ir), "r_4_16")) << "another name";
+}
+
+// What cannot compile is refused naming the target and the reason: IR that does not parse, a CPU
+// thread's core_id in a GPU kernel, bytes that are no code object; a float64 sin calls the
+// device's math library, linked in; a kernel name that is no identifier is made one.
+TEST(GpuCompile, WhatCannotCompileIsNamed) {
+  expect_error([] { compile_ptx("define void @k( {"); },
+               "CUDA: the kernel's LLVM IR does not parse");
+  expect_error([] { compile_amdgpu("not IR"); }, "HIP: the kernel's LLVM IR does not parse");
+  EXPECT_FALSE(code_object_exports("not an ELF file", "kernel"));
+  const Params p = params({{8}, {8}});
+  const UOp r0 = rng(8, 0);
+  const UOp copy = ast(kernel_store(at(p[0], r0), at(p[1], r0)), {r0});
+  const std::vector<Opt> two_threads = {{OptOp::Thread, 0, 2}};
+  const UOp threaded = with_opts(copy, two_threads);
+  const UOp cpu_program =
+      linearize_kernel(bind_kernel(threaded, param_buffers(threaded)), Target::of("CPU"));
+  expect_error([&] { render_llvm(cpu_program, LlvmTarget::Nvptx, "k"); },
+               "CUDA: a CPU thread's core_id in a GPU kernel");
+  // float64 sin comes from the device's math library, linked in: ocml (Debian's
+  // rocm-device-libs) for HIP, libdevice (the CUDA toolkit, where installed) for CUDA
+  const UOp sine =
+      ast(kernel_store(at(p[0], r0),
+                       at(p[1], r0).cast(dtypes::float64).alu(Op::Sin, {}).cast(dtypes::float32)),
+          {r0});
+  const RenderedKernel hip_sine =
+      render_llvm(gpu_program(sine, Target::of("HIP")), LlvmTarget::Amdgpu, "sine");
+  EXPECT_NE(hip_sine.ir.find("@__ocml_sin_f64"), std::string::npos);
+  EXPECT_TRUE(code_object_exports(compile_amdgpu(hip_sine.ir), "sine"));
+  const RenderedKernel cuda_sine =
+      render_llvm(gpu_program(sine, Target::of("CUDA")), LlvmTarget::Nvptx, "sine");
+  EXPECT_NE(cuda_sine.ir.find("@__nv_sin("), std::string::npos);
+  if (ptxas_available()) {  // the toolkit is here, libdevice with it
+    const std::string ptx = compile_ptx(cuda_sine.ir);
+    EXPECT_EQ(ptx.find("__nv_sin"), std::string::npos) << "linked in, not called";
+    EXPECT_EQ(ptxas_error(ptx), std::nullopt);
+  } else {
+    expect_error([&] { compile_ptx(cuda_sine.ir); }, "which comes with the CUDA toolkit");
+  }
+  const RenderedKernel named =
+      render_llvm(gpu_program(copy, Target::of("CUDA")), LlvmTarget::Nvptx, "2 kernels-x");
+  EXPECT_EQ(named.name, "k_2_kernels_x");
+  EXPECT_NE(compile_ptx(named.ir).find(".entry k_2_kernels_x"), std::string::npos);
 }
 
 // ---- memory coalescing: tinygrad's expectations (test/opt/test_gen_float4.py)
