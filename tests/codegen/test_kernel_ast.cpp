@@ -1039,9 +1039,48 @@ std::vector<SweepKernel> sweep_kernels() {
        }},
   };
 }
-// The opt lists to sweep: none, each valid single opt, each valid pair of upcasts and unrolls,
-// and a bounded random sample of valid lists of three opts of any kind the CPU takes (upcasts,
-// unrolls, threads, pads), seeded.
+// The opt lists to sweep on a kernel for `target`: none, each valid opt of `firsts` alone and
+// followed by each valid one of `seconds`, each valid one of `singles` alone, and a seeded sample
+// of up to `triples` valid lists of three opts drawn from all of them.
+std::vector<std::vector<Opt>> sweep_lists(const UOp& kernel, const Target& target,
+                                          const std::vector<Opt>& firsts,
+                                          const std::vector<Opt>& seconds,
+                                          const std::vector<Opt>& singles, uint32_t seed,
+                                          int triples) {
+  auto valid = [&](const std::vector<Opt>& o) {
+    try {
+      apply_opts(kernel, o, target);
+      return true;
+    } catch (const KernelOptError&) {
+      return false;
+    }
+  };
+  std::vector<std::vector<Opt>> out{{}};
+  for (const Opt& x : firsts) {
+    if (!valid({x})) continue;
+    out.push_back({x});
+    for (const Opt& y : seconds)
+      if (valid({x, y})) out.push_back({x, y});
+  }
+  for (const Opt& x : singles)
+    if (valid({x})) out.push_back({x});
+  std::vector<Opt> every;
+  for (const std::vector<Opt>* kind : {&firsts, &seconds, &singles})
+    for (const Opt& o : *kind)
+      if (std::ranges::find(every, o) == every.end()) every.push_back(o);
+  std::mt19937 gen(seed);
+  std::uniform_int_distribution<size_t> pick(0, every.size() - 1);
+  for (int tries = 0, kept = 0; tries < 200 && kept < triples; ++tries) {
+    const std::vector<Opt> o = {every[pick(gen)], every[pick(gen)], every[pick(gen)]};
+    if (valid(o)) {
+      out.push_back(o);
+      ++kept;
+    }
+  }
+  return out;
+}
+// The CPU's: each valid upcast or unroll, each valid pair of them, each valid thread split or pad,
+// and up to 12 valid triples of any of those kinds.
 std::vector<std::vector<Opt>> opt_lists(const UOp& kernel) {
   std::vector<Opt> lanes, others;
   for (int axis = 0; axis < 3; ++axis)
@@ -1051,35 +1090,7 @@ std::vector<std::vector<Opt>> opt_lists(const UOp& kernel) {
     for (int64_t n : {2, 4}) others.push_back({OptOp::Thread, axis, n});
     for (int64_t n : {3, 5}) others.push_back({OptOp::Padto, axis, n});
   }
-  auto valid = [&](const std::vector<Opt>& o) {
-    try {
-      apply_opts(kernel, o, Target::of("CPU"));
-      return true;
-    } catch (const KernelOptError&) {
-      return false;
-    }
-  };
-  std::vector<std::vector<Opt>> out{{}};
-  for (const Opt& x : lanes) {
-    if (!valid({x})) continue;
-    out.push_back({x});
-    for (const Opt& y : lanes)
-      if (valid({x, y})) out.push_back({x, y});
-  }
-  for (const Opt& x : others)
-    if (valid({x})) out.push_back({x});
-  std::vector<Opt> every = lanes;
-  every.insert(every.end(), others.begin(), others.end());
-  std::mt19937 gen(15);
-  std::uniform_int_distribution<size_t> pick(0, every.size() - 1);
-  for (int tries = 0, kept = 0; tries < 200 && kept < 12; ++tries) {
-    const std::vector<Opt> o = {every[pick(gen)], every[pick(gen)], every[pick(gen)]};
-    if (valid(o)) {
-      out.push_back(o);
-      ++kept;
-    }
-  }
-  return out;
+  return sweep_lists(kernel, Target::of("CPU"), lanes, lanes, others, 15, 12);
 }
 }  // namespace
 
@@ -1138,9 +1149,8 @@ std::vector<double> run_on_interp(const SweepKernel& k, const std::vector<Opt>& 
   set_default_device("");
   return got;
 }
-// The opt lists a workgroup target takes on a kernel: each valid single opt of the workgroup
-// kinds and the lane kinds, each valid pair of a workgroup opt and a lane opt, and a seeded
-// sample of valid triples.
+// The opt lists a workgroup target takes on a kernel: each valid LOCAL, GROUP or GROUPTOP alone and
+// followed by each valid upcast or unroll, each of those alone, and up to 8 valid triples.
 std::vector<std::vector<Opt>> workgroup_opt_lists(const UOp& kernel, const Target& target) {
   std::vector<Opt> groups, lanes;
   for (int axis = 0; axis < 3; ++axis)
@@ -1151,36 +1161,7 @@ std::vector<std::vector<Opt>> workgroup_opt_lists(const UOp& kernel, const Targe
   }
   for (int axis = 0; axis < 3; ++axis) lanes.push_back(upcast(axis, 2));
   lanes.push_back(unroll(0, 2));
-  const UOp g = convert_loop_to_global(kernel, target);
-  auto valid = [&](const std::vector<Opt>& o) {
-    try {
-      apply_opts(g, o, target);
-      return true;
-    } catch (const KernelOptError&) {
-      return false;
-    }
-  };
-  std::vector<std::vector<Opt>> out{{}};
-  for (const Opt& x : groups) {
-    if (!valid({x})) continue;
-    out.push_back({x});
-    for (const Opt& y : lanes)
-      if (valid({x, y})) out.push_back({x, y});
-  }
-  for (const Opt& y : lanes)
-    if (valid({y})) out.push_back({y});
-  std::vector<Opt> every = groups;
-  every.insert(every.end(), lanes.begin(), lanes.end());
-  std::mt19937 gen(16);
-  std::uniform_int_distribution<size_t> pick(0, every.size() - 1);
-  for (int tries = 0, kept = 0; tries < 200 && kept < 8; ++tries) {
-    const std::vector<Opt> o = {every[pick(gen)], every[pick(gen)], every[pick(gen)]};
-    if (valid(o)) {
-      out.push_back(o);
-      ++kept;
-    }
-  }
-  return out;
+  return sweep_lists(convert_loop_to_global(kernel, target), target, groups, lanes, lanes, 16, 8);
 }
 // A kernel AST bound to buffers of its PARAMs' sizes and lowered for `target` with its
 // hand-coded opts.
