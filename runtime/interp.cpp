@@ -318,13 +318,20 @@ void run_workgroup(const Code& code, const std::map<int64_t, std::shared_ptr<Sto
         threads.emplace_back(code, buffers, variables,
                              LaunchIds{.core_id = core_id, .group = group, .thread = {x, y, z}},
                              shared);
-  for (bool at_barrier = true; at_barrier;) {
-    at_barrier = threads[0].run_to_barrier();
-    for (size_t t = 1; t < threads.size(); ++t)
-      if (threads[t].run_to_barrier() != at_barrier || threads[t].pc() != threads[0].pc())
+  // Between two barriers the threads run one after another, in turn first to last and last to
+  // first: a program that reads shared memory another thread may still write there (a missing
+  // barrier) gives other values than it would in one order only.
+  const size_t n = threads.size();
+  for (bool at_barrier = true, forward = true; at_barrier; forward = !forward) {
+    const size_t first = forward ? 0 : n - 1;
+    at_barrier = threads[first].run_to_barrier();
+    for (size_t k = 1; k < n; ++k) {
+      Machine& t = threads[forward ? k : n - 1 - k];
+      if (t.run_to_barrier() != at_barrier || t.pc() != threads[first].pc())
         throw std::logic_error(
             "INTERP: the threads of a workgroup reach different BARRIERs (a barrier in divergent "
             "control flow)");
+    }
   }
 }
 

@@ -1252,6 +1252,36 @@ TEST(GpuShaped, GroupedReductionsMeetInSharedMemory) {
   EXPECT_EQ(interp_values(kernel, lin, {x}), want);
 }
 
+// A grouped reduction inside a loop the launch does not cover (two effects: no range is every
+// output's) reuses its shared memory in each iteration: the end of the iteration is a barrier too,
+// or a thread storing the next iteration's share would overwrite one another has yet to read.
+TEST(GpuShaped, AGroupedReductionInsideALoopWaitsBeforeReusingSharedMemory) {
+  const Params p = params({{4}, {1}, {4, 16}});
+  const UOp r0 = rng(4, 0), r1 = red_rng(16, 1);
+  const UOp sums = kernel_end(
+      kernel_store(at(p[0], r0), reduce(Op::Add, at(p[2], r0 * ci(16) + r1), {r1})), {r0});
+  const UOp first = kernel_store(at(p[1], ci(0)), at(p[2], ci(0)));
+  const std::vector<Opt> group = {{OptOp::Group, 0, 4}};
+  const UOp kernel = with_opts(kernel_sink({sums, first}, "test"), group);
+  const UOp lin = gpu_program(kernel, Target::of("CUDA"));
+  EXPECT_EQ(count(lin, Op::Barrier), 2) << "after the stores, and at the end of each iteration";
+  EXPECT_EQ(count(lin, Op::Range), 3) << "the loop over rows, each thread's share, the group's";
+  const std::vector<float> a = ints(4 * 16, 44);
+  std::map<int64_t, std::shared_ptr<Storage>> bufs;
+  const std::vector<int64_t> sizes = {4, 1, 64};
+  for (size_t k = 0; k < sizes.size(); ++k)
+    bufs.emplace(k, allocate_storage(dtypes::float32, sizes[k]));
+  std::memcpy(bufs.at(2)->bytes.data(), a.data(), a.size() * 4);
+  interp_run(lin, bufs);
+  const float* out = reinterpret_cast<const float*>(bufs.at(0)->bytes.data());
+  for (int64_t r = 0; r < 4; ++r) {
+    double want = 0;
+    for (int64_t c = 0; c < 16; ++c) want += a[static_cast<size_t>(r * 16 + c)];
+    EXPECT_EQ(out[r], want) << "row " << r;
+  }
+  EXPECT_EQ(reinterpret_cast<const float*>(bufs.at(1)->bytes.data())[0], a[0]);
+}
+
 // More output ranges than the three launch dimensions share one where their sizes fit together,
 // a range beyond its dimension's limit is split over two, and ranges that can be neither are
 // refused by name; the values stay the kernel's.
