@@ -213,6 +213,7 @@ std::vector<Op> ops_of(const UOp& sink, const std::string& device) {
 bool has(const std::vector<Op>& ops, Op op) { return std::ranges::find(ops, op) != ops.end(); }
 
 TEST(DecompositionTargets, CpuProgramsKeepOnlyWhatLlvmRenders) {
+  SKIP_WHERE_INTERP_RUNS_GPU_KERNELS("INTERP");
   for (Op div : {Op::FloorDiv, Op::CDiv}) {
     const std::vector<Op> cpu = ops_of(kernel_with_division(1000, div), "CPU");
     for (Op gone : {Op::FloorDiv, Op::FloorMod, Op::CDiv, Op::Exp2, Op::Log2})
