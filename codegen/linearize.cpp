@@ -31,9 +31,12 @@
 
 namespace tinyrw {
 
-bool is_register(const UOp& buffer) {
+AddrSpace buffer_addrspace(const UOp& buffer) {
   const Arg* space = buffer.arg().is_record() ? buffer.arg().find_field("addrspace") : nullptr;
-  return space && space->is_string() && space->as_string() == addrspace_name(AddrSpace::Reg);
+  if (space && space->is_string())
+    for (const AddrSpace a : {AddrSpace::Local, AddrSpace::Reg})
+      if (space->as_string() == addrspace_name(a)) return a;
+  return AddrSpace::Global;
 }
 
 std::vector<UOp> param_buffers(const UOp& sink) {

@@ -59,9 +59,11 @@ namespace tinyrw {
 // effect writes may be read only at the elements it writes (the order of other reads is not
 // defined: it is refused); a malformed effect or a RANGE closed by two ENDs is refused too.
 UOp bind_kernel(const UOp& sink, const std::vector<UOp>& buffers);
-// A register of the run (a BUFFER whose addrspace is REG: rules/reduce.rw's accumulators), not an
-// argument.
-bool is_register(const UOp& buffer);
+// Where a BUFFER's memory is: GLOBAL (a kernel argument; a ParamArg that names no addrspace),
+// LOCAL (a workgroup's shared memory) or REG (a register of the run: rules/reduce.rw's
+// accumulators).
+AddrSpace buffer_addrspace(const UOp& buffer);
+inline bool is_register(const UOp& buffer) { return buffer_addrspace(buffer) == AddrSpace::Reg; }
 // The BUFFERs a kernel AST's PARAMs stand for, by slot (slot k at position k): each of its
 // PARAM's dtype and element count, for compiling a kernel before any storage exists.
 std::vector<UOp> param_buffers(const UOp& sink);

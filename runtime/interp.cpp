@@ -288,10 +288,7 @@ class Machine {
     return pc + 1;
   }
 
-  static bool is_shared(const UOp& buf) {
-    const Arg* space = buf.arg().is_record() ? buf.arg().find_field("addrspace") : nullptr;
-    return space && space->is_string() && space->as_string() == addrspace_name(AddrSpace::Local);
-  }
+  static bool is_shared(const UOp& buf) { return buffer_addrspace(buf) == AddrSpace::Local; }
 
   const Code& prog_;
   const std::vector<UOp>& code_;

@@ -284,8 +284,7 @@ class Emitter {
   // alloca in the entry block (LLVM promotes it to SSA values).
   std::string buffer(const UOp& b) {
     const int64_t slot = static_cast<int64_t>(b.arg().field("slot").as_int());
-    const Arg* space = b.arg().find_field("addrspace");
-    if (space && space->as_string() == addrspace_name(AddrSpace::Local)) {
+    if (buffer_addrspace(b) == AddrSpace::Local) {
       if (!gpu()) throw std::logic_error("CPU: shared memory (a LOCAL buffer) in a CPU kernel");
       // the workgroup's shared memory: a global of addrspace 3, used through a generic pointer
       const std::string g = fmt::format("@lds{}", next_++), r = tmp();

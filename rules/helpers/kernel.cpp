@@ -12,6 +12,7 @@
 #include <fmt/ranges.h>
 
 #include "codegen/kernel_name.h"
+#include "codegen/linearize.h"
 #include "codegen/target.h"
 #include "dsl/typed_helper.h"
 #include "ir/axis.h"
@@ -176,10 +177,7 @@ const HelperRegistrar kLocalBuffer(typed_helper(
 // workgroup's shared memory) or "REG" (a register of the run).
 const HelperRegistrar kAddrspace(typed_helper(
     "addrspace", +[](const UOp& b) {
-      const UOp buf = b.under(Op::After);
-      const Arg* space = buf.arg().is_record() ? buf.arg().find_field("addrspace") : nullptr;
-      return space && space->is_string() ? space->as_string()
-                                         : std::string(addrspace_name(AddrSpace::Global));
+      return std::string(addrspace_name(buffer_addrspace(b.under(Op::After))));
     }));
 
 // PADTO's range and its size before the pad, for rules/opts.rw (none outside a PADTO).
