@@ -10,7 +10,7 @@
 namespace tinyrw {
 
 namespace {
-constexpr std::string_view kBases[] = {"INTERP", "CPU"};
+constexpr std::string_view kBases[] = {"INTERP", "CPU", "CUDA", "HIP"};
 }  // namespace
 
 std::string canonical_device(std::string_view name) {
@@ -19,8 +19,8 @@ std::string canonical_device(std::string_view name) {
   std::transform(base.begin(), base.end(), base.begin(),
                  [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
   if (std::find(std::begin(kBases), std::end(kBases), base) == std::end(kBases))
-    throw TensorError(
-        fmt::format("unknown device '{}' (INTERP or CPU, optionally with an index: CPU:1)", name));
+    throw TensorError(fmt::format(
+        "unknown device '{}' (INTERP, CPU, CUDA or HIP, optionally with an index: CPU:1)", name));
   if (colon == std::string_view::npos) return base;
   const std::string_view index = name.substr(colon + 1);
   const bool digits =

@@ -1,6 +1,7 @@
-// Device names. A device is a base (INTERP, CPU) and an optional index: CPU:1 is a second CPU
-// device with buffers of its own, which the multi-device rules copy between and shard over. All of
-// them compute on this host; an index separates buffers, not machines.
+// Device names. A device is a base (INTERP, CPU, CUDA, HIP) and an optional index: CPU:1 is a
+// second CPU device with buffers of its own, which the multi-device rules copy between and shard
+// over; INTERP and CPU compute on this host (an index separates buffers, not machines), CUDA:1 is
+// the second NVIDIA GPU (runtime/gpu_runtime.h).
 #pragma once
 
 #include <string>

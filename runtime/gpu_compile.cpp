@@ -16,6 +16,7 @@
 #include <llvm/Bitcode/BitcodeReader.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/Linker/Linker.h>
+#include <llvm/MC/MCSubtargetInfo.h>
 #include <llvm/MC/TargetRegistry.h>
 #include <llvm/Object/ObjectFile.h>
 #include <llvm/Support/CommandLine.h>
@@ -152,6 +153,10 @@ std::string emit(const std::string& ir, const std::string& triple, const std::st
   std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
       triple, cpu, features, llvm::TargetOptions(), llvm::Reloc::PIC_, llvm::None, level));
   if (!tm) throw std::runtime_error(fmt::format("{}: no target machine for {}", who, cpu));
+  // (LLVM only warns about a processor it does not know, and emits code for none in particular)
+  if (!tm->getMCSubtargetInfo()->isCPUStringValid(cpu))
+    throw std::runtime_error(fmt::format(
+        "{}: LLVM 15 does not know the processor {} (a device newer than it)", who, cpu));
   llvm::LLVMContext ctx;
   auto module = parse_kernel_ir(ir, "kernel", ctx, who);
   link_math_library(*module, triple, cpu, who);

@@ -14,6 +14,8 @@
 
 namespace tinyrw {
 
+struct DeviceMemory;  // runtime/gpu_runtime.h
+
 // A shape or dtype mistake made through the Tensor API, raised where the user made it; devices
 // raise it too (a buffer too large, a kernel error), so it lives with the storage they share.
 class TensorError : public std::invalid_argument {
@@ -50,7 +52,8 @@ struct BufferAllocator {
 };
 using BufferBytes = std::vector<uint8_t, BufferAllocator<uint8_t>>;
 
-// Host memory of one buffer (the INTERP device computes in it directly).
+// Host memory of one buffer (the INTERP and CPU devices compute in it directly; a GPU's buffer
+// stages its contents there).
 struct Storage {
   int64_t id;
   DType dtype;
@@ -61,6 +64,11 @@ struct Storage {
   // the canonical name of the device it belongs to (runtime/device.h); "" until a tensor or a
   // kernel's output first places it
   std::string device{};
+  // On a GPU (runtime/gpu_runtime.h): its device memory once something needed it there, and which
+  // copy holds the contents (neither, for a buffer nothing has written yet; the host bytes are the
+  // only copy elsewhere).
+  std::shared_ptr<DeviceMemory> device_memory{};
+  bool host_current = true, device_current = false;
   ~Storage();  // large buffers go back to a pool for reuse (no fresh page faults per kernel)
 };
 // Host storage for `size` elements, from the pool when a freed buffer of that size is there

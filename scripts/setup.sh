@@ -9,7 +9,7 @@ packages=(
   libfmt-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   antlr4 libantlr4-runtime-dev
-  llvm-15-dev lld-15 rocm-device-libs libz3-dev zlib1g-dev
+  llvm-15-dev lld-15 rocm-device-libs libamdhip64-dev libz3-dev zlib1g-dev
   libopenmpi-dev openmpi-bin
   dataset-fashion-mnist texlive-latex-base
   python3

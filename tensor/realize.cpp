@@ -22,6 +22,7 @@
 #include <unordered_set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "codegen/linearize.h"
 #include "codegen/opt.h"
@@ -43,6 +44,7 @@
 #include "runtime/device.h"
 #include "runtime/device_queues.h"
 #include "runtime/gpu_compile.h"
+#include "runtime/gpu_runtime.h"
 #include "runtime/interp.h"
 #include "runtime/kernel_error.h"
 #include "runtime/llvm_render.h"
@@ -207,17 +209,26 @@ struct Realizer {
     const std::string base = device_base(device);  // CPU:1 runs CPU's compiled code
     std::map<std::string, int64_t> values;
     const UOp kernel = unbound(sink, values);
-    auto& cache = g_compiled[compile_key(base)];
+    // a GPU's kernels are loaded into that GPU (CUDA:1 has modules of its own)
+    auto& cache = g_compiled[compile_key(is_gpu_device(base) ? device : base)];
     const bool fresh = !cache.contains(kernel);
-    const CompiledKernel& k = compile(kernel, base, cache);
+    const CompiledKernel& k = compile(kernel, device, cache);
     rec = {.name = k.name, .ast = kernel, .elements = loop_elements(kernel)};
     if (debug_level() >= 2 && fresh)
-      std::fprintf(stderr, "%s\n",
-                   base == "CPU" ? k.ir.c_str() : render_program(k.program).c_str());
+      std::fprintf(stderr, "%s\n", k.ir.empty() ? render_program(k.program).c_str() : k.ir.c_str());
     record_stage("linearize", sink, k.program);
     QueuedLaunch l{.queue = device};
     if (rec.elements == 0) {
       l.run = [] {};
+    } else if (k.gpu) {
+      std::vector<Storage*> args;
+      for (int64_t p : k.gpu->input_slots) args.push_back(storage(slots.at(p)).get());
+      std::vector<int64_t> vars;
+      for (const std::string& v : k.gpu->variables) vars.push_back(values.at(v));
+      return gpu_launch(
+          k.gpu, args, vars,
+          fmt::format("kernel {} {} on {}: {} elements, ", number, k.name, device, rec.elements),
+          fresh ? "" : " (compiled before)");
     } else if (k.fn) {
       std::vector<void*> ptrs{nullptr};  // argument 0 (an output of its own) is unused
       for (int64_t p : k.input_slots) ptrs.push_back(storage(slots.at(p))->bytes.data());
@@ -255,6 +266,22 @@ struct Realizer {
     check_kernel_result(cpu_launch(fn, ptrs, threads, std::max<int64_t>(1, threads / running.now)));
   }
   std::atomic<int64_t> cpu_running_{0};
+
+  // A kernel loaded onto a GPU, launched over `args` with `vars`, on the GPU's queue; DEBUG>=2
+  // prints the line `before` + its time on the device (events around it) + `after`. The buffers
+  // outlive the launch: the realize's map holds them.
+  static QueuedLaunch gpu_launch(std::shared_ptr<const GpuProgram> p, std::vector<Storage*> args,
+                                 std::vector<int64_t> vars, std::string before, std::string after) {
+    QueuedLaunch l{.queue = p->device};
+    l.run = [p, args = std::move(args), vars = std::move(vars), before = std::move(before),
+             after = std::move(after)] {
+      const bool timed = debug_level() >= 2;
+      const double seconds = run_gpu_program(*p, args, vars, timed);
+      if (timed)
+        std::fprintf(stderr, "%s%.1f us%s\n", before.c_str(), seconds * 1e6, after.c_str());
+    };
+    return l;
+  }
 
   // Kernel AST `sink` with its variables unbound (rules/schedule.rw's unbind_variables) and
   // the values they were bound to, by name: the kernels every device runs with its own
@@ -295,7 +322,8 @@ struct Realizer {
     // CPU: the PARAM slot of each argument after the unused 0th, then the variables' names
     std::vector<int64_t> input_slots{};
     std::vector<std::string> variables{};
-    int64_t threads = 1;  // CPU: the calls a launch makes, one per core_id
+    int64_t threads = 1;                      // CPU: the calls a launch makes, one per core_id
+    std::shared_ptr<const GpuProgram> gpu{};  // CUDA, HIP: loaded onto the device
   };
   // Identical kernel ASTs compile once per device and codegen settings (linearize, render, LLVM).
   static inline std::map<std::string, std::unordered_map<UOp, CompiledKernel>> g_compiled;
@@ -310,14 +338,16 @@ struct Realizer {
   }
 
   using CompileCache = std::unordered_map<UOp, CompiledKernel>;
-  static const CompiledKernel& compile(const UOp& sink, const std::string& device,
+  // (`on`: the canonical device, whose base picks the target)
+  static const CompiledKernel& compile(const UOp& sink, const std::string& on,
                                        CompileCache& cache) {
     if (auto it = cache.find(sink); it != cache.end()) return it->second;
+    const std::string device = device_base(on);
     UOp bound = bind_kernel(sink, param_buffers(sink));
     CompiledKernel k{.name = KernelInfo::of(sink).name};
     // BEAM=N: the opts a search times on the device, for a kernel that names none
     if (const int64_t width = beam_width(sink); width > 0 && !KernelInfo::of(sink).opts_to_apply)
-      bound = with_opts(bound, beam_opts(bound, device, width));
+      bound = with_opts(bound, beam_opts(bound, on, width));
     // a kernel that names no opts gets the hand-coded ones (none under NOOPT=1, as tinygrad's);
     // it is named by its ranges after them, as tinygrad's
     k.program = lower(bound, KernelInfo::of(sink).name, device, !noopt(), &k.name);
@@ -329,6 +359,9 @@ struct Realizer {
       k.input_slots = r.input_slots;
       k.variables = r.variables;
       k.threads = r.threads;
+    } else if (is_gpu_device(device)) {
+      k.gpu = std::make_shared<const GpuProgram>(load_gpu_program(k.program, k.name, on));
+      k.ir = k.gpu->ir;
     }
     ++g_compile_count;
     return cache.emplace(sink, std::move(k)).first->second;
@@ -340,10 +373,12 @@ struct Realizer {
     return env_int("BEAM", 0);
   }
 
-  // The opts BEAM finds for a bound kernel on `device` (codegen/search.h): each candidate is
+  // The opts BEAM finds for a bound kernel on device `on` (codegen/search.h): each candidate is
   // lowered, compiled and run over scratch buffers of the kernel's sizes (zeros: a division by
-  // zero it meets is not an error here), timed as the best of 3 runs.
-  static std::vector<Opt> beam_opts(const UOp& bound, const std::string& device, int64_t width) {
+  // zero it meets is not an error here), timed as the best of 3 runs (on a GPU by events around
+  // the kernel).
+  static std::vector<Opt> beam_opts(const UOp& bound, const std::string& on, int64_t width) {
+    const std::string device = device_base(on);
     const Target& target = Target::of(device);
     const UOp base = convert_loop_to_global(simplify_ranges(bound), target);
     std::map<int64_t, std::shared_ptr<Storage>> scratch;
@@ -351,9 +386,10 @@ struct Realizer {
       if (u.op() == Op::Buffer && !is_register(u)) {
         const auto slot = static_cast<int64_t>(u.arg().field("slot").as_int());
         const auto n = static_cast<int64_t>(u.arg().field("size").as_int());
-        scratch.emplace(slot, std::make_shared<Storage>(Storage{
-                                  slot, u.dtype(), n,
-                                  BufferBytes(static_cast<size_t>(n * u.dtype().itemsize()))}));
+        auto st = std::make_shared<Storage>(Storage{
+            slot, u.dtype(), n, BufferBytes(static_cast<size_t>(n * u.dtype().itemsize()))});
+        st->device = on;
+        scratch.emplace(slot, std::move(st));
       }
     // a variable (a device's _device_num) at its least value
     std::map<std::string, int64_t> least;
@@ -387,8 +423,22 @@ struct Realizer {
                                  double give_up) -> std::optional<double> {
       const std::optional<Lowered>& l = lower_opts(opts);
       if (!l) return std::nullopt;
-      std::function<void()> run;
-      if (device == "CPU") {
+      std::function<double()> run;  // the kernel's time when it measures it, else 0
+      if (is_gpu_device(device)) {
+        std::shared_ptr<const GpuProgram> p;
+        try {
+          p = std::make_shared<const GpuProgram>(load_gpu_program(l->program, "beam", on));
+        } catch (const TensorError&) {  // what the device refuses to load is not timed
+          return std::nullopt;
+        } catch (const std::runtime_error&) {  // nor what does not compile for it
+          return std::nullopt;
+        }
+        std::vector<Storage*> args;
+        for (int64_t slot : p->input_slots) args.push_back(scratch.at(slot).get());
+        std::vector<int64_t> vars;
+        for (const std::string& v : p->variables) vars.push_back(least.at(v));
+        run = [p, args, vars] { return run_gpu_program(*p, args, vars, /*timed=*/true); };
+      } else if (device == "CPU") {
         KernelFn fn = nullptr;
         try {
           fn = cpu_compile(l->cpu.ir);
@@ -398,26 +448,39 @@ struct Realizer {
         auto ptrs = std::make_shared<std::vector<void*>>(1, nullptr);
         for (int64_t slot : l->cpu.input_slots) ptrs->push_back(scratch.at(slot)->bytes.data());
         for (const std::string& v : l->cpu.variables) ptrs->push_back(&least.at(v));
-        run = [fn, ptrs, threads = l->cpu.threads] { (void)cpu_launch(fn, ptrs->data(), threads); };
+        run = [fn, ptrs, threads = l->cpu.threads] {
+          (void)cpu_launch(fn, ptrs->data(), threads);
+          return 0.0;
+        };
       } else {
-        run = [&, p = l->program] { interp_run(p, scratch, least); };
+        run = [&, p = l->program] {
+          interp_run(p, scratch, least);
+          return 0.0;
+        };
       }
       double best = std::numeric_limits<double>::infinity();
       for (int k = 0; k < 3; ++k) {
         const auto t0 = std::chrono::steady_clock::now();
+        double measured = 0;
         try {
-          run();
+          measured = run();
         } catch (const std::runtime_error&) {  // INTERP's division by zero over the zeros
+        } catch (const KernelError&) {         // a GPU's
+        } catch (const TensorError&) {         // a launch the GPU refuses (too many threads...)
+          return std::nullopt;
         }
-        best = std::min(
-            best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        const double wall =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        best = std::min(best, measured > 0 ? measured : wall);
         if (best > give_up) break;
       }
       return best;
     };
     const std::vector<Opt> start = noopt() ? std::vector<Opt>{} : hand_coded_opts(base, target);
-    const BeamResult r = beam_search(base, target, static_cast<int>(width), render, time, start,
-                                     compile_key(device));
+    // (timings on one GPU model are not another's)
+    const BeamResult r = beam_search(
+        base, target, static_cast<int>(width), render, time, start,
+        compile_key(device) + (is_gpu_device(device) ? ",arch=" + gpu_runtime(on).arch() : ""));
     if (debug_level() >= 1)
       std::fprintf(
           stderr, "BEAM=%lld %s: %s%s\n", static_cast<long long>(width),
@@ -446,17 +509,18 @@ struct Realizer {
   }
 
   // A COPY kernel: storage slots[1]'s bytes into slots[0]'s, another device's buffer of its size
-  // (every device keeps its buffers in host memory: a copy of the bytes), queued on the device it
-  // copies to and named as tinygrad names a transfer ("copy 16 B, CPU:1 <- CPU"). With MPI
-  // (runtime/mpi.h), a copy between two processes' devices is a send on the source's process
-  // and a receive on the destination's, paired by the copy's place `tag` in the schedule, each on
-  // a queue of its own (a transfer waiting for the other process holds back no device); the
-  // receive is posted before anything runs when nothing here must read the destination first
+  // (a copy of host bytes; a GPU's buffer copied in or out of its device memory,
+  // runtime/gpu_runtime.h), queued on the device it copies to and named as tinygrad names a
+  // transfer ("copy 16 B, CPU:1 <- CPU"). With MPI (runtime/mpi.h), a copy between two processes'
+  // devices is a send on the source's process and a receive on the destination's, paired by the
+  // copy's place `tag` in the schedule, each on a queue of its own (a transfer waiting for the
+  // other process holds back no device); the receive is posted before anything runs when nothing
+  // here must read the destination first
   // (`posted`: a buffer new in this schedule).
   QueuedLaunch transfer_launch(const UOp& copy, const std::vector<int64_t>& slots, int number,
                                int tag, bool posted, LaunchRecord& rec) {
     Storage& dst = *storage(slots.at(0));
-    const Storage& src = *storage(slots.at(1));
+    Storage& src = *storage(slots.at(1));
     if (dst.size != src.size || dst.dtype != src.dtype)
       throw std::logic_error(fmt::format("realize: a copy of {} {} elements into {} {} elements",
                                          src.size, src.dtype.repr(), dst.size, dst.dtype.repr()));
@@ -471,25 +535,31 @@ struct Realizer {
       throw TensorError(fmt::format(
           "a copy between MPI ranks at place {} of a schedule: beyond MPI's largest tag {}", tag,
           mpi::world().max_tag));
+    for (const std::string& d :
+         {to, from})  // a GPU that cannot open says why, before anything runs
+      if (is_gpu_device(d) && mpi::is_local(d)) (void)gpu_runtime(d);
     QueuedLaunch l{.queue = to};
     if (to_here && from_here) {
-      l.run = [to = dst.bytes.data(), from = src.bytes.data(), nbytes] {
-        if (nbytes > 0) std::memcpy(to, from, nbytes);
-      };
+      l.run = [to = &dst, from = &src] { copy_contents(*to, *from); };
     } else if (from_here) {
       l.queue = "MPI send";
-      l.run = [data = src.bytes.data(), nbytes, peer = mpi::owner(to), tag] {
-        mpi::send(data, nbytes, peer, tag);
+      l.run = [from = &src, nbytes, peer = mpi::owner(to), tag] {
+        make_host_current(*from);
+        mpi::send(from->bytes.data(), nbytes, peer, tag);
       };
     } else if (to_here) {
       l.queue = "MPI receive";
       const int peer = mpi::owner(from);
       if (posted) {
         auto receive = std::make_shared<mpi::PostedReceive>(dst.bytes.data(), nbytes, peer, tag);
-        l.run = [receive] { receive->wait(); };
+        l.run = [receive, to = &dst] {
+          receive->wait();
+          written_on_host(*to);
+        };
       } else {
-        l.run = [data = dst.bytes.data(), nbytes, peer, tag] {
-          mpi::receive(data, nbytes, peer, tag);
+        l.run = [to = &dst, nbytes, peer, tag] {
+          mpi::receive(to->bytes.data(), nbytes, peer, tag);
+          written_on_host(*to);
         };
       }
     } else {  // between two other processes
@@ -532,11 +602,13 @@ struct Realizer {
     const UOp& body = call.src(0).op() == Op::Program ? call.src(0).src(0) : call.src(0);
     const UOp program = linearize_kernel(bind_kernel(body, bufs), Target::of(base));
     if (base == "CPU") render_llvm(program);
+    if (is_gpu_device(base))
+      render_llvm(program, base == "CUDA" ? LlvmTarget::Nvptx : LlvmTarget::Amdgpu);
   }
 
   // A kernel CALL (custom_kernel): its body over the storages `slots` of its arguments, in place,
-  // ready to queue: on CPU compiled by LLVM, on INTERP its LINEAR program run on the caller's
-  // thread.
+  // ready to queue: on CPU compiled by LLVM, on a GPU compiled and loaded onto it, on INTERP its
+  // LINEAR program run on the caller's thread.
   QueuedLaunch custom_launch(const UOp& call, const std::vector<int64_t>& slots, int number,
                              LaunchRecord& rec) {
     std::vector<UOp> bufs;
@@ -562,6 +634,23 @@ struct Realizer {
       l.run = [this, fn = cpu_compile(k.ir), ptrs, threads = k.threads]() mutable {
         run_cpu(fn, ptrs.data(), threads);
       };
+    } else if (is_gpu_device(base)) {
+      // loaded once per device and program, and kept: a launch may still run when this returns
+      static std::map<std::string, std::unordered_map<UOp, std::shared_ptr<const GpuProgram>>>
+          loaded;
+      std::shared_ptr<const GpuProgram>& p = loaded[device][program];
+      if (!p) p = std::make_shared<const GpuProgram>(load_gpu_program(program, name, device));
+      if (!p->variables.empty())
+        throw TensorError(
+            fmt::format("custom kernel {} on {}: a kernel with variables ({}) is not "
+                        "supported on a GPU",
+                        name, device, fmt::join(p->variables, ", ")));
+      if (debug_level() >= 2)
+        std::fprintf(stderr, "custom kernel %s\n%s\n", name.c_str(), p->ir.c_str());
+      std::vector<Storage*> args;
+      for (int64_t slot : p->input_slots) args.push_back(storage(slot).get());
+      return gpu_launch(p, args, {},
+                        fmt::format("kernel {} custom {} on {}: ", number, name, device), "");
     } else {
       if (debug_level() >= 2)
         std::fprintf(stderr, "custom kernel %s\n%s\n", name.c_str(),
@@ -585,28 +674,26 @@ struct Realizer {
   // `run`, which writes the storages `slots` in place; when `graph` may raise (an integer
   // division or modulo whose divisor is not a constant) their contents are saved first and put
   // back if it does, so that a failed kernel leaves no half-written buffer a user could read.
-  // (Put back in place: the queued launches hold the buffers' addresses.)
+  // (Put back in place: the queued launches hold the buffers' addresses. A GPU's buffer is saved
+  // from its host bytes made current, and put back there.)
   std::function<void()> restoring_on_error(const UOp& graph, const std::vector<int64_t>& slots,
                                            std::function<void()> run) const {
-    bool may_raise = false;
-    for (const UOp& u : toposort(graph, nullptr, /*enter_calls=*/true))
-      if ((u.op() == Op::CDiv || u.op() == Op::CMod || u.op() == Op::FloorDiv ||
-           u.op() == Op::FloorMod) &&
-          !u.dtype().is_float() && u.src(1).op() != Op::Const) {
-        may_raise = true;
-        break;
-      }
-    if (!may_raise) return run;
+    if (!kernel_may_raise(graph)) return run;
     std::vector<std::shared_ptr<Storage>> written;
     for (int64_t slot : slots) written.push_back(storage(slot));
     return [written, run = std::move(run)] {
       std::vector<BufferBytes> saved;
-      for (const std::shared_ptr<Storage>& st : written) saved.push_back(st->bytes);
+      for (const std::shared_ptr<Storage>& st : written) {
+        make_host_current(*st);
+        saved.push_back(st->bytes);
+      }
       try {
         run();
       } catch (...) {
-        for (size_t i = 0; i < written.size(); ++i)
+        for (size_t i = 0; i < written.size(); ++i) {
           std::copy(saved[i].begin(), saved[i].end(), written[i]->bytes.begin());
+          written_on_host(*written[i]);
+        }
         throw;
       }
     };
@@ -1056,6 +1143,7 @@ struct Realizer {
             allocate_storage(b.dtype(), mpi::is_local(on) ? size : 0);
         st->size = size;
         st->device = on;
+        if (is_gpu_device(on)) st->host_current = false;  // its kernel writes it on the device
         buffers[st->id] = st;
         it->second = st->id;
       }
@@ -1097,6 +1185,18 @@ struct Realizer {
     std::exception_ptr error;
     try {
       run_device_queues(launches, states);
+      // a GPU runs its kernels asynchronously: a fault in one is this realize's, reported here
+      std::set<std::string> gpus;
+      for (const QueuedLaunch& l : launches)
+        if (is_gpu_device(l.queue)) gpus.insert(l.queue);
+      for (const std::string& gpu : gpus) {
+        try {
+          gpu_runtime(gpu).synchronize();
+        } catch (const TensorError& e) {
+          throw TensorError(
+              fmt::format("{} after the kernels of this realize on {}", e.what(), gpu));
+        }
+      }
     } catch (...) {  // what did run is still counted and its writes recorded
       error = std::current_exception();
     }
@@ -1240,6 +1340,7 @@ bool device_available(const std::string& name) {
   } catch (const TensorError&) {
     return false;
   }
+  if (is_gpu_device(base)) return !gpu_unavailable(canonical_device(name));
   return base == "INTERP" || (base == "CPU" && cpu_available());
 }
 
@@ -1361,15 +1462,16 @@ Tensor Tensor::readable() const {
 }
 
 namespace {
-// The storage a realized tensor's elements are read from; refused when another process owns its
-// device (MPI: its memory is not here).
-const Storage& local_storage(const Storage& s) {
+// The storage a realized tensor's elements are read from, its host bytes current; refused when
+// another process owns its device (MPI: its memory is not here).
+const Storage& local_storage(Storage& s) {
   const std::string& d = s.device.empty() ? default_device() : s.device;
   if (!mpi::is_local(d))
     throw TensorError(fmt::format(
         "this tensor is on {}, which MPI rank {} owns (this is rank {}): copy it to a device of "
         "this rank to read it",
         d, mpi::owner(d), mpi::world().rank));
+  make_host_current(s);  // a GPU's contents copied out when its device holds them
   return s;
 }
 }  // namespace

@@ -20,6 +20,7 @@
 #include "ir/rewrite.h"
 #include "rules_gen/schedule.h"
 #include "runtime/device.h"
+#include "runtime/gpu_runtime.h"
 #include "tensor/gradient.h"
 #include "tensor/multi.h"
 #include "tensor/storage.h"
@@ -271,6 +272,7 @@ Tensor Tensor::from_uop(UOp u, const std::vector<Tensor>& reads) {
 
 Tensor Tensor::from_storage(std::shared_ptr<Storage> s, const Dims& shape) {
   if (s->device.empty()) s->device = default_device();
+  if (is_gpu_device(s->device)) (void)gpu_runtime(s->device);  // one that cannot open says why
   const UOp buf = buffer_uop(s->dtype, s->id, s->size, s->device);
   return Tensor(buffer_view(buf, to_shape(shape)), {std::move(s)});
 }

@@ -188,7 +188,8 @@ TEST_P(Decomposed, DivisionByConstantsEqualsPlainDivision) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Devices, Decomposed, ::testing::Values("INTERP", "CPU"));
+INSTANTIATE_TEST_SUITE_P(Devices, Decomposed, ::testing::ValuesIn(test_devices()),
+                         device_test_name);
 
 // ---- what each target's programs keep
 

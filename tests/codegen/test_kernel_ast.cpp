@@ -442,7 +442,7 @@ TEST_P(KernelAst, GatedAccessesAreDecidedExactly) {
   expect_error([&] { wide.realize(); }, "outside its 10 elements (for example at index 1");
 }
 
-INSTANTIATE_TEST_SUITE_P(Devices, KernelAst, ::testing::Values("INTERP", "CPU"));
+INSTANTIATE_TEST_SUITE_P(Devices, KernelAst, ::testing::ValuesIn(test_devices()), device_test_name);
 
 // Z3 models what the kernel computes, not ideal integers: a division by zero divides by 1 (the
 // CPU records the error and runs on, so the access happens), and arithmetic that may wrap around
@@ -740,7 +740,8 @@ TEST_P(GeneratedKernels, EqualKernelsCompileOnce) {
   EXPECT_EQ(s2.data<float>(), (std::vector<float>{10, 21, 32}));
 }
 
-INSTANTIATE_TEST_SUITE_P(Devices, GeneratedKernels, ::testing::Values("INTERP", "CPU"));
+INSTANTIATE_TEST_SUITE_P(Devices, GeneratedKernels, ::testing::ValuesIn(test_devices()),
+                         device_test_name);
 
 // kernel_name: r (a REDUCE) or E, then every range longer than 1 by axis position and id; a
 // symbolic bound is named by its expression.
@@ -1419,6 +1420,10 @@ TEST(GpuCompile, WhatCannotCompileIsNamed) {
       render_llvm(gpu_program(copy, Target::of("CUDA")), LlvmTarget::Nvptx, "2 kernels-x");
   EXPECT_EQ(named.name, "k_2_kernels_x");
   EXPECT_NE(compile_ptx(named.ir).find(".entry k_2_kernels_x"), std::string::npos);
+  // a device newer than LLVM 15 is named, not compiled for no processor in particular
+  const RenderedKernel amd = render_llvm(gpu_program(copy, Target::of("HIP")), LlvmTarget::Amdgpu);
+  expect_error([&] { compile_amdgpu(amd.ir, "gfx1200"); }, "does not know the processor gfx1200");
+  expect_error([&] { compile_ptx(named.ir, "sm_100"); }, "does not know the processor sm_100");
 }
 
 // ---- memory coalescing: tinygrad's expectations (test/opt/test_gen_float4.py)

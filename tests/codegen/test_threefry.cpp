@@ -173,7 +173,7 @@ TEST_P(Threefry, InsideAKernelOverItsLoopIndex) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Devices, Threefry, ::testing::Values("INTERP", "CPU"));
+INSTANTIATE_TEST_SUITE_P(Devices, Threefry, ::testing::ValuesIn(test_devices()), device_test_name);
 
 // ---- what each target's program holds
 

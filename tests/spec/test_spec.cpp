@@ -40,6 +40,7 @@
 #include "tensor/tensor.h"
 #include "tests/scoped_env.h"
 #include "tests/spec/threefry_reference.h"
+#include "tests/tensor/on_device.h"
 
 using namespace tinyrw;
 
@@ -1010,7 +1011,8 @@ TEST_P(SpecSemantics, ConventionsHoldOnTheDevice) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Devices, SpecSemantics, ::testing::Values("INTERP", "CPU"));
+INSTANTIATE_TEST_SUITE_P(Devices, SpecSemantics, ::testing::ValuesIn(test_devices()),
+                         device_test_name);
 
 // Every elementwise op of ir/ops.def has a row of the elementwise or conversions table, and each
 // row names an elementwise op.

@@ -658,4 +658,4 @@ TEST_P(Assign, RandomProgramsNeverReadWrongContents) {
   RecordProperty("refused", refused);
 }
 
-INSTANTIATE_TEST_SUITE_P(Devices, Assign, ::testing::Values("INTERP", "CPU"));
+INSTANTIATE_TEST_SUITE_P(Devices, Assign, ::testing::ValuesIn(test_devices()), device_test_name);

@@ -596,4 +596,4 @@ TEST_P(Composite, BadArgumentsAreNamed) {
   expect_error([&] { x.clip(std::nullopt, std::nullopt); }, "clip needs a lower or an upper bound");
 }
 
-INSTANTIATE_TEST_SUITE_P(Devices, Composite, ::testing::Values("INTERP", "CPU"));
+INSTANTIATE_TEST_SUITE_P(Devices, Composite, ::testing::ValuesIn(test_devices()), device_test_name);

@@ -563,7 +563,8 @@ TEST_P(CustomKernel, PrecompiledFunctionWithFurtherCompute) {
   EXPECT_EQ(out.to_doubles(), (D{3, 5, 7, 9}));
 }
 
-INSTANTIATE_TEST_SUITE_P(Devices, CustomKernel, ::testing::Values("INTERP", "CPU"));
+INSTANTIATE_TEST_SUITE_P(Devices, CustomKernel, ::testing::ValuesIn(test_devices()),
+                         device_test_name);
 
 // Random custom kernels (loops, loads, ALU ops over several dtypes, stores that later effects
 // read back) run on INTERP, the reference, and compiled by LLVM on CPU: the results agree.

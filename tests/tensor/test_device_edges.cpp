@@ -141,7 +141,8 @@ TEST_P(DeviceEdges, FailedAssignmentLeavesTheTargetAsItWas) {
   EXPECT_EQ(contents(os), before);
 }
 
-INSTANTIATE_TEST_SUITE_P(Devices, DeviceEdges, ::testing::Values("INTERP", "CPU"));
+INSTANTIATE_TEST_SUITE_P(Devices, DeviceEdges, ::testing::ValuesIn(test_devices()),
+                         device_test_name);
 
 namespace {
 

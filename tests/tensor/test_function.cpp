@@ -587,4 +587,4 @@ TEST_P(Functions, GradOpsOfAChainOfMatmuls) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Devices, Functions, ::testing::Values("INTERP", "CPU"));
+INSTANTIATE_TEST_SUITE_P(Devices, Functions, ::testing::ValuesIn(test_devices()), device_test_name);

@@ -216,7 +216,7 @@ TEST_P(Gradients, ErrorsAndUnusedTargets) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Devices, Gradients, ::testing::Values("INTERP", "CPU"));
+INSTANTIATE_TEST_SUITE_P(Devices, Gradients, ::testing::ValuesIn(test_devices()), device_test_name);
 
 // realize() replaces a tensor's graph by its buffer; gradients still follow the graph it was
 // computed by, instead of silently finding no path

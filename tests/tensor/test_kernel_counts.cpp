@@ -552,4 +552,5 @@ TEST_P(KernelCounts, LargeReductionsSplitAsTinygrad) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Devices, KernelCounts, ::testing::Values("INTERP", "CPU"));
+INSTANTIATE_TEST_SUITE_P(Devices, KernelCounts, ::testing::ValuesIn(test_devices()),
+                         device_test_name);

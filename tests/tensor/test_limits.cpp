@@ -531,4 +531,4 @@ TEST(Limits, AHundredThousandOpChainBuildsDifferentiatesAndDrops) {
   EXPECT_EQ(x.shape(), (Dims{2, 2}));
 }
 
-INSTANTIATE_TEST_SUITE_P(Devices, Limits, ::testing::Values("INTERP", "CPU"));
+INSTANTIATE_TEST_SUITE_P(Devices, Limits, ::testing::ValuesIn(test_devices()), device_test_name);

@@ -441,4 +441,4 @@ TEST_P(NN, IdxFilesLoadAndBadOnesAreNamed) {
   expect_error([] { load_mnist("/nonexistent-dir"); }, "dataset-fashion-mnist");
 }
 
-INSTANTIATE_TEST_SUITE_P(Devices, NN, ::testing::Values("INTERP", "CPU"));
+INSTANTIATE_TEST_SUITE_P(Devices, NN, ::testing::ValuesIn(test_devices()), device_test_name);

@@ -203,7 +203,7 @@ TEST_P(TensorOps, FoldedConstantsUnderViews) {
             (std::vector<double>{0, 5, 5, 5, 0}));
 }
 
-INSTANTIATE_TEST_SUITE_P(Devices, TensorOps, ::testing::Values("INTERP", "CPU"));
+INSTANTIATE_TEST_SUITE_P(Devices, TensorOps, ::testing::ValuesIn(test_devices()), device_test_name);
 
 TEST(TensorFusion, KernelCounts) {
   set_default_device("INTERP");

@@ -4,6 +4,7 @@
 //   rw demo   builds index expressions, derives their ranges, substitutes a variable (through
 //             graph_rewrite) and prints each step; VIZ=1 records the rewrites
 //   rw ops    prints the op table
+//   rw devices  lists the devices: available, or why not; a GPU's name, arch and memory
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -18,6 +19,8 @@
 #include "ir/rewrite.h"
 #include "ir/uop.h"
 #include "ir/viz.h"
+#include "runtime/gpu_runtime.h"
+#include "tensor/tensor.h"
 #include "tools/rw/simplify.h"
 #include "tools/rw/viz.h"
 
@@ -35,7 +38,8 @@ int usage(std::FILE* out, int status) {
       "  viz [--port N | --html OUT.html | --text [--call N]] DUMP.json\n"
       "         show a VIZ trace in the browser (127.0.0.1) or in the terminal\n"
       "  demo   build index expressions, derive ranges, substitute a variable\n"
-      "  ops    print the op table (name, category, sources, groups)\n",
+      "  ops    print the op table (name, category, sources, groups)\n"
+      "  devices  list the devices: available or why not (a GPU: name, arch, memory, driver)\n",
       out);
   return status;
 }
@@ -92,12 +96,30 @@ int ops() {
   return 0;
 }
 
+// Each device base, available or not with the reason; the default device last. Exit status 0.
+int devices() {
+  for (const char* base : {"INTERP", "CPU", "CUDA", "HIP"}) {
+    if (is_gpu_device(base)) {
+      if (const std::optional<std::string> why = gpu_unavailable(base))
+        fmt::print("{:<7} unavailable: {}\n", base, *why);
+      else
+        fmt::print("{:<7} {}\n", base, gpu_runtime(base).describe());
+    } else {
+      fmt::print("{:<7} {}\n", base,
+                 device_available(base) ? "available (this host)" : "unavailable in this build");
+    }
+  }
+  fmt::print("default: {}\n", default_device());
+  return 0;
+}
+
 int run(std::string_view cmd, int argc, char** argv) {
   try {
     if (cmd == "simplify") return simplify_main(std::vector<std::string>(argv + 2, argv + argc));
     if (cmd == "viz") return viz_main(std::vector<std::string>(argv + 2, argv + argc));
     if (cmd == "demo") return demo();
     if (cmd == "ops") return ops();
+    if (cmd == "devices") return devices();
     if (cmd == "help" || cmd == "--help" || cmd == "-h") return usage(stdout, 0);
   } catch (const std::exception& e) {
     rw::eprint("rw {}: error: {}\n", cmd, e.what());

@@ -1,0 +1,250 @@
+// The HIP device: the HIP runtime from libamdhip64 (Debian's libamdhip64-5), loaded with dlopen
+// (never linked, so tinyrw runs where ROCm is not installed). Its header (libamdhip64-dev)
+// gives the types; HIP_RUNTIME_LIBRARY names another library file to load.
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "runtime/gpu_runtime.h"
+
+#if __has_include(<hip/hip_runtime_api.h>)
+#define __HIP_PLATFORM_AMD__ 1
+#include <hip/hip_runtime_api.h>
+#define TINYRW_HIP_HEADERS 1
+#endif
+
+namespace tinyrw {
+
+#ifndef TINYRW_HIP_HEADERS
+
+std::unique_ptr<GpuRuntime> open_hip(int) {
+  throw TensorError(
+      "HIP: tinyrw was built without HIP's header (Debian's libamdhip64-dev, which "
+      "scripts/setup.sh installs): rebuild with it for the HIP device");
+}
+
+#else
+
+namespace {
+
+// The entry points used (declared here as pointers: the header's own declarations are never
+// linked).
+struct HipApi {
+  hipError_t (*hipInit)(unsigned);
+  hipError_t (*hipGetDeviceCount)(int*);
+  hipError_t (*hipSetDevice)(int);
+  hipError_t (*hipGetDeviceProperties)(hipDeviceProp_t*, int);
+  hipError_t (*hipDriverGetVersion)(int*);
+  hipError_t (*hipDeviceSynchronize)();
+  hipError_t (*hipMalloc)(void**, size_t);
+  hipError_t (*hipFree)(void*);
+  hipError_t (*hipMemcpyHtoD)(hipDeviceptr_t, void*, size_t);
+  hipError_t (*hipMemcpyDtoH)(void*, hipDeviceptr_t, size_t);
+  hipError_t (*hipModuleLoadData)(hipModule_t*, const void*);
+  hipError_t (*hipModuleGetFunction)(hipFunction_t*, hipModule_t, const char*);
+  hipError_t (*hipModuleUnload)(hipModule_t);
+  hipError_t (*hipModuleLaunchKernel)(hipFunction_t, unsigned, unsigned, unsigned, unsigned,
+                                      unsigned, unsigned, unsigned, hipStream_t, void**, void**);
+  hipError_t (*hipEventCreate)(hipEvent_t*);
+  hipError_t (*hipEventRecord)(hipEvent_t, hipStream_t);
+  hipError_t (*hipEventSynchronize)(hipEvent_t);
+  hipError_t (*hipEventElapsedTime)(float*, hipEvent_t, hipEvent_t);
+  hipError_t (*hipEventDestroy)(hipEvent_t);
+  const char* (*hipGetErrorName)(hipError_t);
+  const char* (*hipGetErrorString)(hipError_t);
+};
+
+template <class F>
+void resolve(void* lib, const std::string& path, const char* symbol, F& fn) {
+  fn = reinterpret_cast<F>(dlsym(lib, symbol));
+  if (!fn) throw TensorError(fmt::format("HIP: {} has no {}: not a HIP runtime", path, symbol));
+}
+
+const HipApi& hip_api() {
+  static const HipApi* api = nullptr;
+  static std::string failure;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const char* override_path = std::getenv("HIP_RUNTIME_LIBRARY");
+    const std::string path = override_path ? override_path : "libamdhip64.so.5";
+    void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+      failure = fmt::format(
+          "HIP: cannot load the runtime library {} ({}): install Debian's libamdhip64-5", path,
+          dlerror());
+      return;
+    }
+    auto* a = new HipApi();
+    try {
+      resolve(lib, path, "hipInit", a->hipInit);
+      resolve(lib, path, "hipGetDeviceCount", a->hipGetDeviceCount);
+      resolve(lib, path, "hipSetDevice", a->hipSetDevice);
+      resolve(lib, path, "hipGetDeviceProperties", a->hipGetDeviceProperties);
+      resolve(lib, path, "hipDriverGetVersion", a->hipDriverGetVersion);
+      resolve(lib, path, "hipDeviceSynchronize", a->hipDeviceSynchronize);
+      resolve(lib, path, "hipMalloc", a->hipMalloc);
+      resolve(lib, path, "hipFree", a->hipFree);
+      resolve(lib, path, "hipMemcpyHtoD", a->hipMemcpyHtoD);
+      resolve(lib, path, "hipMemcpyDtoH", a->hipMemcpyDtoH);
+      resolve(lib, path, "hipModuleLoadData", a->hipModuleLoadData);
+      resolve(lib, path, "hipModuleGetFunction", a->hipModuleGetFunction);
+      resolve(lib, path, "hipModuleUnload", a->hipModuleUnload);
+      resolve(lib, path, "hipModuleLaunchKernel", a->hipModuleLaunchKernel);
+      resolve(lib, path, "hipEventCreate", a->hipEventCreate);
+      resolve(lib, path, "hipEventRecord", a->hipEventRecord);
+      resolve(lib, path, "hipEventSynchronize", a->hipEventSynchronize);
+      resolve(lib, path, "hipEventElapsedTime", a->hipEventElapsedTime);
+      resolve(lib, path, "hipEventDestroy", a->hipEventDestroy);
+      resolve(lib, path, "hipGetErrorName", a->hipGetErrorName);
+      resolve(lib, path, "hipGetErrorString", a->hipGetErrorString);
+    } catch (const TensorError& e) {
+      failure = e.what();
+      delete a;
+      return;
+    }
+    api = a;
+  });
+  if (!api) throw TensorError(failure);
+  return *api;
+}
+
+// A failed call as "HIP: hipMalloc of 64 bytes: hipErrorOutOfMemory (out of memory)".
+void check(hipError_t r, const char* call, const std::string& detail = "") {
+  if (r == hipSuccess) return;
+  const HipApi& api = hip_api();
+  throw TensorError(fmt::format("HIP: {}{}: {} ({})", call, detail, api.hipGetErrorName(r),
+                                api.hipGetErrorString(r)));
+}
+
+class HipKernel final : public GpuKernel {
+ public:
+  HipKernel(int d, hipModule_t m, hipFunction_t f) : device(d), module(m), function(f) {}
+  // (unloaded on its device, which need not be this thread's)
+  ~HipKernel() override {
+    if (gpu_runtimes_closing()) return;
+    const HipApi& api = hip_api();
+    if (api.hipSetDevice(device) == hipSuccess) (void)api.hipModuleUnload(module);
+  }
+  int device;
+  hipModule_t module;
+  hipFunction_t function;
+};
+
+class Hip final : public GpuRuntime {
+ public:
+  explicit Hip(int index) : api_(hip_api()), index_(index) {
+    check(api_.hipInit(0), "hipInit");
+    int count = 0;
+    check(api_.hipGetDeviceCount(&count), "hipGetDeviceCount");
+    if (index >= count)
+      throw TensorError(index == 0 ? std::string("HIP: the runtime finds no device")
+                                   : fmt::format("HIP:{}: the runtime finds {} device{}", index,
+                                                 count, count == 1 ? "" : "s"));
+    check(api_.hipGetDeviceProperties(&props_, index), "hipGetDeviceProperties");
+    // "gfx90a:sramecc+:xnack-": the processor before the features
+    const std::string arch(props_.gcnArchName);
+    arch_ = arch.substr(0, arch.find(':'));
+  }
+
+  std::string arch() const override { return arch_; }
+
+  std::string describe() const override {
+    int driver = 0;
+    check(api_.hipDriverGetVersion(&driver), "hipDriverGetVersion");
+    return fmt::format(
+        "{}, {}, {} compute units, {} threads per block at most, {:.1f} GiB, "
+        "driver {}",
+        props_.name, arch_, props_.multiProcessorCount, props_.maxThreadsPerBlock,
+        static_cast<double>(props_.totalGlobalMem) / (1 << 30), driver);
+  }
+
+  uint64_t allocate(size_t bytes) override {
+    current();
+    void* p = nullptr;
+    check(api_.hipMalloc(&p, bytes), "hipMalloc", fmt::format(" of {} bytes", bytes));
+    return reinterpret_cast<uint64_t>(p);
+  }
+  void release(uint64_t address) noexcept override {
+    if (api_.hipSetDevice(index_) == hipSuccess)
+      (void)api_.hipFree(reinterpret_cast<void*>(address));
+  }
+  void copy_in(uint64_t to, const void* from, size_t bytes) override {
+    current();
+    check(api_.hipMemcpyHtoD(reinterpret_cast<hipDeviceptr_t>(to), const_cast<void*>(from), bytes),
+          "hipMemcpyHtoD");
+  }
+  void copy_out(void* to, uint64_t from, size_t bytes) override {
+    current();
+    check(api_.hipMemcpyDtoH(to, reinterpret_cast<hipDeviceptr_t>(from), bytes), "hipMemcpyDtoH");
+  }
+
+  std::shared_ptr<GpuKernel> load(const std::string& image, const std::string& name) override {
+    current();
+    hipModule_t m = nullptr;
+    check(api_.hipModuleLoadData(&m, image.data()), "hipModuleLoadData",
+          fmt::format(" of kernel {} for {}", name, arch_));
+    hipFunction_t f = nullptr;
+    const hipError_t g = api_.hipModuleGetFunction(&f, m, name.c_str());
+    if (g != hipSuccess) {
+      (void)api_.hipModuleUnload(m);
+      check(g, "hipModuleGetFunction", fmt::format(" {}", name));
+    }
+    return std::make_shared<HipKernel>(index_, m, f);
+  }
+
+  double launch(const GpuKernel& k, const std::array<int64_t, 3>& global,
+                const std::array<int64_t, 3>& local, void** args, bool timed) override {
+    current();
+    const hipFunction_t f = static_cast<const HipKernel&>(k).function;
+    struct Events {  // destroyed however the launch ends
+      const HipApi& api;
+      hipEvent_t start = nullptr, end = nullptr;
+      ~Events() {
+        if (start) (void)api.hipEventDestroy(start);
+        if (end) (void)api.hipEventDestroy(end);
+      }
+    } ev{api_};
+    if (timed) {
+      check(api_.hipEventCreate(&ev.start), "hipEventCreate");
+      check(api_.hipEventCreate(&ev.end), "hipEventCreate");
+      check(api_.hipEventRecord(ev.start, nullptr), "hipEventRecord");
+    }
+    auto u = [](int64_t n) { return static_cast<unsigned>(n); };
+    check(api_.hipModuleLaunchKernel(f, u(global[0]), u(global[1]), u(global[2]), u(local[0]),
+                                     u(local[1]), u(local[2]), 0, nullptr, args, nullptr),
+          "hipModuleLaunchKernel");
+    if (!timed) return 0;
+    float ms = 0;
+    check(api_.hipEventRecord(ev.end, nullptr), "hipEventRecord");
+    check(api_.hipEventSynchronize(ev.end), "hipEventSynchronize");
+    check(api_.hipEventElapsedTime(&ms, ev.start, ev.end), "hipEventElapsedTime");
+    return ms * 1e-3;
+  }
+
+  void synchronize() override {
+    current();
+    check(api_.hipDeviceSynchronize(), "hipDeviceSynchronize");
+  }
+
+ private:
+  // the device a thread's calls go to is per thread: every call sets this one
+  void current() const { check(api_.hipSetDevice(index_), "hipSetDevice"); }
+
+  const HipApi& api_;
+  int index_;
+  hipDeviceProp_t props_{};
+  std::string arch_;
+};
+
+}  // namespace
+
+std::unique_ptr<GpuRuntime> open_hip(int index) { return std::make_unique<Hip>(index); }
+
+#endif
+
+}  // namespace tinyrw
