@@ -259,38 +259,50 @@ class Cuda final : public GpuRuntime {
     return std::make_shared<CudaKernel>(context_, m, f);
   }
 
-  double launch(const GpuKernel& k, const std::array<int64_t, 3>& global,
-                const std::array<int64_t, 3>& local, void** args, bool timed) override {
-    current();
-    const CUfunction f = static_cast<const CudaKernel&>(k).function;
-    struct Events {  // destroyed however the launch ends
-      const CudaApi& api;
-      CUevent start = nullptr, end = nullptr;
-      ~Events() {
-        if (start) (void)api.cuEventDestroy(start);
-        if (end) (void)api.cuEventDestroy(end);
-      }
-    } ev{api_};
-    if (timed) {
-      check(api_.cuEventCreate(&ev.start, 0), "cuEventCreate");
-      check(api_.cuEventCreate(&ev.end, 0), "cuEventCreate");
-      check(api_.cuEventRecord(ev.start, nullptr), "cuEventRecord");
-    }
-    auto u = [](int64_t n) { return static_cast<unsigned>(n); };
-    check(api_.cuLaunchKernel(f, u(global[0]), u(global[1]), u(global[2]), u(local[0]), u(local[1]),
-                              u(local[2]), 0, nullptr, args, nullptr),
-          "cuLaunchKernel");
-    if (!timed) return 0;
-    float ms = 0;
-    check(api_.cuEventRecord(ev.end, nullptr), "cuEventRecord");
-    check(api_.cuEventSynchronize(ev.end), "cuEventSynchronize");
-    check(api_.cuEventElapsedTime(&ms, ev.start, ev.end), "cuEventElapsedTime");
-    return ms * 1e-3;
-  }
-
   void synchronize() override {
     current();
     check(api_.cuCtxSynchronize(), "cuCtxSynchronize");
+  }
+
+ protected:
+  void launch_kernel(const GpuKernel& k, const std::array<unsigned, 3>& global,
+                     const std::array<unsigned, 3>& local, void** args) override {
+    current();
+    check(api_.cuLaunchKernel(static_cast<const CudaKernel&>(k).function, global[0], global[1],
+                              global[2], local[0], local[1], local[2], 0, nullptr, args, nullptr),
+          "cuLaunchKernel");
+  }
+
+  class Events final : public EventPair {
+   public:
+    explicit Events(const CudaApi& api) : api_(api) {}
+    // (not in the constructor: what it made is destroyed when a later call fails)
+    void begin() {
+      check(api_.cuEventCreate(&start_, 0), "cuEventCreate");
+      check(api_.cuEventCreate(&end_, 0), "cuEventCreate");
+      check(api_.cuEventRecord(start_, nullptr), "cuEventRecord");
+    }
+    ~Events() override {
+      if (start_) (void)api_.cuEventDestroy(start_);
+      if (end_) (void)api_.cuEventDestroy(end_);
+    }
+    double stop() override {
+      float ms = 0;
+      check(api_.cuEventRecord(end_, nullptr), "cuEventRecord");
+      check(api_.cuEventSynchronize(end_), "cuEventSynchronize");
+      check(api_.cuEventElapsedTime(&ms, start_, end_), "cuEventElapsedTime");
+      return ms * 1e-3;
+    }
+
+   private:
+    const CudaApi& api_;
+    CUevent start_ = nullptr, end_ = nullptr;
+  };
+  std::unique_ptr<EventPair> start_events() override {
+    current();
+    auto events = std::make_unique<Events>(api_);
+    events->begin();
+    return events;
   }
 
  private:

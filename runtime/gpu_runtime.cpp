@@ -142,6 +142,18 @@ DeviceMemory::~DeviceMemory() {
 
 bool gpu_runtimes_closing() { return g_closing; }
 
+double GpuRuntime::launch(const GpuKernel& k, const std::array<int64_t, 3>& global,
+                          const std::array<int64_t, 3>& local, void** args, bool timed) {
+  std::array<unsigned, 3> g{}, l{};  // (launch_shape keeps each within the target's limits)
+  for (size_t d = 0; d < 3; ++d) {
+    g[d] = static_cast<unsigned>(global[d]);
+    l[d] = static_cast<unsigned>(local[d]);
+  }
+  const std::unique_ptr<EventPair> events = timed ? start_events() : nullptr;
+  launch_kernel(k, g, l, args);
+  return events ? events->stop() : 0;
+}
+
 bool is_gpu_device(std::string_view canonical) {
   const std::string base = device_base(canonical);
   return base == "CUDA" || base == "HIP";

@@ -47,9 +47,21 @@ class GpuRuntime {
   // Launches `k` over `global` workgroups of `local` threads; `args[i]` points at argument i's
   // value. With `timed`, waits for it and returns its time in seconds between two events around
   // it; else returns 0 at once.
-  virtual double launch(const GpuKernel& k, const std::array<int64_t, 3>& global,
-                        const std::array<int64_t, 3>& local, void** args, bool timed) = 0;
+  double launch(const GpuKernel& k, const std::array<int64_t, 3>& global,
+                const std::array<int64_t, 3>& local, void** args, bool timed);
   virtual void synchronize() = 0;
+
+ protected:
+  // Two events on the device's queue: the first recorded when made, the second by stop(), which
+  // waits for it and returns the seconds between them. Destroyed however the launch ends.
+  class EventPair {
+   public:
+    virtual ~EventPair() = default;
+    virtual double stop() = 0;
+  };
+  virtual std::unique_ptr<EventPair> start_events() = 0;
+  virtual void launch_kernel(const GpuKernel& k, const std::array<unsigned, 3>& global,
+                             const std::array<unsigned, 3>& local, void** args) = 0;
 };
 
 // Whether a device is a GPU: base CUDA or HIP (runtime/device.h).

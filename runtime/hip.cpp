@@ -197,38 +197,51 @@ class Hip final : public GpuRuntime {
     return std::make_shared<HipKernel>(index_, m, f);
   }
 
-  double launch(const GpuKernel& k, const std::array<int64_t, 3>& global,
-                const std::array<int64_t, 3>& local, void** args, bool timed) override {
-    current();
-    const hipFunction_t f = static_cast<const HipKernel&>(k).function;
-    struct Events {  // destroyed however the launch ends
-      const HipApi& api;
-      hipEvent_t start = nullptr, end = nullptr;
-      ~Events() {
-        if (start) (void)api.hipEventDestroy(start);
-        if (end) (void)api.hipEventDestroy(end);
-      }
-    } ev{api_};
-    if (timed) {
-      check(api_.hipEventCreate(&ev.start), "hipEventCreate");
-      check(api_.hipEventCreate(&ev.end), "hipEventCreate");
-      check(api_.hipEventRecord(ev.start, nullptr), "hipEventRecord");
-    }
-    auto u = [](int64_t n) { return static_cast<unsigned>(n); };
-    check(api_.hipModuleLaunchKernel(f, u(global[0]), u(global[1]), u(global[2]), u(local[0]),
-                                     u(local[1]), u(local[2]), 0, nullptr, args, nullptr),
-          "hipModuleLaunchKernel");
-    if (!timed) return 0;
-    float ms = 0;
-    check(api_.hipEventRecord(ev.end, nullptr), "hipEventRecord");
-    check(api_.hipEventSynchronize(ev.end), "hipEventSynchronize");
-    check(api_.hipEventElapsedTime(&ms, ev.start, ev.end), "hipEventElapsedTime");
-    return ms * 1e-3;
-  }
-
   void synchronize() override {
     current();
     check(api_.hipDeviceSynchronize(), "hipDeviceSynchronize");
+  }
+
+ protected:
+  void launch_kernel(const GpuKernel& k, const std::array<unsigned, 3>& global,
+                     const std::array<unsigned, 3>& local, void** args) override {
+    current();
+    check(api_.hipModuleLaunchKernel(static_cast<const HipKernel&>(k).function, global[0],
+                                     global[1], global[2], local[0], local[1], local[2], 0, nullptr,
+                                     args, nullptr),
+          "hipModuleLaunchKernel");
+  }
+
+  class Events final : public EventPair {
+   public:
+    explicit Events(const HipApi& api) : api_(api) {}
+    // (not in the constructor: what it made is destroyed when a later call fails)
+    void begin() {
+      check(api_.hipEventCreate(&start_), "hipEventCreate");
+      check(api_.hipEventCreate(&end_), "hipEventCreate");
+      check(api_.hipEventRecord(start_, nullptr), "hipEventRecord");
+    }
+    ~Events() override {
+      if (start_) (void)api_.hipEventDestroy(start_);
+      if (end_) (void)api_.hipEventDestroy(end_);
+    }
+    double stop() override {
+      float ms = 0;
+      check(api_.hipEventRecord(end_, nullptr), "hipEventRecord");
+      check(api_.hipEventSynchronize(end_), "hipEventSynchronize");
+      check(api_.hipEventElapsedTime(&ms, start_, end_), "hipEventElapsedTime");
+      return ms * 1e-3;
+    }
+
+   private:
+    const HipApi& api_;
+    hipEvent_t start_ = nullptr, end_ = nullptr;
+  };
+  std::unique_ptr<EventPair> start_events() override {
+    current();
+    auto events = std::make_unique<Events>(api_);
+    events->begin();
+    return events;
   }
 
  private:
