@@ -30,6 +30,7 @@ constexpr CUresult kSuccess = 0;
 constexpr int kAttrMaxThreadsPerBlock = 1, kAttrMultiprocessors = 16, kAttrMajor = 75,
               kAttrMinor = 76;
 constexpr int kJitErrorLogBuffer = 5, kJitErrorLogBufferSize = 6;
+constexpr int kOldestDriver = 11050;  // cuDriverGetVersion's 1000 * major + 10 * minor
 
 // The entry points used, by their exported names (the _v2 ones are the 64-bit-size forms cuda.h
 // maps the plain names to).
@@ -190,6 +191,14 @@ class Cuda final : public GpuRuntime {
  public:
   explicit Cuda(int index) : api_(cuda_api()) {
     check(api_.cuInit(0), "cuInit");
+    // the kernels are PTX 7.5 (runtime/gpu_compile.h), which drivers before CUDA 11.5 refuse
+    int driver = 0;
+    check(api_.cuDriverGetVersion(&driver), "cuDriverGetVersion");
+    if (driver < kOldestDriver)
+      throw TensorError(fmt::format(
+          "CUDA: the driver supports CUDA {}.{}; tinyrw's kernels are PTX 7.5, which needs 11.5 "
+          "or newer",
+          driver / 1000, driver % 1000 / 10));
     int count = 0;
     check(api_.cuDeviceGetCount(&count), "cuDeviceGetCount");
     if (index >= count)

@@ -535,8 +535,8 @@ struct Realizer {
       throw TensorError(fmt::format(
           "a copy between MPI ranks at place {} of a schedule: beyond MPI's largest tag {}", tag,
           mpi::world().max_tag));
-    for (const std::string& d :
-         {to, from})  // a GPU that cannot open says why, before anything runs
+    // a GPU that cannot open says why, before anything runs
+    for (const std::string& d : {to, from})
       if (is_gpu_device(d) && mpi::is_local(d)) (void)gpu_runtime(d);
     QueuedLaunch l{.queue = to};
     if (to_here && from_here) {
@@ -672,10 +672,10 @@ struct Realizer {
   }
 
   // `run`, which writes the storages `slots` in place; when `graph` may raise (an integer
-  // division or modulo whose divisor is not a constant) their contents are saved first and put
-  // back if it does, so that a failed kernel leaves no half-written buffer a user could read.
-  // (Put back in place: the queued launches hold the buffers' addresses. A GPU's buffer is saved
-  // from its host bytes made current, and put back there.)
+  // division or modulo whose divisor is not a constant, or is 0: kernel_may_raise) their contents
+  // are saved first and put back if it does, so that a failed kernel leaves no half-written buffer
+  // a user could read. (Put back in place: the queued launches hold the buffers' addresses. A GPU's
+  // buffer is saved from its host bytes made current, and put back there.)
   std::function<void()> restoring_on_error(const UOp& graph, const std::vector<int64_t>& slots,
                                            std::function<void()> run) const {
     if (!kernel_may_raise(graph)) return run;
