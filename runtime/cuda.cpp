@@ -2,7 +2,6 @@
 // tinyrw builds and runs where no NVIDIA driver is installed). The few types and constants of
 // cuda.h it needs are declared here (the Driver API's ABI is stable), so no CUDA toolkit is
 // needed to build it either. CUDA_DRIVER_LIBRARY names another library file to load.
-#include <dlfcn.h>
 
 #include <cstdlib>
 #include <memory>
@@ -12,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "runtime/driver_library.h"
 #include "runtime/gpu_runtime.h"
 
 namespace tinyrw {
@@ -63,62 +63,37 @@ struct CudaApi {
   CUresult (*cuGetErrorString)(CUresult, const char**);
 };
 
-template <class F>
-void resolve(void* lib, const std::string& path, const char* symbol, F& fn) {
-  fn = reinterpret_cast<F>(dlsym(lib, symbol));
-  if (!fn) throw TensorError(fmt::format("CUDA: {} has no {}: not a CUDA driver", path, symbol));
-}
-
 // The driver library, loaded once; a TensorError when it cannot be.
 const CudaApi& cuda_api() {
-  static const CudaApi* api = nullptr;
-  static std::string failure;
-  static std::once_flag once;
-  std::call_once(once, [] {
-    const char* override_path = std::getenv("CUDA_DRIVER_LIBRARY");
-    const std::string path = override_path ? override_path : "libcuda.so.1";
-    void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-      failure = fmt::format("CUDA: cannot load the driver library {} ({}): no NVIDIA driver here",
-                            path, dlerror());
-      return;
-    }
-    auto* a = new CudaApi();
-    try {
-      resolve(lib, path, "cuInit", a->cuInit);
-      resolve(lib, path, "cuDriverGetVersion", a->cuDriverGetVersion);
-      resolve(lib, path, "cuDeviceGetCount", a->cuDeviceGetCount);
-      resolve(lib, path, "cuDeviceGet", a->cuDeviceGet);
-      resolve(lib, path, "cuDeviceGetName", a->cuDeviceGetName);
-      resolve(lib, path, "cuDeviceGetAttribute", a->cuDeviceGetAttribute);
-      resolve(lib, path, "cuDeviceTotalMem_v2", a->cuDeviceTotalMem);
-      resolve(lib, path, "cuCtxCreate_v2", a->cuCtxCreate);
-      resolve(lib, path, "cuCtxSetCurrent", a->cuCtxSetCurrent);
-      resolve(lib, path, "cuCtxSynchronize", a->cuCtxSynchronize);
-      resolve(lib, path, "cuMemAlloc_v2", a->cuMemAlloc);
-      resolve(lib, path, "cuMemFree_v2", a->cuMemFree);
-      resolve(lib, path, "cuMemcpyHtoD_v2", a->cuMemcpyHtoD);
-      resolve(lib, path, "cuMemcpyDtoH_v2", a->cuMemcpyDtoH);
-      resolve(lib, path, "cuModuleLoadDataEx", a->cuModuleLoadDataEx);
-      resolve(lib, path, "cuModuleGetFunction", a->cuModuleGetFunction);
-      resolve(lib, path, "cuModuleUnload", a->cuModuleUnload);
-      resolve(lib, path, "cuLaunchKernel", a->cuLaunchKernel);
-      resolve(lib, path, "cuEventCreate", a->cuEventCreate);
-      resolve(lib, path, "cuEventRecord", a->cuEventRecord);
-      resolve(lib, path, "cuEventSynchronize", a->cuEventSynchronize);
-      resolve(lib, path, "cuEventElapsedTime", a->cuEventElapsedTime);
-      resolve(lib, path, "cuEventDestroy_v2", a->cuEventDestroy);
-      resolve(lib, path, "cuGetErrorName", a->cuGetErrorName);
-      resolve(lib, path, "cuGetErrorString", a->cuGetErrorString);
-    } catch (const TensorError& e) {
-      failure = e.what();
-      delete a;
-      return;
-    }
-    api = a;
+  return load_once<CudaApi>([](CudaApi& a) {
+    const DriverLibrary lib("CUDA", "CUDA_DRIVER_LIBRARY", "libcuda.so.1", "driver library",
+                            "no NVIDIA driver here");
+    lib.resolve("cuInit", a.cuInit);
+    lib.resolve("cuDriverGetVersion", a.cuDriverGetVersion);
+    lib.resolve("cuDeviceGetCount", a.cuDeviceGetCount);
+    lib.resolve("cuDeviceGet", a.cuDeviceGet);
+    lib.resolve("cuDeviceGetName", a.cuDeviceGetName);
+    lib.resolve("cuDeviceGetAttribute", a.cuDeviceGetAttribute);
+    lib.resolve("cuDeviceTotalMem_v2", a.cuDeviceTotalMem);
+    lib.resolve("cuCtxCreate_v2", a.cuCtxCreate);
+    lib.resolve("cuCtxSetCurrent", a.cuCtxSetCurrent);
+    lib.resolve("cuCtxSynchronize", a.cuCtxSynchronize);
+    lib.resolve("cuMemAlloc_v2", a.cuMemAlloc);
+    lib.resolve("cuMemFree_v2", a.cuMemFree);
+    lib.resolve("cuMemcpyHtoD_v2", a.cuMemcpyHtoD);
+    lib.resolve("cuMemcpyDtoH_v2", a.cuMemcpyDtoH);
+    lib.resolve("cuModuleLoadDataEx", a.cuModuleLoadDataEx);
+    lib.resolve("cuModuleGetFunction", a.cuModuleGetFunction);
+    lib.resolve("cuModuleUnload", a.cuModuleUnload);
+    lib.resolve("cuLaunchKernel", a.cuLaunchKernel);
+    lib.resolve("cuEventCreate", a.cuEventCreate);
+    lib.resolve("cuEventRecord", a.cuEventRecord);
+    lib.resolve("cuEventSynchronize", a.cuEventSynchronize);
+    lib.resolve("cuEventElapsedTime", a.cuEventElapsedTime);
+    lib.resolve("cuEventDestroy_v2", a.cuEventDestroy);
+    lib.resolve("cuGetErrorName", a.cuGetErrorName);
+    lib.resolve("cuGetErrorString", a.cuGetErrorString);
   });
-  if (!api) throw TensorError(failure);
-  return *api;
 }
 
 // The names of the errors a user is likely to meet, for a driver that cannot name its own (the

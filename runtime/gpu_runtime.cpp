@@ -2,6 +2,8 @@
 // buffer, and loading and launching kernels. The runtimes themselves are in cuda.cpp and hip.cpp.
 #include "runtime/gpu_runtime.h"
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -17,6 +19,7 @@
 #include "codegen/linearize.h"
 #include "ir/graph.h"
 #include "runtime/device.h"
+#include "runtime/driver_library.h"
 #include "runtime/gpu_compile.h"
 #include "runtime/kernel_error.h"
 #include "runtime/llvm_render.h"
@@ -141,6 +144,23 @@ DeviceMemory::~DeviceMemory() {
 }
 
 bool gpu_runtimes_closing() { return g_closing; }
+
+DriverLibrary::DriverLibrary(std::string who, const char* env, const char* file,
+                             const std::string& kind, const std::string& hint)
+    : who_(std::move(who)) {
+  const char* chosen = std::getenv(env);
+  path_ = chosen ? chosen : file;
+  handle_ = dlopen(path_.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle_)
+    throw TensorError(
+        fmt::format("{}: cannot load the {} {} ({}): {}", who_, kind, path_, dlerror(), hint));
+}
+
+void* DriverLibrary::lookup(const char* symbol) const {
+  void* fn = dlsym(handle_, symbol);
+  if (!fn) throw TensorError(fmt::format("{}: {} has no {}: not {}'s", who_, path_, symbol, who_));
+  return fn;
+}
 
 double GpuRuntime::launch(const GpuKernel& k, const std::array<int64_t, 3>& global,
                           const std::array<int64_t, 3>& local, void** args, bool timed) {

@@ -1,7 +1,6 @@
 // The HIP device: the HIP runtime from libamdhip64 (Debian's libamdhip64-5), loaded with dlopen
 // (never linked, so tinyrw runs where ROCm is not installed). Its header (libamdhip64-dev)
 // gives the types; HIP_RUNTIME_LIBRARY names another library file to load.
-#include <dlfcn.h>
 
 #include <cstdlib>
 #include <memory>
@@ -10,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "runtime/driver_library.h"
 #include "runtime/gpu_runtime.h"
 
 #if __has_include(<hip/hip_runtime_api.h>)
@@ -59,58 +59,33 @@ struct HipApi {
   const char* (*hipGetErrorString)(hipError_t);
 };
 
-template <class F>
-void resolve(void* lib, const std::string& path, const char* symbol, F& fn) {
-  fn = reinterpret_cast<F>(dlsym(lib, symbol));
-  if (!fn) throw TensorError(fmt::format("HIP: {} has no {}: not a HIP runtime", path, symbol));
-}
-
+// The runtime library, loaded once; a TensorError when it cannot be.
 const HipApi& hip_api() {
-  static const HipApi* api = nullptr;
-  static std::string failure;
-  static std::once_flag once;
-  std::call_once(once, [] {
-    const char* override_path = std::getenv("HIP_RUNTIME_LIBRARY");
-    const std::string path = override_path ? override_path : "libamdhip64.so.5";
-    void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-      failure = fmt::format(
-          "HIP: cannot load the runtime library {} ({}): install Debian's libamdhip64-5", path,
-          dlerror());
-      return;
-    }
-    auto* a = new HipApi();
-    try {
-      resolve(lib, path, "hipInit", a->hipInit);
-      resolve(lib, path, "hipGetDeviceCount", a->hipGetDeviceCount);
-      resolve(lib, path, "hipSetDevice", a->hipSetDevice);
-      resolve(lib, path, "hipGetDeviceProperties", a->hipGetDeviceProperties);
-      resolve(lib, path, "hipDriverGetVersion", a->hipDriverGetVersion);
-      resolve(lib, path, "hipDeviceSynchronize", a->hipDeviceSynchronize);
-      resolve(lib, path, "hipMalloc", a->hipMalloc);
-      resolve(lib, path, "hipFree", a->hipFree);
-      resolve(lib, path, "hipMemcpyHtoD", a->hipMemcpyHtoD);
-      resolve(lib, path, "hipMemcpyDtoH", a->hipMemcpyDtoH);
-      resolve(lib, path, "hipModuleLoadData", a->hipModuleLoadData);
-      resolve(lib, path, "hipModuleGetFunction", a->hipModuleGetFunction);
-      resolve(lib, path, "hipModuleUnload", a->hipModuleUnload);
-      resolve(lib, path, "hipModuleLaunchKernel", a->hipModuleLaunchKernel);
-      resolve(lib, path, "hipEventCreate", a->hipEventCreate);
-      resolve(lib, path, "hipEventRecord", a->hipEventRecord);
-      resolve(lib, path, "hipEventSynchronize", a->hipEventSynchronize);
-      resolve(lib, path, "hipEventElapsedTime", a->hipEventElapsedTime);
-      resolve(lib, path, "hipEventDestroy", a->hipEventDestroy);
-      resolve(lib, path, "hipGetErrorName", a->hipGetErrorName);
-      resolve(lib, path, "hipGetErrorString", a->hipGetErrorString);
-    } catch (const TensorError& e) {
-      failure = e.what();
-      delete a;
-      return;
-    }
-    api = a;
+  return load_once<HipApi>([](HipApi& a) {
+    const DriverLibrary lib("HIP", "HIP_RUNTIME_LIBRARY", "libamdhip64.so.5", "runtime library",
+                            "install Debian's libamdhip64-5");
+    lib.resolve("hipInit", a.hipInit);
+    lib.resolve("hipGetDeviceCount", a.hipGetDeviceCount);
+    lib.resolve("hipSetDevice", a.hipSetDevice);
+    lib.resolve("hipGetDeviceProperties", a.hipGetDeviceProperties);
+    lib.resolve("hipDriverGetVersion", a.hipDriverGetVersion);
+    lib.resolve("hipDeviceSynchronize", a.hipDeviceSynchronize);
+    lib.resolve("hipMalloc", a.hipMalloc);
+    lib.resolve("hipFree", a.hipFree);
+    lib.resolve("hipMemcpyHtoD", a.hipMemcpyHtoD);
+    lib.resolve("hipMemcpyDtoH", a.hipMemcpyDtoH);
+    lib.resolve("hipModuleLoadData", a.hipModuleLoadData);
+    lib.resolve("hipModuleGetFunction", a.hipModuleGetFunction);
+    lib.resolve("hipModuleUnload", a.hipModuleUnload);
+    lib.resolve("hipModuleLaunchKernel", a.hipModuleLaunchKernel);
+    lib.resolve("hipEventCreate", a.hipEventCreate);
+    lib.resolve("hipEventRecord", a.hipEventRecord);
+    lib.resolve("hipEventSynchronize", a.hipEventSynchronize);
+    lib.resolve("hipEventElapsedTime", a.hipEventElapsedTime);
+    lib.resolve("hipEventDestroy", a.hipEventDestroy);
+    lib.resolve("hipGetErrorName", a.hipGetErrorName);
+    lib.resolve("hipGetErrorString", a.hipGetErrorString);
   });
-  if (!api) throw TensorError(failure);
-  return *api;
 }
 
 // A failed call as "HIP: hipMalloc of 64 bytes: hipErrorOutOfMemory (out of memory)".
