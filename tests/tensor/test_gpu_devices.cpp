@@ -100,7 +100,6 @@ class HostMemoryGpu final : public GpuRuntime {
   std::string arch() const override { return "sm_75"; }
   std::string describe() const override { return "host memory standing in for a GPU"; }
   uint64_t allocate(size_t bytes) override {
-    ++allocations;
     return reinterpret_cast<uint64_t>(new uint8_t[bytes]);
   }
   void release(uint64_t address) noexcept override { delete[] reinterpret_cast<uint8_t*>(address); }
@@ -116,7 +115,7 @@ class HostMemoryGpu final : public GpuRuntime {
     throw TensorError("HostMemoryGpu: loads no kernels (" + name + ")");
   }
   void synchronize() override {}
-  int allocations = 0, copies_in = 0, copies_out = 0;
+  int copies_in = 0, copies_out = 0;
 
  protected:
   std::unique_ptr<EventPair> start_events() override {
