@@ -124,4 +124,44 @@ TEST(DigitRecombination, FoldsAsTinygradWhereTheProductFits) {
   EXPECT_NE(render(s.simplify(halves)).find("65536"), std::string::npos);
 }
 
+// tinygrad's fold_add_divmod_recombine: the quotient partner of k*(b%c) may carry b//c merged
+// into a larger division, shifted by a constant, or taken of b modulo a multiple of c; and the
+// folds that bring terms together for it: (x%(c*n))//c == (x//c)%n, like terms apart in a sum,
+// nested wheres with a common branch.
+TEST(DigitRecombination, QuotientsCongruentToTheBase) {
+  const Simplifier s(Simplifier::Mode::Differential);
+  const UOp x = UOp::variable("x", -200, 1000);
+  const UOp y = UOp::variable("y", 0, 10);
+  auto mod = [](const UOp& a, int64_t c) { return a.floormod(UOp::cint(c)); };
+  auto div = [](const UOp& a, int64_t c) { return a.floordiv(UOp::cint(c)); };
+  const std::vector<std::pair<UOp, std::string>> cases = {
+      {div(mod(x, 12), 4), "(x//4%3)"},
+      {div(mod(x, 8), 4) * 4 + mod(x, 4), "(x%8)"},
+      {div(mod(x, 30), 6) * 6 + mod(x, 6), "(x%30)"},
+      {mod(div(div(x, 2), 7), 7) * 7 + mod(div(x, 2), 7), "(x//2%49)"},
+      {mod(div(x, 4) + 1, 4) * 4 + mod(x, 4), "((x+4)%16)"},
+      {mod(div(x, 4) + 1, 4) * 12 + mod(x, 4) * 3 + y, "((x+4)%16*3+y)"},
+      {x * 2 + y + x, "(x*3+y)"},
+      {x * 2 + y * 3 + x * -2, "(y*3)"},
+      {x.lt(5).where(y, y.lt(3).where(y, x)), "(y if (x<5)|(y<3) else x)"},
+  };
+  for (const auto& [e, folded] : cases) {
+    const UOp out = s.simplify(e);
+    EXPECT_EQ(render(out), folded) << render(e);
+    for (i128 xv = -200; xv <= 1000; xv += 3)
+      for (i128 yv = 0; yv <= 10; yv += 5)
+        EXPECT_EQ(test::py_eval(out, {{"x", xv}, {"y", yv}}),
+                  test::py_eval(e, {{"x", xv}, {"y", yv}}))
+            << render(e) << " -> " << render(out) << " at x=" << static_cast<int64_t>(xv);
+  }
+  // not a pair: the quotient of another number, or a modulus the divisor does not divide
+  for (const UOp& e : {mod(div(x, 4) + 1, 4) * 4 + mod(y, 4), div(mod(x, 30), 4) * 4 + mod(x, 4),
+                       mod(div(div(x, 3), 7), 7) * 7 + mod(div(x, 2), 7)}) {
+    const std::string out = render(s.simplify(e));
+    EXPECT_EQ(out.find("%16"), std::string::npos) << render(e) << " -> " << out;
+    EXPECT_EQ(out.find("%30)"), std::string::npos) << render(e) << " -> " << out;
+    EXPECT_EQ(out.find("%49"), std::string::npos) << render(e) << " -> " << out;
+  }
+}
+
 }  // namespace
