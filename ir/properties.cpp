@@ -15,22 +15,39 @@ namespace tinyrw {
 namespace {
 
 // Computes a property for `root` and every source it depends on, children first.
+// The walk's stack lives in a fixed buffer while it is shallow (most new nodes have their sources'
+// properties already), and moves to the heap past that.
 template <class Has, class Compute>
 void compute_bottom_up(UOpNode* root, Has has, Compute compute) {
   if (has(root)) return;
-  std::vector<std::pair<UOpNode*, uint32_t>> stack;
-  stack.emplace_back(root, 0);
-  while (!stack.empty()) {
-    UOpNode* n = stack.back().first;
-    const uint32_t i = stack.back().second;
-    if (i < n->nsrc()) {
-      ++stack.back().second;
-      UOpNode* c = UOpAccess::node(n->srcs()[i]);
-      if (!has(c)) stack.emplace_back(c, 0);
+  using Entry = std::pair<UOpNode*, uint32_t>;
+  constexpr size_t kInline = 32;
+  Entry inline_stack[kInline];
+  std::vector<Entry> heap;
+  size_t depth = 0;
+  auto top = [&]() -> Entry& { return depth <= kInline ? inline_stack[depth - 1] : heap.back(); };
+  auto push = [&](UOpNode* n) {
+    if (depth < kInline)
+      inline_stack[depth] = {n, 0};
+    else
+      heap.emplace_back(n, 0);
+    ++depth;
+  };
+  auto pop = [&] {
+    if (depth > kInline) heap.pop_back();
+    --depth;
+  };
+  push(root);
+  while (depth > 0) {
+    Entry& e = top();
+    UOpNode* n = e.first;
+    if (e.second < n->nsrc()) {
+      UOpNode* c = UOpAccess::node(n->srcs()[e.second++]);
+      if (!has(c)) push(c);
       continue;
     }
     if (!has(n)) compute(n);
-    stack.pop_back();
+    pop();
   }
 }
 
@@ -637,18 +654,19 @@ Arg compute_device(const UOp& u) {
 
 }  // namespace
 
-Num UOp::vmin() const {
-  ensure_bounds(*this);
-  return derived_of(n_)->vmin;
+namespace {
+// The bounds of a node asked before (the common case) without a call into the walk.
+const Derived& bounds_block(const UOp& u) {
+  const Derived* d = derived_of(UOpAccess::node(u));
+  if (d && d->has_range) return *d;
+  ensure_bounds(u);
+  return *derived_of(UOpAccess::node(u));
 }
-Num UOp::vmax() const {
-  ensure_bounds(*this);
-  return derived_of(n_)->vmax;
-}
-bool UOp::may_wrap() const {
-  ensure_bounds(*this);
-  return derived_of(n_)->may_wrap;
-}
+}  // namespace
+
+Num UOp::vmin() const { return bounds_block(*this).vmin; }
+Num UOp::vmax() const { return bounds_block(*this).vmax; }
+bool UOp::may_wrap() const { return bounds_block(*this).may_wrap; }
 std::optional<Shape> UOp::shape_opt() const {
   ensure_shape(*this);
   return cached_shape(*this);

@@ -10,7 +10,7 @@ namespace {
 
 struct Tok {
   enum Kind { Int, Name, Op, End } kind;
-  std::string text;
+  std::string_view text;  // into the parsed text (which outlives the parser), or a literal
   int col;
   i128 value = 0;
 };
@@ -56,35 +56,54 @@ class Parser {
         if (j < s_.size() && (std::isalpha(static_cast<unsigned char>(s_[j])) || s_[j] == '.')) {
           fail(static_cast<int>(j) + 1, "only integer literals are supported");
         }
-        toks_.push_back({Tok::Int, std::string(s_.substr(i, j - i)), col, v});
+        toks_.push_back({Tok::Int, s_.substr(i, j - i), col, v});
         i = j;
       } else if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
         size_t j = i;
         while (j < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[j])) || s_[j] == '_'))
           ++j;
-        toks_.push_back({Tok::Name, std::string(s_.substr(i, j - i)), col});
+        toks_.push_back({Tok::Name, s_.substr(i, j - i), col});
         i = j;
       } else {
-        static const char* kOps[] = {"//", "<<", ">>", "<=", ">=", "==", "!=", "+", "-", "*",
-                                     "%",  "<",  ">",  "&",  "|",  "^",  "(",  ")", ","};
-        bool found = false;
-        for (const char* op : kOps) {
-          const std::string_view o(op);
-          if (s_.substr(i, o.size()) == o) {
-            toks_.push_back({Tok::Op, std::string(o), col});
-            i += o.size();
-            found = true;
-            break;
-          }
-        }
-        if (!found) {
+        const size_t len = operator_length(i);
+        if (len == 0) {
           const unsigned char u = static_cast<unsigned char>(c);
           fail(col, u >= 0x20 && u < 0x7f ? fmt::format("unexpected character '{}'", c)
                                           : fmt::format("unexpected byte 0x{:02x}", u));
         }
+        toks_.push_back({Tok::Op, s_.substr(i, len), col});
+        i += len;
       }
     }
     toks_.push_back({Tok::End, "end of input", static_cast<int>(s_.size()) + 1});
+  }
+
+  // The length of the operator at i (// << >> <= >= == != + - * % < > & | ^ ( ) ,), or 0.
+  size_t operator_length(size_t i) const {
+    const char next = i + 1 < s_.size() ? s_[i + 1] : '\0';
+    switch (s_[i]) {
+      case '/':
+        return next == '/' ? 2 : 0;
+      case '=':
+      case '!':
+        return next == '=' ? 2 : 0;
+      case '<':
+      case '>':
+        return next == '=' || next == s_[i] ? 2 : 1;
+      case '+':
+      case '-':
+      case '*':
+      case '%':
+      case '&':
+      case '|':
+      case '^':
+      case '(':
+      case ')':
+      case ',':
+        return 1;
+      default:
+        return 0;
+    }
   }
 
   const Tok& peek() const { return toks_[pos_]; }
@@ -242,7 +261,7 @@ class Parser {
       const Tok op = next();
       Depth d(*this, op.col);
       UOp x = factor();
-      want_int(x, op.col, "unary " + op.text);
+      want_int(x, op.col, op.text);
       if (op.text == "+") return x;
       if (x.is_const()) return x.const_like(-x.arg().as_int());  // a negative literal
       return -x;
