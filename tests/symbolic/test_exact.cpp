@@ -89,30 +89,42 @@ TEST(ExactBounds, DivmodAndLtRulesFoldOnlyWhatDoesNotWrap) {
   }
 }
 
+// The digit tests' variables and operators: x in [-200, 1000] (negative values too), y in [0, 10].
+UOp digit_x() { return UOp::variable("x", -200, 1000); }
+UOp digit_y() { return UOp::variable("y", 0, 10); }
+UOp mod(const UOp& a, int64_t c) { return a.floormod(UOp::cint(c)); }
+UOp div(const UOp& a, int64_t c) { return a.floordiv(UOp::cint(c)); }
+
+// Each case simplifies to its render, the compiled and the interpreted rules agreeing, and keeps
+// its value at every point of the variables' box: x in steps of x_step, y at 0, 5 and 10.
+void expect_folds(const std::vector<std::pair<UOp, std::string>>& cases, int x_step) {
+  const Simplifier s(Simplifier::Mode::Differential);
+  for (const auto& [e, folded] : cases) {
+    const UOp out = s.simplify(e);
+    EXPECT_EQ(render(out), folded) << render(e);
+    for (i128 xv = -200; xv <= 1000; xv += x_step)
+      for (i128 yv = 0; yv <= 10; yv += 5)
+        EXPECT_EQ(test::py_eval(out, {{"x", xv}, {"y", yv}}),
+                  test::py_eval(e, {{"x", xv}, {"y", yv}}))
+            << render(e) << " -> " << render(out) << " at x=" << static_cast<int64_t>(xv);
+  }
+}
+
 // x%c + c*((x//c)%m) == x%(c*m) under floor semantics: digits taken apart and put back together
 // fold, scaled or not, anywhere in a sum (tinygrad's renders, from its simplify() on 2026-12-04,
 // in the comments). Values are checked at every point, negative x included.
 TEST(DigitRecombination, FoldsAsTinygradWhereTheProductFits) {
+  const UOp x = digit_x(), y = digit_y();
+  expect_folds(
+      {
+          {mod(div(x, 4), 3) * 4 + mod(x, 4), "(x%12)"},                            // (x%12)
+          {mod(x, 4) + mod(div(x, 4), 3) * 4 + y, "(x%12+y)"},                      // (y+x%12)
+          {mod(div(x, 4), 3) * 8 + mod(x, 4) * 2, "(x%12*2)"},                      // (x%12*2)
+          {mod(x, 4) + mod(div(x, 4), 3) * 4 + mod(div(x, 12), 5) * 12, "(x%60)"},  // (x%60)
+          {y * 3 + mod(div(x, 4), 3) * -8 + y + mod(x, 4) * -2, "(x%12*-2+y*4)"},   // (y*4+x%12*-2)
+      },
+      7);
   const Simplifier s(Simplifier::Mode::Differential);
-  const UOp x = UOp::variable("x", -200, 1000);
-  const UOp y = UOp::variable("y", 0, 10);
-  auto mod = [](const UOp& a, int64_t c) { return a.floormod(UOp::cint(c)); };
-  auto div = [](const UOp& a, int64_t c) { return a.floordiv(UOp::cint(c)); };
-  const std::vector<std::pair<UOp, std::string>> cases = {
-      {mod(div(x, 4), 3) * 4 + mod(x, 4), "(x%12)"},                            // (x%12)
-      {mod(x, 4) + mod(div(x, 4), 3) * 4 + y, "(x%12+y)"},                      // (y+x%12)
-      {mod(div(x, 4), 3) * 8 + mod(x, 4) * 2, "(x%12*2)"},                      // (x%12*2)
-      {mod(x, 4) + mod(div(x, 4), 3) * 4 + mod(div(x, 12), 5) * 12, "(x%60)"},  // (x%60)
-      {y * 3 + mod(div(x, 4), 3) * -8 + y + mod(x, 4) * -2, "(x%12*-2+y*4)"},   // (y*4+x%12*-2)
-  };
-  for (const auto& [e, folded] : cases) {
-    const UOp out = s.simplify(e);
-    EXPECT_EQ(render(out), folded) << render(e);
-    for (i128 xv = -200; xv <= 1000; xv += 7)
-      for (i128 yv = 0; yv <= 10; yv += 5)
-        EXPECT_EQ(test::py_eval(out, {{"x", xv}, {"y", yv}}),
-                  test::py_eval(e, {{"x", xv}, {"y", yv}}));
-  }
   // not a pair: another divisor, another numerator, a scale that is not k*c
   for (const UOp& e : {mod(div(x, 4), 3) * 4 + mod(x, 5), mod(div(x, 4), 3) * 4 + mod(y, 4),
                        mod(div(x, 4), 3) * 3 + mod(x, 4)})
@@ -126,36 +138,25 @@ TEST(DigitRecombination, FoldsAsTinygradWhereTheProductFits) {
 
 // tinygrad's fold_add_divmod_recombine: the quotient partner of k*(b%c) may carry b//c merged
 // into a larger division (also one a common factor has reduced: x*7//6//7 is x//6), shifted by a
-// constant, or taken of b modulo a multiple of c; and the
-// folds that bring terms together for it: (x%(c*n))//c == (x//c)%n, like terms apart in a sum,
-// nested wheres with a common branch.
+// constant, or taken of b modulo a multiple of c. Also the folds that bring such terms together:
+// (x%(c*n))//c == (x//c)%n, like terms apart in a sum, nested wheres with a common branch.
 TEST(DigitRecombination, QuotientsCongruentToTheBase) {
+  const UOp x = digit_x(), y = digit_y();
+  expect_folds(
+      {
+          {div(mod(x, 12), 4), "(x//4%3)"},
+          {div(mod(x, 8), 4) * 4 + mod(x, 4), "(x%8)"},
+          {div(mod(x, 30), 6) * 6 + mod(x, 6), "(x%30)"},
+          {mod(div(div(x, 2), 7), 7) * 7 + mod(div(x, 2), 7), "(x//2%49)"},
+          {mod(div(x, 4) + 1, 4) * 4 + mod(x, 4), "((x+4)%16)"},
+          {mod(div(x, 4) + 1, 4) * 12 + mod(x, 4) * 3 + y, "((x+4)%16*3+y)"},
+          {div(x, 6) * 7 + mod(div(x * 7, 6), 7), "(x*7//6)"},
+          {x * 2 + y + x, "(x*3+y)"},
+          {x * 2 + y * 3 + x * -2, "(y*3)"},
+          {x.lt(5).where(y, y.lt(3).where(y, x)), "(y if (x<5)|(y<3) else x)"},
+      },
+      3);
   const Simplifier s(Simplifier::Mode::Differential);
-  const UOp x = UOp::variable("x", -200, 1000);
-  const UOp y = UOp::variable("y", 0, 10);
-  auto mod = [](const UOp& a, int64_t c) { return a.floormod(UOp::cint(c)); };
-  auto div = [](const UOp& a, int64_t c) { return a.floordiv(UOp::cint(c)); };
-  const std::vector<std::pair<UOp, std::string>> cases = {
-      {div(mod(x, 12), 4), "(x//4%3)"},
-      {div(mod(x, 8), 4) * 4 + mod(x, 4), "(x%8)"},
-      {div(mod(x, 30), 6) * 6 + mod(x, 6), "(x%30)"},
-      {mod(div(div(x, 2), 7), 7) * 7 + mod(div(x, 2), 7), "(x//2%49)"},
-      {mod(div(x, 4) + 1, 4) * 4 + mod(x, 4), "((x+4)%16)"},
-      {mod(div(x, 4) + 1, 4) * 12 + mod(x, 4) * 3 + y, "((x+4)%16*3+y)"},
-      {div(x, 6) * 7 + mod(div(x * 7, 6), 7), "(x*7//6)"},
-      {x * 2 + y + x, "(x*3+y)"},
-      {x * 2 + y * 3 + x * -2, "(y*3)"},
-      {x.lt(5).where(y, y.lt(3).where(y, x)), "(y if (x<5)|(y<3) else x)"},
-  };
-  for (const auto& [e, folded] : cases) {
-    const UOp out = s.simplify(e);
-    EXPECT_EQ(render(out), folded) << render(e);
-    for (i128 xv = -200; xv <= 1000; xv += 3)
-      for (i128 yv = 0; yv <= 10; yv += 5)
-        EXPECT_EQ(test::py_eval(out, {{"x", xv}, {"y", yv}}),
-                  test::py_eval(e, {{"x", xv}, {"y", yv}}))
-            << render(e) << " -> " << render(out) << " at x=" << static_cast<int64_t>(xv);
-  }
   // not a pair: the quotient of another number, or a modulus the divisor does not divide
   for (const UOp& e : {mod(div(x, 4) + 1, 4) * 4 + mod(y, 4), div(mod(x, 30), 4) * 4 + mod(x, 4),
                        mod(div(div(x, 3), 7), 7) * 7 + mod(div(x, 2), 7)}) {
