@@ -137,9 +137,10 @@ TEST(DigitRecombination, FoldsAsTinygradWhereTheProductFits) {
 }
 
 // tinygrad's fold_add_divmod_recombine: the quotient partner of k*(b%c) may carry b//c merged
-// into a larger division (also one a common factor has reduced: x*7//6//7 is x//6), shifted by a
-// constant, or taken of b modulo a multiple of c. Also the folds that bring such terms together:
-// (x%(c*n))//c == (x//c)%n, like terms apart in a sum, nested wheres with a common branch.
+// into a larger division (also one taken in two steps, the first folded: x*7//6//7 is x//6),
+// shifted by a constant, or taken of b modulo a multiple of c. Also the folds that bring such terms
+// together: (x%(c*n))//c == (x//c)%n, like terms apart in a sum, nested wheres with a common
+// branch.
 TEST(DigitRecombination, QuotientsCongruentToTheBase) {
   const UOp x = digit_x(), y = digit_y();
   expect_folds(
@@ -151,6 +152,7 @@ TEST(DigitRecombination, QuotientsCongruentToTheBase) {
           {mod(div(x, 4) + 1, 4) * 4 + mod(x, 4), "((x+4)%16)"},
           {mod(div(x, 4) + 1, 4) * 12 + mod(x, 4) * 3 + y, "((x+4)%16*3+y)"},
           {div(x, 6) * 7 + mod(div(x * 7, 6), 7), "(x*7//6)"},
+          {div(div(y, 6) + x, 4) * 6 + mod(div(x * 6 + y, 4), 6), "((x*6+y)//4)"},
           {x * 2 + y + x, "(x*3+y)"},
           {x * 2 + y * 3 + x * -2, "(y*3)"},
           {x.lt(5).where(y, y.lt(3).where(y, x)), "(y if (x<5)|(y<3) else x)"},
