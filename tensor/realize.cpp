@@ -215,43 +215,14 @@ struct Realizer {
     const CompiledKernel& k = compile(kernel, device, cache);
     rec = {.name = k.name, .ast = kernel, .elements = loop_elements(kernel)};
     if (debug_level() >= 2 && fresh)
-      std::fprintf(stderr, "%s\n", k.ir.empty() ? render_program(k.program).c_str() : k.ir.c_str());
+      std::fprintf(stderr, "; kernel %s\n%s\n", k.name.c_str(),
+                   k.ir.empty() ? render_program(k.program).c_str() : k.ir.c_str());
     record_stage("linearize", sink, k.program);
-    QueuedLaunch l{.queue = device};
-    if (rec.elements == 0) {
-      l.run = [] {};
-    } else if (k.gpu) {
-      std::vector<Storage*> args;
-      for (int64_t p : k.gpu->input_slots) args.push_back(storage(slots.at(p)).get());
-      std::vector<int64_t> vars;
-      for (const std::string& v : k.gpu->variables) vars.push_back(values.at(v));
-      return gpu_launch(
-          k.gpu, args, vars,
-          fmt::format("kernel {} {} on {}: {} elements, ", number, k.name, device, rec.elements),
-          fresh ? "" : " (compiled before)");
-    } else if (k.fn) {
-      std::vector<void*> ptrs{nullptr};  // argument 0 (an output of its own) is unused
-      for (int64_t p : k.input_slots) ptrs.push_back(storage(slots.at(p))->bytes.data());
-      // the variables' values follow the buffers, each behind a pointer (runtime/llvm_render.h)
-      std::vector<int64_t> vars;
-      for (const std::string& v : k.variables) vars.push_back(values.at(v));
-      l.run = [this, fn = k.fn, ptrs, vars, threads = k.threads]() mutable {
-        const size_t first = ptrs.size();
-        ptrs.resize(first + vars.size());
-        for (size_t j = 0; j < vars.size(); ++j) ptrs[first + j] = &vars[j];
-        run_cpu(fn, ptrs.data(), threads);
-        ptrs.resize(first);
-      };
-    } else {
-      std::map<int64_t, std::shared_ptr<Storage>> bound;
-      for (size_t p = 0; p < slots.size(); ++p) bound.emplace(p, storage(slots[p]));
-      l.on_caller = true;
-      l.run = [program = k.program, bound, values] { interp_run(program, bound, values); };
-    }
-    l.run = timed(
-        fmt::format("kernel {} {} on {}: {} elements, ", number, k.name, device, rec.elements),
-        fresh ? "" : " (compiled before)", std::move(l.run));
-    return l;
+    const std::string label =
+        fmt::format("kernel {} {} on {}: {} elements, ", number, k.name, device, rec.elements);
+    if (rec.elements == 0)
+      return {.queue = device, .run = timed(label, fresh ? "" : " (compiled before)", [] {})};
+    return compiled_launch(k, slots, values, device, label, fresh);
   }
 
   // Runs a compiled CPU kernel split into `threads` calls (one per core) on its share of the cores
@@ -365,6 +336,42 @@ struct Realizer {
     }
     ++g_compile_count;
     return cache.emplace(sink, std::move(k)).first->second;
+  }
+
+  // A compiled kernel's launch over the storages `slots` (its PARAM k is slots[k]), its
+  // variables at `values`; DEBUG=2 prints `label` with its time.
+  QueuedLaunch compiled_launch(const CompiledKernel& k, const std::vector<int64_t>& slots,
+                               const std::map<std::string, int64_t>& values,
+                               const std::string& device, const std::string& label, bool fresh) {
+    const char* again = fresh ? "" : " (compiled before)";
+    QueuedLaunch l{.queue = device};
+    if (k.gpu) {
+      std::vector<Storage*> args;
+      for (int64_t p : k.gpu->input_slots) args.push_back(storage(slots.at(p)).get());
+      std::vector<int64_t> vars;
+      for (const std::string& v : k.gpu->variables) vars.push_back(values.at(v));
+      return gpu_launch(k.gpu, args, vars, label, again);
+    } else if (k.fn) {
+      std::vector<void*> ptrs{nullptr};  // argument 0 (an output of its own) is unused
+      for (int64_t p : k.input_slots) ptrs.push_back(storage(slots.at(p))->bytes.data());
+      // the variables' values follow the buffers, each behind a pointer (runtime/llvm_render.h)
+      std::vector<int64_t> vars;
+      for (const std::string& v : k.variables) vars.push_back(values.at(v));
+      l.run = [this, fn = k.fn, ptrs, vars, threads = k.threads]() mutable {
+        const size_t first = ptrs.size();
+        ptrs.resize(first + vars.size());
+        for (size_t j = 0; j < vars.size(); ++j) ptrs[first + j] = &vars[j];
+        run_cpu(fn, ptrs.data(), threads);
+        ptrs.resize(first);
+      };
+    } else {
+      std::map<int64_t, std::shared_ptr<Storage>> bound;
+      for (size_t p = 0; p < slots.size(); ++p) bound.emplace(p, storage(slots[p]));
+      l.on_caller = true;
+      l.run = [program = k.program, bound, values] { interp_run(program, bound, values); };
+    }
+    l.run = timed(label, again, std::move(l.run));
+    return l;
   }
 
   // BEAM's width: the kernel's own (KernelInfo.beam), else $BEAM, else 0 (no search).
@@ -600,10 +607,15 @@ struct Realizer {
           Arg::record("ParamArg", {{"slot", Arg::integer(slot)}, {"size", Arg::integer(n)}})));
     }
     const UOp& body = call.src(0).op() == Op::Program ? call.src(0).src(0) : call.src(0);
-    const UOp program = linearize_kernel(bind_kernel(body, bufs), Target::of(base));
+    const UOp bound = bind_kernel(body, bufs);
+    // (a kernel called again with arguments of the same sizes was checked at its first call)
+    static std::map<std::string, std::unordered_set<UOp>> checked;
+    if (checked[base].contains(bound)) return;
+    const UOp program = linearize_kernel(bound, Target::of(base));
     if (base == "CPU") render_llvm(program);
     if (is_gpu_device(base))
       render_llvm(program, base == "CUDA" ? LlvmTarget::Nvptx : LlvmTarget::Amdgpu);
+    checked[base].insert(bound);
   }
 
   // A kernel CALL (custom_kernel): its body over the storages `slots` of its arguments, in place,
@@ -611,13 +623,33 @@ struct Realizer {
   // LINEAR program run on the caller's thread.
   QueuedLaunch custom_launch(const UOp& call, const std::vector<int64_t>& slots, int number,
                              LaunchRecord& rec) {
-    std::vector<UOp> bufs;
-    for (int64_t slot : slots) bufs.push_back(buffer_uop(*storage(slot)));
     // a PROGRAM body runs from the SINK it was compiled from
     const UOp& body = call.src(0).op() == Op::Program ? call.src(0).src(0) : call.src(0);
     const std::string name = CallInfo::of(call).name;
     const std::string device = kernel_device(slots);
     const std::string base = device_base(device);
+    // Arguments in distinct storages: the body (over PARAMs) is compiled once, as a schedule's
+    // kernels are, and later calls reuse it. A storage passed twice is bound as one buffer
+    // below, so such a call is lowered for its own aliasing.
+    if (std::set<int64_t>(slots.begin(), slots.end()).size() == slots.size()) {
+      CompileCache& cache = g_compiled[compile_key(is_gpu_device(base) ? device : base)];
+      const bool fresh = !cache.contains(body);
+      const CompiledKernel& k = compile(body, device, cache);
+      if ((k.gpu && !k.gpu->variables.empty()) || !k.variables.empty())
+        throw TensorError(
+            fmt::format("custom kernel {} on {}: a kernel with variables ({}) is not supported",
+                        name, device, fmt::join(k.gpu ? k.gpu->variables : k.variables, ", ")));
+      if (debug_level() >= 2 && fresh)
+        std::fprintf(stderr, "custom kernel %s\n%s\n", name.c_str(),
+                     k.ir.empty() ? render_program(k.program).c_str() : k.ir.c_str());
+      record_stage("linearize", call.src(0), k.program);
+      rec = {.name = name, .ast = call.src(0), .elements = 0, .named = false};
+      return compiled_launch(k, slots, {}, device,
+                             fmt::format("kernel {} custom {} on {}: ", number, name, device),
+                             fresh);
+    }
+    std::vector<UOp> bufs;
+    for (int64_t slot : slots) bufs.push_back(buffer_uop(*storage(slot)));
     // a custom kernel that names no opts gets the hand-coded ones, as tinygrad's
     const UOp bound = bind_kernel(body, bufs);
     const UOp program = lower(bound, name, base, !noopt());
