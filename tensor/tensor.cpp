@@ -629,17 +629,29 @@ Tensor Tensor::mean(std::vector<int> axes, bool keepdim) const {
   return s.cast(least_upper_float(s.dtype())) * (1.0 / static_cast<double>(reduced_count(axes)));
 }
 
+// tinygrad's dot: a 1-d operand is a vector (its axis is dropped from the result), the last two
+// axes of an n-d operand are its matrices, and the axes before them broadcast as batch axes.
+// The operands broadcast to (..., m, n, k) (w's matrices transposed) and are summed over k.
 Tensor Tensor::matmul(const Tensor& o) const {
   const Dims a = shape(), b = o.shape();
-  if (a.size() != 2 || b.size() != 2) throw TensorError("matmul takes two 2-d tensors");
-  if (a[1] != b[0]) {
+  const size_t n1 = a.size(), n2 = b.size();
+  if (n1 == 0 || n2 == 0)
+    throw TensorError(fmt::format("matmul of {} and {}: both operands need at least one axis",
+                                  dims_repr(a), dims_repr(b)));
+  const size_t wk = std::min<size_t>(n2, 2);  // w's reduced axis, counted from its end
+  if (a.back() != b[n2 - wk]) {
     throw TensorError(fmt::format("matmul shapes {} and {} do not align ({} != {})", dims_repr(a),
-                                  dims_repr(b), a[1], b[0]));
+                                  dims_repr(b), a.back(), b[n2 - wk]));
   }
-  // (m, k) x (k, n): broadcast to (m, k, n), multiply, sum over k.
-  const Tensor x = reshape({a[0], a[1], 1});
-  const Tensor y = o.reshape({1, b[0], b[1]});
-  return (x * y).sum({1});
+  const size_t ones =
+      std::min<size_t>({n1 - 1, n2 - 1, 1});  // a size-1 axis for the other's n or m
+  Dims xs(a.begin(), a.end() - 1), ws(b.begin(), b.end() - static_cast<std::ptrdiff_t>(wk));
+  xs.insert(xs.end(), ones, 1);
+  xs.push_back(a.back());
+  ws.insert(ws.end(), ones, 1);
+  ws.insert(ws.end(), b.end() - static_cast<std::ptrdiff_t>(wk), b.end());
+  const Tensor x = reshape(xs), w = o.reshape(ws).transpose(-1, -static_cast<int>(wk));
+  return (x * w).sum({-1}).cast(least_upper_dtype(dtype(), o.dtype()));
 }
 
 Tensor Tensor::contiguous() const { return with(UOp::make(Op::Contiguous, dtype(), {uop_})); }

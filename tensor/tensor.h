@@ -222,6 +222,7 @@ class Tensor {
   Tensor argmax(int axis, bool keepdim = false) const;
   Tensor softmax(int axis = -1) const;
   Tensor log_softmax(int axis = -1) const;
+  // tinygrad's dot: vectors (1-d), matrices, and batches of matrices whose batch axes broadcast
   Tensor matmul(const Tensor& o) const;
 
   // ---- composite ops (tensor/composite.cpp): tinygrad's names and semantics, built from the ops

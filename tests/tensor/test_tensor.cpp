@@ -13,6 +13,7 @@
 #include "ir/viz.h"
 #include "on_device.h"
 #include "tensor/tensor.h"
+#include "tests/expect_error.h"
 #include "tests/scoped_env.h"
 
 using namespace tinyrw;
@@ -143,6 +144,70 @@ TEST_P(TensorOps, Matmul) {
     }
   expect_near(Tensor::from_vector(a, {m, k}).matmul(Tensor::from_vector(b, {k, n})).to_doubles(),
               want, 1e-4);
+}
+
+// tinygrad's dot: vectors on either side, batched matrices whose batch axes broadcast.
+TEST_P(TensorOps, MatmulOfVectorsAndBatches) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-1, 1);
+  auto values = [&](size_t n) {
+    std::vector<float> v(n);
+    for (float& x : v) x = u(rng);
+    return v;
+  };
+  // the product of a[batch_a][m][k] and b[batch_b][k][n], batch index i of the result reading
+  // batch i % batch of each (a batch of 1 broadcasts)
+  auto reference = [](const std::vector<float>& a, const std::vector<float>& b, int batches,
+                      int batch_a, int batch_b, int m, int k, int n) {
+    std::vector<double> out;
+    for (int t = 0; t < batches; ++t)
+      for (int i = 0; i < m; ++i)
+        for (int j = 0; j < n; ++j) {
+          double acc = 0;
+          for (int p = 0; p < k; ++p)
+            acc += static_cast<double>(a[static_cast<size_t>(((t % batch_a) * m + i) * k + p)]) *
+                   b[static_cast<size_t>(((t % batch_b) * k + p) * n + j)];
+          out.push_back(acc);
+        }
+    return out;
+  };
+  const auto v7 = values(7), m35 = values(35), m73 = values(21), v7b = values(7),
+             a3 = values(3 * 4 * 7), b3 = values(3 * 7 * 2);
+  const Tensor vec = Tensor::from_vector(v7, {7});
+  // vector . matrix, matrix . vector, vector . vector: the vector's axis is dropped
+  Tensor vm = vec.matmul(Tensor::from_vector(m73, {7, 3}));
+  EXPECT_EQ(vm.shape(), (std::vector<int64_t>{3}));
+  expect_near(vm.to_doubles(), reference(v7, m73, 1, 1, 1, 1, 7, 3), 1e-5);
+  Tensor mv = Tensor::from_vector(m35, {5, 7}).matmul(vec);
+  EXPECT_EQ(mv.shape(), (std::vector<int64_t>{5}));
+  expect_near(mv.to_doubles(), reference(m35, v7, 1, 1, 1, 5, 7, 1), 1e-5);
+  Tensor vv = vec.matmul(Tensor::from_vector(v7b, {7}));
+  EXPECT_EQ(vv.shape(), (std::vector<int64_t>{}));
+  expect_near(vv.to_doubles(), reference(v7, v7b, 1, 1, 1, 1, 7, 1), 1e-5);
+  // batched on both sides, and a batch of one against three
+  Tensor bb = Tensor::from_vector(a3, {3, 4, 7}).matmul(Tensor::from_vector(b3, {3, 7, 2}));
+  EXPECT_EQ(bb.shape(), (std::vector<int64_t>{3, 4, 2}));
+  expect_near(bb.to_doubles(), reference(a3, b3, 3, 3, 3, 4, 7, 2), 1e-5);
+  Tensor b1 = Tensor::from_vector(std::vector<float>(a3.begin(), a3.begin() + 28), {1, 4, 7})
+                  .matmul(Tensor::from_vector(b3, {3, 7, 2}));
+  EXPECT_EQ(b1.shape(), (std::vector<int64_t>{3, 4, 2}));
+  expect_near(b1.to_doubles(), reference(a3, b3, 3, 1, 3, 4, 7, 2), 1e-5);
+  // a matrix against a batch: the matrix broadcasts
+  Tensor mb = Tensor::from_vector(std::vector<float>(a3.begin(), a3.begin() + 28), {4, 7})
+                  .matmul(Tensor::from_vector(b3, {3, 7, 2}));
+  EXPECT_EQ(mb.shape(), (std::vector<int64_t>{3, 4, 2}));
+  expect_near(mb.to_doubles(), reference(a3, b3, 3, 1, 3, 4, 7, 2), 1e-5);
+  // int operands give an int product
+  const Tensor ia = Tensor::from_vector(std::vector<int32_t>{1, 2, 3}, {3}, dtypes::int32);
+  EXPECT_EQ(ia.matmul(ia).dtype(), dtypes::int32);
+  EXPECT_EQ(ia.matmul(ia).to_doubles(), (std::vector<double>{14}));
+  expect_error<TensorError>([&] { (void)Tensor::full({}, 1.0).matmul(vec); },
+                            "both operands need at least one axis");
+  expect_error<TensorError>(
+      [&] {
+        (void)vec.matmul(Tensor::zeros({3, 7}));
+      },
+      "matmul shapes (7,) and (3, 7) do not align (7 != 3)");
 }
 
 TEST_P(TensorOps, ZeroAndOneSizedDims) {
