@@ -90,18 +90,23 @@ UOp UOp::reduce(Op op, const std::vector<int64_t>& axes, bool keepdim) const {
       fail(Op::Reduce, fmt::format("axis {} appears more than once", a));
     reduced[static_cast<size_t>(a)] = true;
   }
-  // REDUCE reduces the first n axes: the reduced ones go first, the kept ones keep their order
+  // REDUCE reduces the first n axes: the reduced ones go first, the kept ones keep their order.
+  // An axis of size 1 is not reduced (as tinygrad's _rop): it is reshaped away, and a reduction
+  // over such axes alone is a reshape (no kernel).
+  auto size_one = [&](size_t k) { return s[k].is_int() && s[k].value() == 1; };
   std::vector<int64_t> order;
-  Shape keep_shape;
+  Shape keep_shape, out_shape;
   for (size_t k = 0; k < s.size(); ++k)
-    if (reduced[k]) order.push_back(static_cast<int64_t>(k));
+    if (reduced[k] && !size_one(k)) order.push_back(static_cast<int64_t>(k));
   const auto n = static_cast<int64_t>(order.size());
   for (size_t k = 0; k < s.size(); ++k) {
-    if (!reduced[k]) order.push_back(static_cast<int64_t>(k));
+    if (!reduced[k] || size_one(k)) order.push_back(static_cast<int64_t>(k));
     keep_shape.push_back(reduced[k] ? SInt(1) : s[k]);
+    if (!reduced[k]) out_shape.push_back(s[k]);
   }
+  if (n == 0) return reshape(keepdim ? keep_shape : out_shape);
   const UOp r = permute(order).reduce_first(op, n);
-  return keepdim ? r.reshape(keep_shape) : r;
+  return r.reshape(keepdim ? keep_shape : out_shape);
 }
 
 UOp UOp::reduce_over(Op op, std::span<const UOp> ranges) const {

@@ -1392,10 +1392,29 @@ std::string default_device() {
   return cpu_available() ? "CPU" : "INTERP";
 }
 
+// The last realize's report (last_kernel_count() and the like) starts empty.
+static void clear_last_realize() {
+  g_kernel_count = 0;
+  g_compile_count = 0;
+  g_kernel_outputs.clear();
+  g_kernel_names.clear();
+  g_kernel_asts.clear();
+}
+
+bool Tensor::untouched_buffer() const {
+  return is_buffer_view(uop_) && deps_.size() == 1 && deps_[0]->executed_assignments.empty();
+}
+
+void Tensor::realize_to_read() {
+  if (!untouched_buffer()) realize();
+}
+
 Tensor& Tensor::realize() {
-  // already a buffer that no assignment has touched: nothing to run or check
-  if (is_buffer_view(uop_) && deps_.size() == 1 && deps_[0]->executed_assignments.empty())
+  // nothing to run or check: a report of no kernels, not the previous realize's
+  if (untouched_buffer()) {
+    clear_last_realize();
     return *this;
+  }
   realize_all({this});
   return *this;
 }
@@ -1417,11 +1436,7 @@ void Tensor::realize_all(const std::vector<Tensor*>& tensors) {
     is_view.push_back(!t->uop_.device().is_tuple() && base != t->uop_ && is_buffer_state(base));
     roots.push_back(is_view.back() ? base : t->uop_);
   }
-  g_kernel_count = 0;
-  g_compile_count = 0;
-  g_kernel_outputs.clear();
-  g_kernel_names.clear();
-  g_kernel_asts.clear();
+  clear_last_realize();
   std::vector<std::shared_ptr<Storage>> kept;
   const std::vector<UOp> views = r.realize(roots, kept);
   for (size_t i = 0; i < tensors.size(); ++i) {
@@ -1510,7 +1525,7 @@ const Storage& local_storage(Storage& s) {
 
 std::vector<double> Tensor::to_doubles() {
   if (uop_.device().is_tuple()) return readable().to_doubles();
-  realize();
+  realize_to_read();
   if (view_base(uop_) != uop_) return contiguous().to_doubles();  // a view: its elements in order
   const Storage& s = local_storage(*deps_.at(0));
   std::vector<double> out;
@@ -1520,7 +1535,7 @@ std::vector<double> Tensor::to_doubles() {
 
 std::vector<uint8_t> Tensor::to_bytes() {
   if (uop_.device().is_tuple()) return readable().to_bytes();
-  realize();
+  realize_to_read();
   if (view_base(uop_) != uop_) return contiguous().to_bytes();  // a view: its elements in order
   const Storage& s = local_storage(*deps_.at(0));
   const size_t n = static_cast<size_t>(s.size) * static_cast<size_t>(s.dtype.itemsize());
@@ -1558,7 +1573,7 @@ DType host_dtype() {
 template <class T>
 std::vector<T> Tensor::data() {
   if (uop_.device().is_tuple()) return readable().data<T>();
-  realize();
+  realize_to_read();
   if (view_base(uop_) != uop_) return contiguous().data<T>();  // a view: its elements in order
   const Storage& s = local_storage(*deps_.at(0));
   std::vector<T> out;

@@ -364,6 +364,10 @@ class Tensor {
  private:
   // Raises a TensorError when u has no valid shape or one beyond kMaxTensorBytes.
   Tensor(UOp u, StorageList deps);
+  // Already a buffer that no assignment has touched: realize() has nothing to run or check.
+  bool untouched_buffer() const;
+  // realize(), unless untouched_buffer() (a read leaves the last realize's report as it was)
+  void realize_to_read();
   // full() without its checks, for operands the API makes itself.
   static Tensor constant(Dims shape, double value, DType dtype);
   static Tensor from_storage(std::shared_ptr<Storage> s, const Dims& shape);
@@ -447,7 +451,9 @@ class AssignmentJournal {
 
 // How many kernels the last realize() ran, and how many elements each wrote in the order they ran
 // (a custom kernel, which writes its arguments in place: 0), for fusion tests. A transfer between
-// two devices' buffers counts as one, as in tinygrad's schedule.
+// two devices' buffers counts as one, as in tinygrad's schedule. A realize() with nothing to run
+// reports none; reading a tensor (to_doubles(), data()) realizes it, and reports only when that
+// runs something.
 int last_kernel_count();
 const std::vector<int64_t>& last_kernel_outputs();
 // How many of the last realize()'s generated kernels were compiled (linearized, and on CPU

@@ -363,6 +363,34 @@ TEST_P(KernelCounts, MoreProgramsAsTinygrad) {
   expect_counts(cases);
 }
 
+// A reduction over axes of size 1 is a reshape, as tinygrad's (its REDUCE never runs over a size-1
+// axis): realized from a buffer it runs no kernel; mixed with longer axes, only those reduce.
+TEST_P(KernelCounts, SizeOneAxesAreNotReduced) {
+  const Tensor col = input({4, 1}), one = input({1});
+  for (Op op : {Op::Add, Op::Max, Op::Mul}) {
+    Tensor r = op == Op::Add ? col.sum({1}) : op == Op::Max ? col.max({1}) : col.prod({1});
+    EXPECT_EQ(r.shape(), (Dims{4}));
+    auto [kernels, got] = run(r);
+    EXPECT_EQ(kernels, 0) << op_name(op);
+    expect_near(got, host(col));
+  }
+  Tensor kept = col.sum({1}, true);
+  EXPECT_EQ(kept.shape(), (Dims{4, 1}));
+  EXPECT_EQ(run(kept).first, 0);
+  EXPECT_EQ(run(one.sum()).first, 0);
+  expect_near(run(one.sum()).second, host(one));
+  // (4, 1, 3) over axes 1 and 2: one reduction over the 3 (tinygrad's r_4_3)
+  const Tensor x = input({4, 1, 3});
+  Tensor both = x.sum({1, 2});
+  auto [kernels, got] = run(both);
+  EXPECT_EQ(kernels, 1);
+  EXPECT_EQ(last_kernel_names(), (std::vector<std::string>{"r_4_3"}));
+  std::vector<double> want;
+  const std::vector<double> xv = host(x);
+  for (size_t i = 0; i < 4; ++i) want.push_back(xv[i * 3] + xv[i * 3 + 1] + xv[i * 3 + 2]);
+  expect_near(got, want);
+}
+
 // tinygrad's counts for more programs (/work/notes/issue13-tg/counts2.py, counts2.txt), values
 // checked against another cut of the same graph.
 TEST_P(KernelCounts, ReductionProgramsAsTinygrad) {
