@@ -160,7 +160,8 @@ std::string opt_repr(const Opt& o) {
 }
 
 UOp simplify_ranges(const UOp& sink) {
-  return graph_rewrite(sink, &rules::simplify_ranges(), {.name = "simplify ranges"});
+  const UOp flat = graph_rewrite(sink, &rules::initial_symbolic(), {.name = "initial symbolic"});
+  return graph_rewrite(flat, &rules::simplify_ranges(), {.name = "simplify ranges"});
 }
 
 Arg opt_to_arg(const Opt& o) {

@@ -109,9 +109,8 @@ std::vector<UOp> UOp::spine(Op sep, size_t limit) const {
   while (out.size() < limit) {
     out.push_back(*u);
     if (u->op() != sep) break;
-    const bool sep0 = u->src(0).op() == sep, sep1 = u->src(1).op() == sep;
-    if (sep0 && sep1) break;
-    u = &u->src(sep1 ? 1 : 0);
+    // (where both sources are `sep` nodes, the chain goes on down src 0, src 1 its term)
+    u = &u->src(u->src(1).op() == sep && u->src(0).op() != sep ? 1 : 0);
   }
   return out;
 }

@@ -184,10 +184,11 @@ class UOp {
   // for other ops).
   std::pair<UOp, Arg> pop_const(Op sep) const;
   // The nodes of the walk down the chain of `sep` nodes at this node: this node, then, while the
-  // node is `sep` and not both of its sources are, the one source that is `sep` (src(0) when
-  // neither is); at most `limit` nodes. The last node is the bottom of the chain (a node that is
-  // not `sep`, or one whose two sources both are) unless the limit cut the walk short. Term k of
-  // the chain is the source of node k that is not node k+1; the last node is one term itself.
+  // node is `sep`, its source 1 when only that one is `sep`, else its source 0 (a `sep` source 1
+  // beside a `sep` source 0 is a term: (a + b) + (c + d) walks to a + b); at most `limit` nodes.
+  // The last node is the bottom of the chain (a node that is not `sep`) unless the limit cut the
+  // walk short. Term k of the chain is the source of node k that is not node k+1; the last node
+  // is one term itself.
   std::vector<UOp> spine(Op sep, size_t limit) const;
   // The terms of that chain, top down: term k for each node k of spine(sep, limit).
   std::vector<UOp> chain_terms(Op sep, size_t limit) const;

@@ -82,8 +82,10 @@ TEST(Terms, Spine) {
   EXPECT_EQ(s.spine(Op::Add, 100), (std::vector<UOp>{s, a * 2 + b, a * 2}));
   const UOp r = c(3) + (b + (a + d));  // the ADD source on the right
   EXPECT_EQ(r.spine(Op::Add, 100), (std::vector<UOp>{r, b + (a + d), a + d, a}));
-  const UOp both = (a + b) + (b + d);  // both sources ADDs: the node is the bottom
-  EXPECT_EQ(both.spine(Op::Add, 100), (std::vector<UOp>{both}));
+  // both sources ADDs: the walk goes down source 0, source 1 a term (a sum nested in a sum, as
+  // index math builds c*256 + (y*2 + ky)*16 + (x*2 + kx))
+  const UOp both = (a + b) + (b + d);
+  EXPECT_EQ(both.spine(Op::Add, 100), (std::vector<UOp>{both, a + b, a}));
   EXPECT_EQ(a.spine(Op::Add, 100), (std::vector<UOp>{a}));  // another op: itself
   EXPECT_EQ((a * b * d).spine(Op::Mul, 100), (std::vector<UOp>{a * b * d, a * b, a}));
   // at most `limit` nodes, iteratively: a sum a million terms long
@@ -101,7 +103,7 @@ TEST(Terms, ChainTerms) {
   EXPECT_EQ(((a * 2 + b) + 3).chain_terms(Op::Add, 100), (std::vector<UOp>{c(3), b, a * 2}));
   EXPECT_EQ((c(3) + (b + (a + d))).chain_terms(Op::Add, 100), (std::vector<UOp>{c(3), b, d, a}));
   const UOp both = (a + b) + (b + d);
-  EXPECT_EQ(both.chain_terms(Op::Add, 100), (std::vector<UOp>{both}));
+  EXPECT_EQ(both.chain_terms(Op::Add, 100), (std::vector<UOp>{b + d, b, a}));
   EXPECT_EQ((a + a).chain_terms(Op::Add, 100), (std::vector<UOp>{a, a}));  // equal sources
   UOp l = a;
   for (int k = 0; k < 2000; ++k) l = l + b;

@@ -156,6 +156,10 @@ TEST(DigitRecombination, QuotientsCongruentToTheBase) {
           {x * 2 + y + x, "(x*3+y)"},
           {x * 2 + y * 3 + x * -2, "(y*3)"},
           {x.lt(5).where(y, y.lt(3).where(y, x)), "(y if (x<5)|(y<3) else x)"},
+          // a pair apart across a sum nested in the sum (an index c*256 + y*32 + (x*2 + kx)
+          // whose loops merged): the nested sum is one term of the chain
+          {mod(x, 8) * 32 + y * 16 + (y * y + y) + div(x, 8) * 256, "(y*y+y*17+x*32)"},
+          {(mod(x, 8) * 32 + y) + ((y * y + y) + div(x, 8) * 256), "(y*y+y*2+x*32)"},
       },
       3);
   const Simplifier s(Simplifier::Mode::Differential);

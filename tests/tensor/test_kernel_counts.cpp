@@ -508,6 +508,35 @@ TEST_P(KernelCounts, Debug2PrintsTinygradKernelNames) {
 // output splits one reduced, not broadcast, axis by the first of 256..8 that divides it, into a
 // kernel of partial results and one that reduces them; the first may split again. Counts measured
 // with tinygrad a9069c17 at its defaults.
+// Loops merge as tinygrad's do once the kernel's index terms are distributed (its "initial
+// symbolic"): a 2x2 pool of (4, 16, 16) indexes its input with c*256 + (y*2 + ky)*16, which
+// becomes c*256 + y*32 + ky*16, so c and y run as one loop of 32 (tinygrad's r_32_8_2_2; it was
+// r_4_8_8_2_2). Values against the pool computed by hand.
+TEST_P(KernelCounts, PoolLoopsMergeAsTinygrad) {
+  const Tensor x = input({1, 4, 16, 16}, 0.5);
+  const std::vector<double> xv = host(x);
+  std::vector<double> want;
+  for (int c = 0; c < 4; ++c)
+    for (int y = 0; y < 8; ++y)
+      for (int z = 0; z < 8; ++z) {
+        double m = -1e30;
+        for (int ky = 0; ky < 2; ++ky)
+          for (int kx = 0; kx < 2; ++kx)
+            m = std::max(m, xv[static_cast<size_t>(c * 256 + (y * 2 + ky) * 16 + z * 2 + kx)]);
+        want.push_back(m);
+      }
+  for (const char* no_opts : {"1", "0"}) {
+    const ScopedEnv noopt("NOOPT", no_opts);
+    auto [kernels, got] = run(x.max_pool2d());
+    EXPECT_EQ(kernels, 1);
+    EXPECT_EQ(last_kernel_names(), (std::vector<std::string>{"r_32_8_2_2"}));
+    expect_near(got, want);
+    std::tie(kernels, got) = run(x.reshape({4, 8, 2, 8, 2}).max({2, 4}));
+    EXPECT_EQ(last_kernel_names(), (std::vector<std::string>{"r_32_8_2_2"}));
+    expect_near(got, want);
+  }
+}
+
 TEST_P(KernelCounts, LargeReductionsSplitAsTinygrad) {
   auto sum_of = [](Tensor t) {
     double s = 0;
