@@ -211,8 +211,8 @@ struct Realizer {
     const UOp kernel = unbound(sink, values);
     // a GPU's kernels are loaded into that GPU (CUDA:1 has modules of its own)
     auto& cache = g_compiled[compile_key(is_gpu_device(base) ? device : base)];
-    const bool fresh = !cache.contains(kernel);
-    const CompiledKernel& k = compile(kernel, device, cache);
+    bool fresh = false;
+    const CompiledKernel& k = compile(kernel, device, cache, &fresh);
     rec = {.name = k.name, .ast = kernel, .elements = loop_elements(kernel)};
     if (debug_level() >= 2 && fresh)
       std::fprintf(stderr, "; kernel %s\n%s\n", k.name.c_str(),
@@ -310,11 +310,17 @@ struct Realizer {
 
   using CompileCache = std::unordered_map<UOp, CompiledKernel>;
   // (`on`: the canonical device, whose base picks the target)
-  static const CompiledKernel& compile(const UOp& sink, const std::string& on,
-                                       CompileCache& cache) {
-    if (auto it = cache.find(sink); it != cache.end()) return it->second;
+  // `aliased`: the PARAMs' buffers where two PARAMs are one buffer (a custom kernel given one
+  // storage twice); the kernel is then kept under its bound form. `fresh`: whether it compiled now.
+  static const CompiledKernel& compile(const UOp& sink, const std::string& on, CompileCache& cache,
+                                       bool* fresh = nullptr,
+                                       const std::vector<UOp>& aliased = {}) {
+    UOp bound = aliased.empty() ? UOp() : bind_kernel(sink, aliased);
+    const UOp& key = aliased.empty() ? sink : bound;
+    if (fresh) *fresh = !cache.contains(key);
+    if (auto it = cache.find(key); it != cache.end()) return it->second;
     const std::string device = device_base(on);
-    UOp bound = bind_kernel(sink, param_buffers(sink));
+    if (aliased.empty()) bound = bind_kernel(sink, param_buffers(sink));
     CompiledKernel k{.name = KernelInfo::of(sink).name};
     // BEAM=N: the opts a search times on the device, for a kernel that names none
     if (const int64_t width = beam_width(sink); width > 0 && !KernelInfo::of(sink).opts_to_apply)
@@ -335,7 +341,7 @@ struct Realizer {
       k.ir = k.gpu->ir;
     }
     ++g_compile_count;
-    return cache.emplace(sink, std::move(k)).first->second;
+    return cache.emplace(key, std::move(k)).first->second;
   }
 
   // A compiled kernel's launch over the storages `slots` (its PARAM k is slots[k]), its
@@ -628,71 +634,33 @@ struct Realizer {
     const std::string name = CallInfo::of(call).name;
     const std::string device = kernel_device(slots);
     const std::string base = device_base(device);
-    // Arguments in distinct storages: the body (over PARAMs) is compiled once, as a schedule's
-    // kernels are, and later calls reuse it. A storage passed twice is bound as one buffer
-    // below, so such a call is lowered for its own aliasing.
-    if (std::set<int64_t>(slots.begin(), slots.end()).size() == slots.size()) {
-      CompileCache& cache = g_compiled[compile_key(is_gpu_device(base) ? device : base)];
-      const bool fresh = !cache.contains(body);
-      const CompiledKernel& k = compile(body, device, cache);
-      if ((k.gpu && !k.gpu->variables.empty()) || !k.variables.empty())
-        throw TensorError(
-            fmt::format("custom kernel {} on {}: a kernel with variables ({}) is not supported",
-                        name, device, fmt::join(k.gpu ? k.gpu->variables : k.variables, ", ")));
-      if (debug_level() >= 2 && fresh)
-        std::fprintf(stderr, "custom kernel %s\n%s\n", name.c_str(),
-                     k.ir.empty() ? render_program(k.program).c_str() : k.ir.c_str());
-      record_stage("linearize", call.src(0), k.program);
-      rec = {.name = name, .ast = call.src(0), .elements = 0, .named = false};
-      return compiled_launch(k, slots, {}, device,
-                             fmt::format("kernel {} custom {} on {}: ", number, name, device),
-                             fresh);
+    // The body (over PARAMs) is compiled once, as a schedule's kernels are, and later calls
+    // reuse it. A storage passed twice binds its PARAMs to one buffer (at the first one's
+    // position), and the kernel is compiled for that aliasing.
+    std::vector<UOp> aliased;
+    if (std::set<int64_t>(slots.begin(), slots.end()).size() != slots.size()) {
+      for (int64_t slot : slots) {
+        const auto first = std::find(slots.begin(), slots.end(), slot) - slots.begin();
+        const Storage& s = *storage(slot);
+        aliased.push_back(UOp::make(Op::Buffer, s.dtype, {},
+                                    Arg::record("ParamArg", {{"slot", Arg::integer(first)},
+                                                             {"size", Arg::integer(s.size)}})));
+      }
     }
-    std::vector<UOp> bufs;
-    for (int64_t slot : slots) bufs.push_back(buffer_uop(*storage(slot)));
-    // a custom kernel that names no opts gets the hand-coded ones, as tinygrad's
-    const UOp bound = bind_kernel(body, bufs);
-    const UOp program = lower(bound, name, base, !noopt());
-    if (gpu_compile_check_enabled()) check_gpu_compiles(bound, name);
-    record_stage("linearize", call.src(0), program);
+    CompileCache& cache = g_compiled[compile_key(is_gpu_device(base) ? device : base)];
+    bool fresh = false;
+    const CompiledKernel& k = compile(body, device, cache, &fresh, aliased);
+    if ((k.gpu && !k.gpu->variables.empty()) || !k.variables.empty())
+      throw TensorError(
+          fmt::format("custom kernel {} on {}: a kernel with variables ({}) is not supported", name,
+                      device, fmt::join(k.gpu ? k.gpu->variables : k.variables, ", ")));
+    if (debug_level() >= 2 && fresh)
+      std::fprintf(stderr, "custom kernel %s\n%s\n", name.c_str(),
+                   k.ir.empty() ? render_program(k.program).c_str() : k.ir.c_str());
+    record_stage("linearize", call.src(0), k.program);
     rec = {.name = name, .ast = call.src(0), .elements = 0, .named = false};
-    QueuedLaunch l{.queue = device};
-    if (base == "CPU") {
-      const RenderedKernel k = render_llvm(program);
-      if (debug_level() >= 2)
-        std::fprintf(stderr, "custom kernel %s\n%s\n", name.c_str(), k.ir.c_str());
-      std::vector<void*> ptrs{nullptr};  // argument 0 (an output of its own) is unused
-      for (int64_t slot : k.input_slots) ptrs.push_back(storage(slot)->bytes.data());
-      l.run = [this, fn = cpu_compile(k.ir), ptrs, threads = k.threads]() mutable {
-        run_cpu(fn, ptrs.data(), threads);
-      };
-    } else if (is_gpu_device(base)) {
-      // loaded once per device and program, and kept: a launch may still run when this returns
-      static std::map<std::string, std::unordered_map<UOp, std::shared_ptr<const GpuProgram>>>
-          loaded;
-      std::shared_ptr<const GpuProgram>& p = loaded[device][program];
-      if (!p) p = std::make_shared<const GpuProgram>(load_gpu_program(program, name, device));
-      if (!p->variables.empty())
-        throw TensorError(
-            fmt::format("custom kernel {} on {}: a kernel with variables ({}) is not "
-                        "supported on a GPU",
-                        name, device, fmt::join(p->variables, ", ")));
-      if (debug_level() >= 2)
-        std::fprintf(stderr, "custom kernel %s\n%s\n", name.c_str(), p->ir.c_str());
-      std::vector<Storage*> args;
-      for (int64_t slot : p->input_slots) args.push_back(storage(slot).get());
-      return gpu_launch(p, args, {},
-                        fmt::format("kernel {} custom {} on {}: ", number, name, device), "");
-    } else {
-      if (debug_level() >= 2)
-        std::fprintf(stderr, "custom kernel %s\n%s\n", name.c_str(),
-                     render_program(program).c_str());
-      l.on_caller = true;
-      l.run = [this, program] { interp_run(program, buffers); };
-    }
-    l.run = timed(fmt::format("kernel {} custom {} on {}: ", number, name, device), "",
-                  std::move(l.run));
-    return l;
+    return compiled_launch(k, slots, {}, device,
+                           fmt::format("kernel {} custom {} on {}: ", number, name, device), fresh);
   }
 
   // A CPU kernel's return value: 0, or the division by zero it met (it ran to its end with a
