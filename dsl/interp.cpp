@@ -56,6 +56,9 @@ class FrameLease {
   size_t n_;
 };
 
+// The named sets of the interpreted rule running on this thread (see rewritten_fully).
+thread_local const NamedRuleSets* g_running_sets = nullptr;
+
 bool match_arg(const ArgMatch& m, const Arg& a, Slots& s) {
   switch (m.kind) {
     case ArgMatch::Kind::Any:
@@ -236,7 +239,8 @@ Value eval(const RExpr& e, Slots& s, RewriteContext& ctx) {
     }
     case RExpr::K::Builtin: {
       const std::vector<Value> args = eval_kids(e, s, ctx);
-      if (is_context_builtin(e.name)) return call_context_builtin(ctx, e.name, args);
+      if (is_context_builtin(e.name))
+        return call_context_builtin(ctx, e.name, args, g_running_sets);
       return call_builtin(e.name, args, e.arg_names);
     }
     case RExpr::K::Construct: {
@@ -287,6 +291,16 @@ Value eval(const RExpr& e, Slots& s, RewriteContext& ctx) {
 InterpretedMatcher::InterpretedMatcher(std::shared_ptr<const ResolvedProgram> program,
                                        const ResolvedSet& set)
     : program_(std::move(program)), set_(set), by_op_(kNumOps) {
+  named_ = [this](std::string_view name) -> const Matcher* {
+    const std::lock_guard lock(named_mutex_);
+    auto it = named_sets_.find(name);
+    if (it != named_sets_.end()) return it->second.get();
+    const ResolvedSet* s = program_->find(name);
+    if (!s) return nullptr;
+    return named_sets_
+        .emplace(std::string(name), std::make_unique<InterpretedMatcher>(program_, *s))
+        .first->second.get();
+  };
   for (const ResolvedRule& r : set_.rules) {
     max_slots_ = std::max(max_slots_, r.slot_names.size());
     for (int o = 0; o < kNumOps; ++o)
@@ -304,6 +318,11 @@ std::optional<Value> InterpretedMatcher::apply(const UOp& node, RewriteContext& 
   // never read: lets and comprehension targets are written before they are read).
   FrameLease lease(max_slots_);
   Slots& slots = lease.slots();
+  struct Running {  // the named sets of this matcher's program while its rules run
+    const NamedRuleSets* outer = g_running_sets;
+    explicit Running(const NamedRuleSets* s) { g_running_sets = s; }
+    ~Running() { g_running_sets = outer; }
+  } running(&named_);
   for (const ResolvedRule* r : rules) {
     const auto t0 =
         stats ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};

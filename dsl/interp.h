@@ -2,8 +2,11 @@
 // same results as the generated matcher of the same set (checked by the differential mode).
 #pragma once
 
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <string>
 
 #include "dsl/resolve.h"
 #include "dsl/ruleset.h"
@@ -24,6 +27,11 @@ class InterpretedMatcher : public RuleSetMatcher {
   const ResolvedSet& set_;
   std::vector<std::vector<const ResolvedRule*>> by_op_;  // rules to try per root op, in order
   size_t max_slots_ = 0;  // of any rule: one frame per apply() serves every rule tried
+  // The sets `rewritten_fully(u, "set")` names, interpreted from the same program, made on first
+  // use.
+  NamedRuleSets named_;
+  mutable std::mutex named_mutex_;
+  mutable std::map<std::string, std::unique_ptr<InterpretedMatcher>, std::less<>> named_sets_;
 };
 
 // Loads a .rw file and returns an interpreted matcher for one of its rule sets.

@@ -1762,13 +1762,25 @@ class Resolver {
     r.type = item;
   }
 
+  // The rule set `rewritten_fully(u, "set")` names: a string literal naming a loaded set.
+  void check_named_set(const std::string& builtin, const RExpr& set) {
+    if (set.k != RExpr::K::Const || set.value.kind() != Value::Kind::String) {
+      diags_.error(set.loc, fmt::format("'{}' names its rule set by a string literal, got {}",
+                                        builtin, type_name(set.type)));
+      return;
+    }
+    if (!set_decls_.contains(set.value.as_string()))
+      diags_.error(set.loc, fmt::format("'{}': no rule set named '{}' in the loaded files", builtin,
+                                        set.value.as_string()));
+  }
+
   // Argument counts and kinds of the tuple builtins.
   void check_builtin_args(const RExpr& r, const Loc& at) {
     static const std::map<std::string_view, std::pair<size_t, size_t>> kArity = {
         {"zip", {1, SIZE_MAX}},     {"enumerate", {1, 2}}, {"range", {1, 3}}, {"sum", {1, 2}},
         {"prod", {1, 1}},           {"all", {1, 1}},       {"any", {1, 1}},   {"argsort", {1, 1}},
         {"tuple", {1, 1}},          {"len", {1, 1}},       {"fold", {2, 2}},  {"rewritten", {1, 1}},
-        {"rewritten_fully", {1, 1}}};
+        {"rewritten_fully", {1, 2}}};
     const size_t n = r.kids.size();
     if ((r.name == "max" || r.name == "min") && n == 1) {
       if (r.kids[0].type != Type::Tuple && r.kids[0].type != Type::Any)
@@ -1787,10 +1799,11 @@ class Resolver {
                                    n));
       return;
     }
-    if (is_context_builtin(r.name)) {  // rewritten(u), rewritten_fully(u)
+    if (is_context_builtin(r.name)) {  // rewritten(u), rewritten_fully(u), ...(u, "set")
       const Type t = r.kids[0].type;
       if (t != Type::UOp && t != Type::Any)
         diags_.error(r.kids[0].loc, fmt::format("'{}' needs a UOp, got {}", r.name, type_name(t)));
+      if (n == 2) check_named_set(r.name, r.kids[1]);
       return;
     }
     for (size_t i = 0; i < n; ++i) {

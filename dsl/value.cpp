@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "dsl/compiled.h"
 #include "ir/builders.h"
 #include "ir/graph.h"
 #include "ir/rewrite.h"
@@ -1251,7 +1252,7 @@ namespace {
 thread_local int g_rewritten_depth = 0;
 }  // namespace
 
-Value rewritten(RewriteContext& ctx, const Value& u, bool fully) {
+Value rewritten(RewriteContext& ctx, const Value& u, bool fully, const Matcher* with) {
   const std::string_view name = fully ? "rewritten_fully" : "rewritten";
   if (g_rewritten_depth >= kMaxRewrittenDepth)
     throw EvalError(
@@ -1262,7 +1263,7 @@ Value rewritten(RewriteContext& ctx, const Value& u, bool fully) {
     Nest() { ++g_rewritten_depth; }
     ~Nest() { --g_rewritten_depth; }
   } nest;
-  if (!ctx.pm)
+  if (!ctx.pm && !with)
     throw EvalError(
         fmt::format("{}() needs a running rule set (a graph_rewrite); this rule was "
                     "applied on its own",
@@ -1270,7 +1271,9 @@ Value rewritten(RewriteContext& ctx, const Value& u, bool fully) {
   if (!u.is_uop()) throw EvalError(fmt::format("{}() needs a UOp, got {}", name, u.repr()));
   const UOp& x = u.as_uop();
   if (fully)
-    return Value::uop(graph_rewrite(x, ctx.pm, {.ctx = ctx.user, .name = "rewritten_fully"}));
+    return Value::uop(
+        graph_rewrite(x, with ? with : ctx.pm,
+                      {.ctx = ctx.user, .name = std::string(with ? with->name() : name)}));
   const RuleInfo* fired = nullptr;
   UOp r = ctx.pm->rewrite(x, ctx, &fired);
   return !r || r == x ? Value() : Value::uop(std::move(r));
@@ -1278,11 +1281,22 @@ Value rewritten(RewriteContext& ctx, const Value& u, bool fully) {
 bool is_context_builtin(std::string_view name) {
   return name == "rewritten" || name == "rewritten_fully";
 }
-Value call_context_builtin(RewriteContext& ctx, std::string_view name,
-                           std::span<const Value> args) {
+Value call_context_builtin(RewriteContext& ctx, std::string_view name, std::span<const Value> args,
+                           const NamedRuleSets* named) {
+  const bool fully = name == "rewritten_fully";
+  if (args.size() == 2 && fully) {
+    if (args[1].kind() != Value::Kind::String)
+      throw EvalError(
+          fmt::format("'{}' names its rule set by a string, got {}", name, args[1].repr()));
+    const std::string_view set = args[1].as_string();
+    const Matcher* with = named ? (*named)(set) : compiled_rules(set);
+    if (!with) throw EvalError(fmt::format("'{}': no rule set named '{}' is loaded", name, set));
+    return rewritten(ctx, args[0], true, with);
+  }
   if (args.size() != 1)
-    throw EvalError(fmt::format("'{}' takes 1 argument(s), got {}", name, args.size()));
-  return rewritten(ctx, args[0], name == "rewritten_fully");
+    throw EvalError(fmt::format("'{}' takes {} argument(s), got {}", name, fully ? "1 or 2" : "1",
+                                args.size()));
+  return rewritten(ctx, args[0], fully);
 }
 
 std::optional<Type> builtin_type(std::string_view name) {

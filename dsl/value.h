@@ -305,10 +305,17 @@ Value record_field(const Value& recv, std::string_view field, std::string_view e
 // Calls nest on the C++ stack (a rule, the rule its node fires, ...): at most
 // kMaxRewrittenDepth deep on one thread (the rewritten depth limit), past which it is an
 // EvalError, not a stack overflow. rules/symbolic.rw nests at most log2 of a divisor (< 128).
+// `rewritten_fully(u, "set")` rewrites u to a fixed point with another rule set, named by a string
+// literal the checker finds among the loaded sets, in the running context: a rule that must try
+// a rewrite of a subgraph with rules of its own and keep it only if it succeeds (tinygrad's
+// reduce_collapse rewriting with pm_reduce_collapse). The executor that runs the rule runs the
+// named set too: `named` finds it for the interpreter; null means the compiled sets.
 inline constexpr int kMaxRewrittenDepth = 256;
-Value rewritten(RewriteContext& ctx, const Value& u, bool fully);
+using NamedRuleSets = std::function<const Matcher*(std::string_view)>;
+Value rewritten(RewriteContext& ctx, const Value& u, bool fully, const Matcher* with = nullptr);
 bool is_context_builtin(std::string_view name);  // rewritten, rewritten_fully
-Value call_context_builtin(RewriteContext& ctx, std::string_view name, std::span<const Value> args);
+Value call_context_builtin(RewriteContext& ctx, std::string_view name, std::span<const Value> args,
+                           const NamedRuleSets* named = nullptr);
 
 // ---- tuples: slices, comprehensions
 // Tuples that range(), repetition, concatenation and zip() build hold at most kMaxTupleSize items,

@@ -213,8 +213,12 @@ Bounds compute_bounds(const UOp& u, bool& wraps) {
       return dtype_bounds(dt);
     }
     case Op::DefineVar: {
+      // an int variable's bounds, or a float one's (reduce collapse stands them in for values)
       auto items = u.arg().items();
-      return {Num::of(items[1].as_int()), Num::of(items[2].as_int())};
+      auto bound = [](const Arg& a) {
+        return a.is_float() ? Num::of_float(a.as_float()) : Num::of(a.as_int());
+      };
+      return {bound(items[1]), bound(items[2])};
     }
     case Op::Range:
     case Op::Special: {

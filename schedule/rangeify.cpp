@@ -15,6 +15,7 @@
 #include "ir/kernel_info.h"
 #include "ir/viz.h"
 #include "rules_gen/call.h"
+#include "rules_gen/collapse.h"
 #include "rules_gen/indexing.h"
 #include "rules_gen/rangeify.h"
 #include "rules_gen/symbolic.h"

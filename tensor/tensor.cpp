@@ -348,6 +348,19 @@ Tensor Tensor::arange(int64_t start, int64_t stop, int64_t step, DType dtype) {
                                   start, stop, step, to_string(count)));
   const int64_t n = static_cast<int64_t>(count);
   check_shape({n}, dtype, "arange");
+  // As tinygrad's: a scan of n steps shifted by start - step, no buffer. Reduce collapse
+  // (rules/collapse.rw) folds the scan to the loop index, so a kernel using the arange reads no
+  // memory for it and a gather by it collapses to one read. Where the scan's partial sums or the
+  // shift do not fit the dtype (the values may still), the values are made on the host.
+  const i128 first = start, last = start + static_cast<i128>(n > 0 ? n - 1 : 0) * step;
+  const i128 reach = static_cast<i128>(n) * step, shift = static_cast<i128>(start) - step;
+  auto fits = [&](i128 x) {  // in the dtype, and exact as the double full() takes
+    const bool exact = x > -(i128{1} << 53) && x < (i128{1} << 53);
+    return exact && (dtype.is_float() || (x >= dtype.int_min() && x <= dtype.int_max()));
+  };
+  if (n > 0 && !dtype.is_bool() && fits(first) && fits(last) && fits(reach) && fits(shift))
+    return full({n}, static_cast<double>(step), dtype).cumulative_one_stage(0, Op::Add) +
+           full({}, static_cast<double>(shift), dtype);
   std::vector<int64_t> v = host_values<int64_t>(n, "arange");
   for (int64_t i = 0; i < n; ++i)
     v[static_cast<size_t>(i)] = static_cast<int64_t>(start + static_cast<i128>(i) * step);

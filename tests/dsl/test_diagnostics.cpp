@@ -712,6 +712,16 @@ TEST(RwDiagnostics, RewrittenErrors) {
                "'rewritten_fully' rewrites with the running rule set: only the rules of a "
                "ruleset run in one (not a gradient's)",
                2, 17);
+  // rewritten_fully(u, "set") names a loaded set by a string literal; rewritten takes no set
+  expect_error("ruleset r {\n  Add(x, y) => rewritten_fully(x, \"nope\")\n}\n",
+               "'rewritten_fully': no rule set named 'nope' in the loaded files", 2, 35);
+  expect_error("ruleset r {\n  Add(x, y) => rewritten_fully(x, x)\n}\n",
+               "'rewritten_fully' names its rule set by a string literal, got UOp", 2, 35);
+  expect_error("ruleset r {\n  Add(x, y) => rewritten(x, \"r\")\n}\n",
+               "'rewritten' takes 1 argument(s), got 2", 2, 16);
+  const Result named = check(
+      "ruleset r {\n  Neg(x) => rewritten_fully(x, \"s\")\n}\nruleset s {\n  Neg(x) => x\n}\n");
+  EXPECT_TRUE(named.ok) << named.text;
   const Result ok = check("def once(u) = rewritten(u)\nruleset r {\n  Neg(x) => once(x * 1)\n}\n");
   EXPECT_TRUE(ok.ok) << ok.text;
 }

@@ -996,6 +996,27 @@ TEST(RwExprFeatures, RewrittenByTheRunningRuleSet) {
         << e;
 }
 
+// rewritten_fully(u, "set") rewrites with the named set (not the running one) in both executors:
+// -(x * 1 + 0) is x * -1 by e_rewritten_helper's rules; the running set has neither rule, and the
+// rule keeps the result only where the helper set removed the Add.
+TEST(RwExprFeatures, RewrittenFullyByANamedRuleSet) {
+  const UOp x = var("x");
+  expect_rewrite("e_rewritten_named", UOp::make(Op::Neg, dtypes::index, {x}), x * c(-1));
+  // x * 1 + 0 is not Neg: no rule of the running set fires on it, and the result keeps it
+  expect_rewrite("e_rewritten_named", x * c(1) + c(0), x * c(1) + c(0));
+  // a set the running program does not hold is refused at run time too (a compiled rule asked
+  // for a name no linked file defines)
+  RewriteContext ctx;
+  const Value args[] = {Value::uop(x), Value::string("no_such_set")};
+  try {
+    call_context_builtin(ctx, "rewritten_fully", args);
+    ADD_FAILURE() << "no error";
+  } catch (const EvalError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "'rewritten_fully': no rule set named 'no_such_set' is loaded");
+  }
+}
+
 // The typed forms generated code calls (and the interpreter, for x.src[i]) give the values and the
 // errors of the generic operations they stand for.
 TEST(RwExprFeatures, FastPathsAgreeWithTheGenericOperations) {

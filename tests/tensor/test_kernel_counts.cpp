@@ -3,6 +3,7 @@
 // and of /work/notes/issue13-tg/counts.py, inputs realized first (tinygrad:
 // Tensor.ones(...).contiguous().realize()), counted with last_kernel_count() when the output is
 // realized, and each result checked against loops over the same inputs. Both devices.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -539,6 +540,45 @@ TEST_P(KernelCounts, PoolLoopsMergeAsTinygrad) {
     if (named) EXPECT_EQ(last_kernel_names(), merged);
     expect_near(got, want);
   }
+}
+
+// An arange is tinygrad's scan of steps, and reduce collapse (rules/collapse.rw) folds the scan to
+// the loop index: one elementwise kernel (E_, no reduce loop) and no buffer read for it.
+TEST_P(KernelCounts, ArangeIsItsLoopIndex) {
+  const ScopedEnv noopt("NOOPT", "1");
+  struct Span {
+    int64_t start, stop, step;
+    DType dtype;
+  };
+  for (const Span& a : {Span{0, 10, 1, dtypes::int32}, Span{5, 40, 3, dtypes::int32},
+                        Span{7, -20, -4, dtypes::int32}, Span{-3, 1000, 1, dtypes::int64},
+                        Span{2, 9, 2, dtypes::float32}, Span{0, 600, 1, dtypes::int32}}) {
+    Tensor t = Tensor::arange(a.start, a.stop, a.step, a.dtype);
+    const std::vector<double> got = t.to_doubles();
+    const std::string what = fmt::format("arange({}, {}, {})", a.start, a.stop, a.step);
+    std::vector<double> want;
+    for (int64_t v = a.start; a.step > 0 ? v < a.stop : v > a.stop; v += a.step)
+      want.push_back(static_cast<double>(v));
+    EXPECT_EQ(got, want) << what;
+    EXPECT_EQ(last_kernel_names(), (std::vector<std::string>{fmt::format("E_{}", want.size())}))
+        << what;
+  }
+  // partial sums beyond the dtype (4 * 2^30 in int32): the values still fit, made on the host
+  const std::vector<double> wide =
+      Tensor::arange(-2147483647 - 1, 2147483647, int64_t{1} << 30).to_doubles();
+  EXPECT_EQ(wide, (std::vector<double>{-2147483648.0, -1073741824.0, 0.0, 1073741824.0}));
+  // a one-hot and a gather by an arange read no arange buffer; their values
+  const Tensor idx = Tensor::from_vector(std::vector<int32_t>{3, 0, 2, -1}, {4}, dtypes::int32);
+  EXPECT_EQ(idx.one_hot(4).to_doubles(),
+            (std::vector<double>{0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0}));  // -1: none
+  const Tensor table = input({4, 3});
+  const std::vector<double> tv = host(table);
+  std::vector<double> rows;
+  for (int r : {3, 0, 2, 3})
+    for (int c = 0; c < 3; ++c) rows.push_back(tv[static_cast<size_t>(r * 3 + c)]);
+  auto [kernels, got] = run(table[idx]);
+  EXPECT_EQ(kernels, 1);
+  expect_near(got, rows);
 }
 
 TEST_P(KernelCounts, LargeReductionsSplitAsTinygrad) {
