@@ -17,6 +17,7 @@
 #include "ir/render.h"
 #include "ir/rewrite.h"
 #include "rules/helpers/kernel.h"
+#include "rules_gen/collapse.h"
 #include "rules_gen/expander.h"
 #include "rules_gen/opts.h"
 
@@ -160,7 +161,10 @@ std::string opt_repr(const Opt& o) {
 }
 
 UOp simplify_ranges(const UOp& sink) {
-  const UOp flat = graph_rewrite(sink, &rules::initial_symbolic(), {.name = "initial symbolic"});
+  // a sum picking one element by an index read from memory is that read (rules/collapse.rw)
+  const UOp collapsed = graph_rewrite(sink, &rules::load_collapse(), {.name = "load collapse"});
+  const UOp flat =
+      graph_rewrite(collapsed, &rules::initial_symbolic(), {.name = "initial symbolic"});
   return graph_rewrite(flat, &rules::simplify_ranges(), {.name = "simplify ranges"});
 }
 

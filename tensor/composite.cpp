@@ -655,9 +655,11 @@ Tensor Tensor::sparse_categorical_crossentropy(const Tensor& labels, int64_t ign
   const Tensor target =
       labels.unsqueeze(-1).eq(arange(s.back())).logical_and(counted.unsqueeze(-1));
   const Tensor mask = counted.cast(log_probs.dtype());
-  const Tensor smoothed = log_probs.mean({-1}) * mask * smoothing;
+  const Tensor picked = (log_probs * target.cast(log_probs.dtype())).sum({-1});
+  // without smoothing no mean term: 0 times a row's mean is NaN where a logit is -inf (a masked
+  // class), and tinygrad's 0 * x folds it away
   const Tensor per_row =
-      (log_probs * target.cast(log_probs.dtype())).sum({-1}) * (1 - smoothing) + smoothed;
+      smoothing == 0 ? picked : picked * (1 - smoothing) + log_probs.mean({-1}) * mask * smoothing;
   if (reduction == Reduction::Mean) return -per_row.sum() / mask.sum();
   return -reduced(per_row, reduction);
 }

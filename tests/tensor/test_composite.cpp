@@ -440,6 +440,17 @@ TEST_P(Composite, LossesMatchTheirFormulas) {
           ref, {n, c}, 100,
           "sparse ce smoothing " + std::to_string(smoothing) + " ignore " + std::to_string(ignore));
     }
+  // a masked class (a -inf logit) that no label picks: a finite loss without smoothing (tinygrad's
+  // value; a mean term times 0 would make it NaN), -log(1/2) for each of two rows of two live
+  // classes
+  const float ninf = -std::numeric_limits<float>::infinity();
+  const Tensor masked = Tensor::from_vector(std::vector<float>{0, 0, ninf, ninf, 1, 1}, {2, 3});
+  const std::vector<double> loss = masked
+                                       .sparse_categorical_crossentropy(Tensor::from_vector(
+                                           std::vector<int32_t>{1, 2}, {2}, dtypes::int32))
+                                       .to_doubles();
+  ASSERT_EQ(loss.size(), 1u);
+  EXPECT_NEAR(loss[0], std::log(2.0), 1e-6);
   // cross_entropy with labels (per row, unreduced) and with class probabilities (summed)
   auto ce_rows = [&](const Values& x, const Values& target, double smoothing) {
     Values out;

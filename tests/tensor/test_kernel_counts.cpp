@@ -581,6 +581,52 @@ TEST_P(KernelCounts, ArangeIsItsLoopIndex) {
   expect_near(got, rows);
 }
 
+// Indexing by a tensor is a sum over the indexed axis of the element where the axis equals the
+// index; load collapse (rules/collapse.rw, tinygrad's pm_load_collapse) makes it one read at the
+// index, gated to the axis (an index outside reads 0; a negative one counts from the end first):
+// tinygrad's E_8_4 for eight rows of a (10, 4) table, no loop over the 10.
+TEST_P(KernelCounts, GatherCollapsesToOneRead) {
+  const ScopedEnv noopt("NOOPT", "1");
+  const Tensor table = input({10, 4});
+  const std::vector<double> tv = host(table);
+  const std::vector<int32_t> iv = {3, -1, 9, 12, -11, 0, 5, 7};
+  const Tensor idx = Tensor::from_vector(iv, {8}, dtypes::int32).realize();
+  std::vector<double> want;
+  for (int32_t i : iv) {
+    const int32_t row = i < 0 ? i + 10 : i;
+    for (int c = 0; c < 4; ++c)
+      want.push_back(row >= 0 && row < 10 ? tv[static_cast<size_t>(row * 4 + c)] : 0.0);
+  }
+  auto [kernels, got] = run(table[idx]);
+  EXPECT_EQ(kernels, 1);
+  EXPECT_EQ(last_kernel_names(), (std::vector<std::string>{"E_8_4"}));
+  expect_near(got, want);
+  // gather along the rows: the same read, by an index per element (gather and one_hot do not
+  // count a negative index from the end: -1 is no row)
+  std::vector<double> unwrapped;
+  for (int32_t i : iv)
+    for (int c = 0; c < 4; ++c)
+      unwrapped.push_back(i >= 0 && i < 10 ? tv[static_cast<size_t>(i * 4 + c)] : 0.0);
+  std::tie(kernels, got) = run(table.gather(0, idx.reshape({8, 1}).expand({8, 4})));
+  EXPECT_EQ(last_kernel_names(), (std::vector<std::string>{"E_8_4"}));
+  expect_near(got, unwrapped);
+  // along the columns of each row (an index per row, within 0..3)
+  Tensor cols = Tensor::from_vector(std::vector<int32_t>{3, 0, 2, 1, 1, 0, 3, 2, 0, 3}, {10, 1},
+                                    dtypes::int32);
+  std::tie(kernels, got) = run(table.gather(1, cols));
+  EXPECT_EQ(last_kernel_names(), (std::vector<std::string>{"E_10"}));
+  const std::vector<double> cv = cols.to_doubles();
+  std::vector<double> picked;
+  for (size_t r = 0; r < 10; ++r) picked.push_back(tv[r * 4 + static_cast<size_t>(cv[r])]);
+  expect_near(got, picked);
+  // a sum the index does not pick from keeps its loop: a one-hot times a row, summed over the
+  // row's axis with the one-hot's columns from memory (no arange) is no gather
+  const Tensor hot = idx.one_hot(10).cast(dtypes::float32).realize();
+  std::tie(kernels, got) = run((hot.reshape({8, 10, 1}) * table.reshape({1, 10, 4})).sum({1}));
+  EXPECT_EQ(last_kernel_names(), (std::vector<std::string>{"r_8_4_10"}));
+  expect_near(got, unwrapped);
+}
+
 TEST_P(KernelCounts, LargeReductionsSplitAsTinygrad) {
   auto sum_of = [](Tensor t) {
     double s = 0;
