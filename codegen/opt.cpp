@@ -163,8 +163,8 @@ std::string opt_repr(const Opt& o) {
 UOp simplify_ranges(const UOp& sink) {
   // a sum picking one element by an index read from memory is that read (rules/collapse.rw)
   const UOp collapsed = graph_rewrite(sink, &rules::load_collapse(), {.name = "load collapse"});
-  const UOp flat =
-      graph_rewrite(collapsed, &rules::initial_symbolic(), {.name = "initial symbolic"});
+  const UOp split = graph_rewrite(collapsed, &rules::split_ranges(), {.name = "split ranges"});
+  const UOp flat = graph_rewrite(split, &rules::initial_symbolic(), {.name = "initial symbolic"});
   return graph_rewrite(flat, &rules::simplify_ranges(), {.name = "simplify ranges"});
 }
 

@@ -627,6 +627,28 @@ TEST_P(KernelCounts, GatherCollapsesToOneRead) {
   expect_near(got, unwrapped);
 }
 
+// A loop the kernel takes modulo a constant that divides it runs as two (tinygrad's
+// pm_split_ranges): a repeat's output loops, 8 = 2 copies x 4 rows and 24 = 3 x 8 columns, index
+// the input with r % 4 and r % 8, so they split; tinygrad's E_2_4_3_8 without opts and
+// E_2_4_3_2_4 with the CPU's (was E_8_24 and E_8_6_4).
+TEST_P(KernelCounts, LoopsTakenModuloSplitAsTinygrad) {
+  const Tensor x = input({4, 8});
+  const std::vector<double> xv = host(x);
+  std::vector<double> want;
+  for (size_t i = 0; i < 8; ++i)
+    for (size_t j = 0; j < 24; ++j) want.push_back(xv[(i % 4) * 8 + j % 8]);
+  for (const char* no_opts : {"1", "0"}) {
+    const ScopedEnv noopt("NOOPT", no_opts);
+    auto [kernels, got] = run(x.repeat({2, 3}).contiguous());
+    EXPECT_EQ(kernels, 1);
+    if (no_opts[0] == '1')
+      EXPECT_EQ(last_kernel_names(), (std::vector<std::string>{"E_2_4_3_8"}));
+    else if (GetParam() == "CPU")
+      EXPECT_EQ(last_kernel_names(), (std::vector<std::string>{"E_2_4_3_2_4"}));
+    expect_near(got, want);
+  }
+}
+
 TEST_P(KernelCounts, LargeReductionsSplitAsTinygrad) {
   auto sum_of = [](Tensor t) {
     double s = 0;
