@@ -4,7 +4,7 @@ the same model (tinygrad's beautiful_mnist CNN), batch size, step count, learnin
 (Debian's dataset-fashion-mnist), in one run. Prints images/s of training for both, their ratio
 (tinygrad's time over tinyrw's: above 1, tinyrw is faster) and both test accuracies.
 
-  python3 bench/fashion_mnist_side_by_side.py [--steps 250] [--bs 64] [--lr 0.002] [--binary build/bin/fashion_mnist]
+  python3 bench/fashion_mnist_side_by_side.py [--steps 320] [--bs 64] [--lr 0.002] [--binary build/bin/fashion_mnist]
 
 tinygrad: its source at --tinygrad-path ($TINYGRAD_PATH, else /tmp/tg), from the mirror:
   mkdir -p /tmp/tg && git -C /work/.mirror/tinygrad+tinygrad/repo archive HEAD tinygrad | tar x -C /tmp/tg
@@ -62,7 +62,7 @@ print(f"RESULT {secs:.3f} {right / 10000:.4f} {loss:.4f}")
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--steps", type=int, default=250)
+    ap.add_argument("--steps", type=int, default=320)
     ap.add_argument("--bs", type=int, default=64)
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
