@@ -140,9 +140,9 @@ NAMED = [
 VALID_BOX = {'a': (0, 9), 'b': (0, 9), 'c': (-5, 5)}
 VALID = [
     ("((a//5) if a < 5 else b)", "(0 if a<5 else b)"),                       # v < c
-    ("((a//5) if 5 <= a else b)", "(1 if a>=5 else b)"),                     # !(v < c)
+    ("((a//5) if 5 <= a else b)", "(b if a<5 else 1)"),                      # !(v < c): flipped
     ("((a//5) if 4 < a else b)", "(1 if 4<a else b)"),                       # c < v
-    ("((c//6) if c >= 0 else b)", "(0 if c>=0 else b)"),                     # a negative range
+    ("((c//6) if c >= 0 else b)", "(b if c<0 else 0)"),                      # a negative range
     ("((a%4) if a < 4 else b)", "(a if a<4 else b)"),
     ("((a//5+b%10) if (a < 5)&(b >= 2) else 0)", "(b if (a<5)&(b>=2) else 0)"),  # a conjunction
     ("((a//5) if (a < 3)&(a < 7) else b)", "(0 if a<3 else b)"),             # the tightest bound
