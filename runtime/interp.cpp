@@ -209,8 +209,11 @@ class Machine {
         return pc + 1;
       }
       case Op::Load: {
-        if (u.nsrc() == 3 && !value(u.src(2)).as_bool()) {
-          set(u, cast_value(u.dtype(), value(u.src(1))));
+        if (u.nsrc() == 3 && !value(u.src(2)).as_bool()) {  // alt, in every lane of a vector
+          const Arg alt = cast_value(u.dtype(), value(u.src(1)));
+          set(u, u.src(0).op() == Op::Shrink
+                     ? Arg::tuple(std::vector<Arg>(static_cast<size_t>(lanes_of(u.src(0))), alt))
+                     : alt);
           return pc + 1;
         }
         auto [s, i] = address(u.src(0));

@@ -334,19 +334,18 @@ class Emitter {
   static bool is_vector(const UOp& u) {
     return u.op() == Op::Stack || (u.op() == Op::Load && u.src(0).op() == Op::Shrink);
   }
+  static int64_t vector_lanes(const UOp& v) {
+    return v.op() == Op::Stack ? static_cast<int64_t>(v.nsrc())
+                               : static_cast<int64_t>(v.src(0).src(2).src(0).arg().as_int());
+  }
   static std::string vector_type(const UOp& v) {
-    const size_t n =
-        v.op() == Op::Stack ? v.nsrc() : static_cast<size_t>(v.src(0).src(2).src(0).arg().as_int());
-    return fmt::format("<{} x {}>", n, ll_type(v.dtype()));
+    return fmt::format("<{} x {}>", vector_lanes(v), ll_type(v.dtype()));
   }
   // A vector access starts at an element index its length divides (rules/devectorizer.rw's
   // memory coalescing), of a buffer aligned to kBufferAlign bytes (storage's and the register
   // allocas'): aligned to its size, up to that.
   static int64_t vector_align(const UOp& v) {
-    const UOp& at = v.op() == Op::Load ? v.src(0) : v;
-    const int64_t n =
-        v.op() == Op::Stack ? static_cast<int64_t>(v.nsrc()) : at.src(2).src(0).arg().as_int();
-    return std::min<int64_t>(n * v.dtype().itemsize(), kBufferAlign);
+    return std::min<int64_t>(vector_lanes(v) * v.dtype().itemsize(), kBufferAlign);
   }
   // Vector stores into a buffer much larger than the caches go around them (non-temporal): its
   // lines would only evict the inputs before a reader comes back for them, and the read of each
@@ -356,11 +355,28 @@ class Emitter {
     return b.op() == Op::Buffer && !is_register(b) &&
            b.arg().field("size").as_int() * b.dtype().itemsize() >= kNonTemporalBytes;
   }
+  // LOAD(SHRINK(b, i, n)), or LOAD(SHRINK(b, i, n), alt, gate): the n elements from i where gate
+  // holds, alt in every lane elsewhere, reading elements 0..n-1 instead there (the buffer holds n
+  // elements or more: where the gate holds, i + n - 1 is one of them).
   std::string vector_load(const UOp& u) {
+    const std::string vt = vector_type(u);
+    std::string p = val(u.src(0));
+    if (u.nsrc() == 3) {
+      const std::string q = tmp();
+      line(fmt::format("{} = select i1 {}, ptr {}, ptr {}", q, val(u.src(2)), p,
+                       val(u.src(0).src(0))));
+      p = q;
+    }
     const std::string r = tmp();
-    line(fmt::format("{} = load {}, ptr {}, align {}", r, vector_type(u), val(u.src(0)),
-                     vector_align(u)));
-    return r;
+    line(fmt::format("{} = load {}, ptr {}, align {}", r, vt, p, vector_align(u)));
+    if (u.nsrc() != 3) return r;
+    const std::string one = tmp(), alt = tmp(), g = tmp();
+    line(fmt::format("{} = insertelement {} poison, {} {}, i64 0", one, vt, ll_type(u.dtype()),
+                     val(u.src(1))));
+    line(fmt::format("{} = shufflevector {} {}, {} poison, <{} x i32> zeroinitializer", alt, vt,
+                     one, vt, vector_lanes(u)));
+    line(fmt::format("{} = select i1 {}, {} {}, {} {}", g, val(u.src(2)), vt, r, vt, alt));
+    return g;
   }
 
   // A GPU launch index: the workgroup's position (gidx0..2) or the thread's in it (lidx0..2)

@@ -1535,6 +1535,42 @@ TEST(Coalescing, RunsAreAsLongAsTheTargetsVectors) {
   EXPECT_EQ(Target::of("INTERP").vector_bytes, 16);
 }
 
+// Lanes at indices under one gate, where(g, i + c, Invalid), read as one vector under that gate
+// (a LOAD of a SHRINK with an alternative and the gate; the CPU renders it with a select of the
+// address and of the vector): a gather by an index read from memory, whose range check gates a
+// row, and a pad of rows, whose rows are gated as a whole.
+TEST(Coalescing, LanesUnderOneGateReadAsOneGatedVector) {
+  auto gated_vector_loads = [](const UOp& lin, int64_t lanes = 4) {
+    return std::ranges::count_if(lin.src(), [&](const UOp& u) {
+      return u.op() == Op::Load && u.src(0).op() == Op::Shrink && u.nsrc() == 3 &&
+             u.src(0).src(2).src(0).arg().as_int() == lanes;
+    });
+  };
+  Tensor idx = Tensor::from_vector(std::vector<int32_t>{3, -1, 9, 12}, {4}, dtypes::int32);
+  Tensor::rand({10, 8}, 1).realize()[idx.realize()].realize();
+  const UOp gather = lowered_last_kernel({upcast(1, 4)});
+  EXPECT_EQ(vector_accesses(gather), std::pair(1, 1));
+  EXPECT_EQ(gated_vector_loads(gather), 1);
+  const std::string ir = render_llvm(gather).ir;
+  EXPECT_NE(ir.find("load <4 x float>, ptr %"), std::string::npos);
+  EXPECT_NE(ir.find(", <4 x float> %"), std::string::npos) << "the alternative's select";
+  // (the padded rows and columns merge into one loop: 4 lanes of it lie in one row)
+  (Tensor::rand({6, 8}, 2).realize().pad({{1, 1}, {0, 0}}) * 2).realize();
+  const UOp rows = lowered_last_kernel({upcast(0, 4)});
+  EXPECT_EQ(gated_vector_loads(rows), 1);
+  EXPECT_EQ(count(rows, Op::Load), 1);
+  // columns padded by 4 on each side: the gate 4 <= c*4 + l < 12 is 1 <= c < 3 for every lane
+  (Tensor::rand({6, 8}, 3).realize().pad({{0, 0}, {4, 4}}) * 2).realize();
+  EXPECT_EQ(gated_vector_loads(lowered_last_kernel({upcast(1, 4)})), 1);
+  // by 1 and 3: the source's columns c*4 + l - 1; lanes 1 and 2 (source columns c*4, c*4 + 1,
+  // both valid where c < 2) are a run of 2, lane 0 and 3 read alone
+  (Tensor::rand({6, 8}, 4).realize().pad({{0, 0}, {1, 3}}) * 2).realize();
+  const UOp cols = lowered_last_kernel({upcast(1, 4)});
+  EXPECT_EQ(gated_vector_loads(cols), 0);
+  EXPECT_EQ(gated_vector_loads(cols, 2), 1);
+  EXPECT_EQ(count(cols, Op::Load), 3);
+}
+
 // tinygrad's 64x64 matmul with UPCAST(1, 4), UPCAST(0, 2), UNROLL(0, 2): 8 accumulators, 2-wide
 // loads of A, 4-wide loads of B, two 4-wide stores
 TEST(Coalescing, MatmulUpcastsAndUnroll) {

@@ -619,6 +619,22 @@ TEST_P(KernelCounts, GatherCollapsesToOneRead) {
   std::vector<double> picked;
   for (size_t r = 0; r < 10; ++r) picked.push_back(tv[r * 4 + static_cast<size_t>(cv[r])]);
   expect_near(got, picked);
+  // with the target's opts the lanes of a row read as one vector under the row's gate (rows of
+  // 8: rules/devectorizer.rw's gated runs); rows outside the table read 0
+  const Tensor wide = input({10, 8});
+  const std::vector<double> wv = host(wide);
+  std::vector<double> rows;
+  for (int32_t i : iv) {
+    const int32_t row = i < 0 ? i + 10 : i;
+    for (int c = 0; c < 8; ++c)
+      rows.push_back(row >= 0 && row < 10 ? wv[static_cast<size_t>(row * 8 + c)] : 0.0);
+  }
+  {
+    const ScopedEnv opts("NOOPT", "0");
+    std::tie(kernels, got) = run(wide[idx]);
+    EXPECT_EQ(kernels, 1);
+    expect_near(got, rows);
+  }
   // a sum the index does not pick from keeps its loop: a one-hot times a row, summed over the
   // row's axis with the one-hot's columns from memory (no arange) is no gather
   const Tensor hot = idx.one_hot(10).cast(dtypes::float32).realize();
