@@ -1571,6 +1571,24 @@ TEST(Coalescing, LanesUnderOneGateReadAsOneGatedVector) {
   EXPECT_EQ(count(cols, Op::Load), 3);
 }
 
+// A store of lanes under one gate writes one vector where the gate holds (an IF around a vector
+// STORE): out[r0*4 + r1] = in[r0*4 + r1] for the rows r0 < 2 of 4 (the loops merge into one of
+// 16 before the opts; its gate r < 8 holds for all 4 lanes of r' * 4 + l or none)
+TEST(Coalescing, LanesUnderOneGateWriteAsOneGatedVector) {
+  auto copy_rows = [](const Params& p) {
+    const UOp r0 = rng(4, 0), r1 = rng(4, 1), i = r0 * ci(4) + r1;
+    return ast(kernel_store(at(p[0], r0.lt(ci(2)).where(i, invalid())), at(p[1], i)), {r0, r1});
+  };
+  Tensor in = Tensor::rand({16}, 5).realize();
+  const UOp out = param_like(Tensor::empty({8}).uop(), 0), src = param_like(in.uop(), 1);
+  const UOp lin = lowered(copy_rows({out, src}), {upcast(0, 4)});
+  EXPECT_EQ(vector_accesses(lin), std::pair(1, 1));
+  EXPECT_EQ(count(lin, Op::If), 1);
+  const std::vector<double> hin = in.to_doubles();
+  EXPECT_EQ(custom_kernel({Tensor::empty({8}), in}, copy_rows)[0].to_doubles(),
+            D(hin.begin(), hin.begin() + 8));
+}
+
 // tinygrad's 64x64 matmul with UPCAST(1, 4), UPCAST(0, 2), UNROLL(0, 2): 8 accumulators, 2-wide
 // loads of A, 4-wide loads of B, two 4-wide stores
 TEST(Coalescing, MatmulUpcastsAndUnroll) {
