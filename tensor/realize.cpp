@@ -961,15 +961,25 @@ struct Realizer {
   }
   std::unordered_map<UOp, bool> in_place_;
 
-  // A root that reshapes a computed value realizes the value, and the root is a view of its
-  // buffer (tinygrad realizes the bases), so roots over one value share its kernel.
+  // A root that views a computed value (movement ops over it) realizes the value, and the root
+  // is that view of its buffer (tinygrad realizes the bases): roots over one value share its
+  // kernel, an expand of it stores no repeats, a pad no zeros and a transpose keeps the value's
+  // layout. Unlike tinygrad a SHRINK is realized itself: its value's other elements are asked for
+  // by no one (a gradient's shrink of a padded scan would compute the padding). A constant is
+  // realized in the root's shape (a tensor of zeros is a buffer to assign into), as is a root over
+  // a buffer (its view is the root itself).
+  static UOp root_base(const UOp& r) {
+    UOp b = r;
+    while (groups::movement().contains(b.op()) && b.op() != Op::Shrink && !is_buffer_state(b))
+      b = b.src(0);
+    if (is_buffer_state(b)) return r;
+    if (b.op() != Op::Const) return b;
+    for (b = r; b.op() == Op::Reshape;) b = b.src(0);
+    return b;
+  }
   static std::vector<UOp> root_bases(const std::vector<UOp>& tensor_roots) {
     std::vector<UOp> bases;
-    for (const UOp& r : tensor_roots) {
-      UOp b = r;
-      while (b.op() == Op::Reshape) b = b.src(0);
-      bases.push_back(is_buffer_state(b) ? r : b);
-    }
+    for (const UOp& r : tensor_roots) bases.push_back(root_base(r));
     return bases;
   }
 
@@ -1247,14 +1257,21 @@ struct Realizer {
     return n;
   }
 
-  // The tensors' views from their roots' (a root that reshapes a computed value realized the
-  // value: the tensor views its buffer).
+  // The tensors' views from their roots' (a root that views a computed value realized the
+  // value: the tensor is that view of its buffer; a reshape of a buffer view is a buffer view).
   static std::vector<UOp> tensor_views(const std::vector<UOp>& tensor_roots, const Roots& r,
                                        std::vector<UOp> views) {
-    for (size_t i = 0; i < views.size(); ++i)
-      if (r.bases[i] != tensor_roots[i])
-        views[i] = is_buffer_view(views[i]) ? buffer_view(views[i].src(0), tensor_roots[i].shape())
-                                            : views[i].reshape(tensor_roots[i].shape());
+    for (size_t i = 0; i < views.size(); ++i) {
+      const UOp& root = tensor_roots[i];
+      if (r.bases[i] == root) continue;
+      bool reshapes_only = true;
+      for (UOp v = root; v != r.bases[i]; v = v.src(0)) reshapes_only &= v.op() == Op::Reshape;
+      if (reshapes_only)
+        views[i] = is_buffer_view(views[i]) ? buffer_view(views[i].src(0), root.shape())
+                                            : views[i].reshape(root.shape());
+      else
+        views[i] = substitute(root, {{r.bases[i], views[i]}});
+    }
     return views;
   }
 
@@ -1431,7 +1448,7 @@ void Tensor::realize_all(const std::vector<Tensor*>& tensors) {
       for (int64_t slot : Realizer::read_storages(views[i])) deps.push_back(r.storage(slot));
       t.deps_ = deps;
     } else {
-      t.deps_ = {r.storage(Realizer::storage_of(Realizer::base_view(views[i])))};
+      t.deps_ = {r.storage(Realizer::storage_of(Realizer::view_root(views[i])))};
     }
   }
   // the other tensors over a buffer state an assignment left read the buffer from now on, so

@@ -364,6 +364,53 @@ TEST_P(KernelCounts, MoreProgramsAsTinygrad) {
   expect_counts(cases);
 }
 
+// A realized view of a computed value realizes the value and views its buffer, as tinygrad
+// realizes bases: a transpose keeps the value's layout (tinygrad's E_32_4 for (a+1).T of 8x16,
+// was E_16_2_4 writing the transposed layout), an expand stores no repeats (E_4, was E_4_2_4), a
+// pad no zeros (E_4_4, was E_5_4). A shrink is computed itself (tinygrad computes the whole value:
+// docs/tinygrad-differences.md). The view reads as the view and takes assignments like any view
+// of a buffer.
+TEST_P(KernelCounts, ARealizedViewOfAComputedValueViewsItsBuffer) {
+  const Tensor a = input({8, 16}), v = input({16}), c = input({4, 1});
+  const std::vector<double> av = host(a), vv = host(v), cv = host(c);
+  struct View {
+    Tensor t;
+    const char* name;
+    std::vector<double> want;
+  };
+  std::vector<double> transposed, expanded, padded, shrunk;
+  for (size_t j = 0; j < 16; ++j)
+    for (size_t i = 0; i < 8; ++i) transposed.push_back(av[i * 16 + j] + 1);
+  for (size_t i = 0; i < 4; ++i)
+    for (size_t j = 0; j < 8; ++j) expanded.push_back(cv[i] + 1);
+  for (size_t i = 0; i < 20; ++i) padded.push_back(i >= 2 && i < 18 ? vv[i - 2] + 1 : 0.0);
+  for (size_t i = 2; i < 5; ++i) shrunk.push_back(vv[i] + 1);
+  std::vector<View> views = {{(a + 1).transpose(), "E_32_4", transposed},
+                             {(c + 1).expand({4, 8}), "E_4", expanded},
+                             {(v + 1).pad({{2, 2}}), "E_4_4", padded},
+                             {(v + 1).shrink({{2, 5}}), "E_3", shrunk}};
+  for (View& view : views) {
+    view.t.realize();
+    EXPECT_EQ(last_kernel_names(), (std::vector<std::string>{view.name}));
+    expect_near(view.t.data<float>(), view.want);
+  }
+  (c * 3).expand({4, 8}).realize();
+  EXPECT_EQ(last_kernel_outputs(), (std::vector<int64_t>{4}));
+  // an assignment through the realized transpose writes the value's buffer
+  Tensor t = views[0].t;
+  t.assign(t * 2).realize();
+  std::vector<double> doubled;
+  for (double x : transposed) doubled.push_back(2 * x);
+  expect_near(t.data<float>(), doubled);
+  // (also through a transpose of an input's buffer)
+  Tensor w = input({4, 3}), wt = w.transpose();
+  const std::vector<double> wv = host(w);
+  wt.assign(wt + 1).realize();
+  std::vector<double> incremented;
+  for (double x : wv) incremented.push_back(x + 1);
+  expect_near(w.data<float>(), incremented);
+}
+
 // A reduction over axes of size 1 is a reshape, as tinygrad's (its REDUCE never runs over a size-1
 // axis): realized from a buffer it runs no kernel; mixed with longer axes, only those reduce.
 TEST_P(KernelCounts, SizeOneAxesAreNotReduced) {
