@@ -356,11 +356,15 @@ class Emitter {
            b.arg().field("size").as_int() * b.dtype().itemsize() >= kNonTemporalBytes;
   }
   // LOAD(SHRINK(b, i, n)), or LOAD(SHRINK(b, i, n), alt, gate): the n elements from i where gate
-  // holds, alt in every lane elsewhere, reading elements 0..n-1 instead there (the buffer holds n
-  // elements or more: where the gate holds, i + n - 1 is one of them).
+  // holds, alt in every lane elsewhere, reading elements 0..n-1 instead there (a buffer of n
+  // elements or more: where the gate can hold, i + n - 1 is one of them; a smaller one is never
+  // read).
   std::string vector_load(const UOp& u) {
     const std::string vt = vector_type(u);
     std::string p = val(u.src(0));
+    const bool readable =
+        u.src(0).src(0).under(Op::After).arg().field("size").as_int() >= vector_lanes(u);
+    if (u.nsrc() == 3 && !readable) return splat(vt, u.dtype(), val(u.src(1)), vector_lanes(u));
     if (u.nsrc() == 3) {
       const std::string q = tmp();
       line(fmt::format("{} = select i1 {}, ptr {}, ptr {}", q, val(u.src(2)), p,
@@ -370,13 +374,17 @@ class Emitter {
     const std::string r = tmp();
     line(fmt::format("{} = load {}, ptr {}, align {}", r, vt, p, vector_align(u)));
     if (u.nsrc() != 3) return r;
-    const std::string one = tmp(), alt = tmp(), g = tmp();
-    line(fmt::format("{} = insertelement {} poison, {} {}, i64 0", one, vt, ll_type(u.dtype()),
-                     val(u.src(1))));
-    line(fmt::format("{} = shufflevector {} {}, {} poison, <{} x i32> zeroinitializer", alt, vt,
-                     one, vt, vector_lanes(u)));
+    const std::string alt = splat(vt, u.dtype(), val(u.src(1)), vector_lanes(u)), g = tmp();
     line(fmt::format("{} = select i1 {}, {} {}, {} {}", g, val(u.src(2)), vt, r, vt, alt));
     return g;
+  }
+  // a vector of type vt with the value v (of dtype d) in each of its n lanes
+  std::string splat(const std::string& vt, DType d, const std::string& v, int64_t n) {
+    const std::string one = tmp(), all = tmp();
+    line(fmt::format("{} = insertelement {} poison, {} {}, i64 0", one, vt, ll_type(d), v));
+    line(fmt::format("{} = shufflevector {} {}, {} poison, <{} x i32> zeroinitializer", all, vt,
+                     one, vt, n));
+    return all;
   }
 
   // A GPU launch index: the workgroup's position (gidx0..2) or the thread's in it (lidx0..2)
