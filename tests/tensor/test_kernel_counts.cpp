@@ -396,6 +396,16 @@ TEST_P(KernelCounts, ARealizedViewOfAComputedValueViewsItsBuffer) {
   }
   (c * 3).expand({4, 8}).realize();
   EXPECT_EQ(last_kernel_outputs(), (std::vector<int64_t>{4}));
+  // a value and its flip realized together: one kernel, both views of its buffer; with a shrink
+  // of it, two
+  Tensor s = a.sum({1}), flipped = s.flip({0}), shrunk_sum = s.shrink({{1, 4}});
+  Tensor::realize_all({&s, &flipped});
+  EXPECT_EQ(last_kernel_count(), 1);
+  const std::vector<float> sv = s.data<float>(), fv = flipped.data<float>();
+  for (size_t i = 0; i < 8; ++i) EXPECT_EQ(fv[i], sv[7 - i]) << i;
+  Tensor s2 = a.sum({1});
+  Tensor::realize_all({&s2, &shrunk_sum});
+  EXPECT_EQ(last_kernel_count(), 2);
   // an assignment through the realized transpose writes the value's buffer
   Tensor t = views[0].t;
   t.assign(t * 2).realize();
