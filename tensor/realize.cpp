@@ -1031,10 +1031,11 @@ struct Realizer {
     return facts;
   }
 
-  // The graph a schedule starts from: what each tensor asked for realizes (root_bases), verified
-  // at SPEC=1, function CALLs inlined (rules/call.rw; kernel CALLs stay, as units of the
-  // schedule).
+  // The graph a schedule starts from: the tensors' roots verified at SPEC=1, function CALLs
+  // inlined (rules/call.rw; kernel CALLs stay, as units of the schedule), and what each root
+  // realizes (root_bases: a view a function returns, conv2d's reshape of its sum, is a view too).
   struct Roots {
+    std::vector<UOp> inlined;  // the roots, calls inlined
     std::vector<UOp> bases;
     UOp sink;
   };
@@ -1042,9 +1043,11 @@ struct Realizer {
     if (spec_enabled())
       for (const UOp& r : tensor_roots)
         verify_with_calls(r, rules::spec_tensor(), rules::spec_kernel_body());
-    std::vector<UOp> bases = root_bases(tensor_roots);
-    const UOp sink = inline_calls(UOp::sink(bases));
-    return {std::move(bases), sink};
+    const UOp inlined = inline_calls(UOp::sink(tensor_roots));
+    std::vector<UOp> roots(inlined.src().begin(), inlined.src().end());
+    std::vector<UOp> bases = root_bases(roots);
+    const UOp sink = UOp::sink(bases);
+    return {std::move(roots), std::move(bases), sink};
   }
 
   // Every read of a buffer in `sink` checked against the assignments that ran
@@ -1259,10 +1262,9 @@ struct Realizer {
 
   // The tensors' views from their roots' (a root that views a computed value realized the
   // value: the tensor is that view of its buffer; a reshape of a buffer view is a buffer view).
-  static std::vector<UOp> tensor_views(const std::vector<UOp>& tensor_roots, const Roots& r,
-                                       std::vector<UOp> views) {
+  static std::vector<UOp> tensor_views(const Roots& r, std::vector<UOp> views) {
     for (size_t i = 0; i < views.size(); ++i) {
-      const UOp& root = tensor_roots[i];
+      const UOp& root = r.inlined[i];
       if (r.bases[i] == root) continue;
       bool reshapes_only = true;
       for (UOp v = root; v != r.bases[i]; v = v.src(0)) reshapes_only &= v.op() == Op::Reshape;
@@ -1285,7 +1287,7 @@ struct Realizer {
     const Roots start = schedule_roots(split.roots());
     Schedule s = make_schedule(start);
     const std::vector<UOp> roots(start.sink.src().begin(), start.sink.src().end());
-    return split.join(tensor_views(split.roots(), start, run_schedule(s, roots, keep)));
+    return split.join(tensor_views(start, run_schedule(s, roots, keep)));
   }
 
   // The kernels of `tensor_roots` in the order they would run, nothing allocated or run: the

@@ -367,9 +367,9 @@ TEST_P(KernelCounts, MoreProgramsAsTinygrad) {
 // A realized view of a computed value realizes the value and views its buffer, as tinygrad
 // realizes bases: a transpose keeps the value's layout (tinygrad's E_32_4 for (a+1).T of 8x16,
 // was E_16_2_4 writing the transposed layout), an expand stores no repeats (E_4, was E_4_2_4), a
-// pad no zeros (E_4_4, was E_5_4). A shrink is computed itself (tinygrad computes the whole value:
-// docs/tinygrad-differences.md). The view reads as the view and takes assignments like any view
-// of a buffer.
+// pad no zeros (E_4_4, was E_5_4), also where a function returns the view. A shrink is computed
+// itself (tinygrad computes the whole value: docs/tinygrad-differences.md). The view reads as the
+// view and takes assignments like any view of a buffer.
 TEST_P(KernelCounts, ARealizedViewOfAComputedValueViewsItsBuffer) {
   const Tensor a = input({8, 16}), v = input({16}), c = input({4, 1});
   const std::vector<double> av = host(a), vv = host(v), cv = host(c);
@@ -406,6 +406,23 @@ TEST_P(KernelCounts, ARealizedViewOfAComputedValueViewsItsBuffer) {
   Tensor s2 = a.sum({1});
   Tensor::realize_all({&s2, &shrunk_sum});
   EXPECT_EQ(last_kernel_count(), 2);
+  // a view a function returns is a view too: a grouped conv2d's reshape of its sum realizes the
+  // sum in its own shape, groups and channels as two loops (tinygrad's r_4_2_6_6_2_3_3 with and
+  // without opts; was r_8_6_6_2_3_3), with the values of the same conv computed contiguous (one
+  // loop of 8)
+  const Tensor x = input({1, 8, 8, 8}), wg = input({8, 2, 3, 3}, 0.5);
+  ConvOptions groups;
+  groups.groups = 4;
+  Tensor conv = x.conv2d(wg, nullptr, groups);
+  {
+    const ScopedEnv noopt("NOOPT", "1");  // (a GPU-shaped INTERP's workgroups rename it)
+    conv.realize();
+  }
+  EXPECT_EQ(last_kernel_names(), (std::vector<std::string>{"r_4_2_6_6_2_3_3"}));
+  Tensor contiguous = x.conv2d(wg, nullptr, groups).contiguous();
+  std::vector<double> want;
+  for (float f : contiguous.data<float>()) want.push_back(f);
+  expect_near(conv.data<float>(), want);
   // an assignment through the realized transpose writes the value's buffer
   Tensor t = views[0].t;
   t.assign(t * 2).realize();
