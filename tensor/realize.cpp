@@ -1036,8 +1036,7 @@ struct Realizer {
   // realizes (root_bases: a view a function returns, conv2d's reshape of its sum, is a view too).
   struct Roots {
     std::vector<UOp> inlined;  // the roots, calls inlined
-    std::vector<UOp> bases;
-    UOp sink;
+    std::vector<UOp> bases;    // what each realizes: the schedule's sink holds these
   };
   static Roots schedule_roots(const std::vector<UOp>& tensor_roots) {
     if (spec_enabled())
@@ -1046,8 +1045,7 @@ struct Realizer {
     const UOp inlined = inline_calls(UOp::sink(tensor_roots));
     std::vector<UOp> roots(inlined.src().begin(), inlined.src().end());
     std::vector<UOp> bases = root_bases(roots);
-    const UOp sink = UOp::sink(bases);
-    return {std::move(roots), std::move(bases), sink};
+    return {std::move(roots), std::move(bases)};
   }
 
   // Every read of a buffer in `sink` checked against the assignments that ran
@@ -1092,7 +1090,7 @@ struct Realizer {
     std::vector<std::vector<size_t>> waits{};  // waits[k]: the units unit k must follow
   };
   Schedule make_schedule(const Roots& r) {
-    const UOp unexecuted = without_executed(r.sink);
+    const UOp unexecuted = without_executed(UOp::sink(r.bases));
     std::unordered_set<UOp> custom_bodies;
     // the key is made once: looked up here, stored below on a miss
     const std::optional<ScheduleKey> key =
@@ -1286,8 +1284,7 @@ struct Realizer {
     const DeviceSplit split(tensor_roots);
     const Roots start = schedule_roots(split.roots());
     Schedule s = make_schedule(start);
-    const std::vector<UOp> roots(start.sink.src().begin(), start.sink.src().end());
-    return split.join(tensor_views(start, run_schedule(s, roots, keep)));
+    return split.join(tensor_views(start, run_schedule(s, start.bases, keep)));
   }
 
   // The kernels of `tensor_roots` in the order they would run, nothing allocated or run: the
