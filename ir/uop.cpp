@@ -64,6 +64,8 @@ void NodeArena::unpoison(void*, size_t) {}
 
 namespace {
 
+constexpr int kKeyTagBits = 6;  // node_key's low bits: the far mark and a hash tag
+
 // Never destroyed: UOps held in static objects may be released during static destruction.
 NodeArena& arena() {
   static NodeArena* a = new NodeArena();
@@ -72,50 +74,100 @@ NodeArena& arena() {
 
 // ---- the hash-consing table ---------------------------------------------------------------------
 
-// Open addressing with linear probing over 8-byte slots: a node's 32-bit hash and its arena index.
-// A probe compares hashes in the slot array and touches a node only on a hash match, and a
-// million nodes need 10-15 MB of slots (the table stays in the last-level cache longer). The
-// capacity is any number (a slot's home is the hash scaled to it), grown by half past 80% full
-// and shrunk below 1/8, so the load stays between 53% and 80%. Erase shifts later entries back
-// instead of leaving tombstones.
+// A node's two keys (node_keys): `near` places it next to its newest source, `far` is a plain hash
+// of its contents, used when the near run is full. Bit 0 tells them apart in a slot.
+struct NodeKeys {
+  uint32_t near;  // bit 0 clear
+  uint32_t far;   // bit 0 set
+};
+NodeKeys node_keys(uint32_t op_nsrc, uint16_t dtype_id, std::span<const UOp> src, const Arg& arg,
+                   const Arg& tag);
+NodeKeys node_keys(const UOpNode* n) {
+  return node_keys(n->op_nsrc, n->dtype_id, {n->srcs(), n->nsrc()}, n->arg, node_tag(n));
+}
+
+// Open addressing with linear probing over 8-byte slots: a key and the node's arena index. A probe
+// compares keys in the slot array and touches a node only on a key match.
+//
+// A node's home slot follows its newest source (node_keys): graphs are built bottom up, so a new
+// node's sources were made a moment ago, and the slots their arena positions map to were touched
+// a moment ago too. With homes drawn at random, each new node of a million-node graph cost one
+// cache miss in 12 MB of slots (perf: 60% of UOp::make). A source with many parents would make one
+// long probe run, so a node probes at most kNear slots from its near home; past that it goes to
+// its far home under its far key, and its block of near homes is flagged so that lookups there
+// also try the far side (a flag is cleared only when the table is rebuilt).
+//
+// The capacity is any number (homes are taken modulo it), grown by half past 80% full and shrunk
+// below 1/8, so the load stays between 53% and 80% (issue 18 holds a UOp to 64 bytes with its
+// slot). Erase shifts later entries back instead of leaving tombstones.
 class NodeTable {
  public:
   NodeTable() : arena_(arena()) { resize(kMinCapacity); }
   size_t size() const { return count_; }
+  size_t far_count() const { return far_count_; }
   size_t bucket_count() const { return slots_.size(); }
-  size_t bytes() const { return slots_.capacity() * sizeof(Slot); }
+  size_t bytes() const { return slots_.capacity() * sizeof(Slot) + far_blocks_.capacity() / 8; }
 
-  // The live node equal to the arguments, or nullptr; `*empty` is then the slot to insert it at
-  // (valid until the table changes).
-  UOpNode* find(uint32_t h, uint32_t op_nsrc, uint16_t dtype_id, std::span<const UOp> src,
-                const Arg& arg, const Arg& tag, size_t* empty) {
+  // Where find() says a new node goes: a slot and the key it is filed under there.
+  struct Place {
+    size_t slot = 0;
+    uint32_t key = 0;
+  };
+
+  // The live node equal to the arguments, or nullptr; `*place` is then where to insert it (valid
+  // until the table changes).
+  UOpNode* find(const NodeKeys& keys, uint32_t op_nsrc, uint16_t dtype_id, std::span<const UOp> src,
+                const Arg& arg, const Arg& tag, Place* place) {
     if ((count_ + 1) * kMaxLoadDen > slots_.size() * kMaxLoadNum) resize(slots_.size() * 3 / 2);
-    for (size_t i = home(h);; i = next(i)) {
-      const Slot s = slots_[i];
+    auto same = [&](const Slot& s, uint32_t key) {
+      if (s.key != key) return false;
+      auto* n = static_cast<UOpNode*>(arena_.at(s.index));
+      if (n->refcount == 0 || n->op_nsrc != op_nsrc || n->dtype_id != dtype_id) return false;
+      for (size_t k = 0; k < src.size(); ++k)
+        if (n->srcs()[k] != src[k]) return false;
+      return n->arg == arg && node_tag(n) == tag;
+    };
+    const size_t near = near_home(keys.near);
+    *place = Place{0, keys.far};
+    size_t i = near;
+    for (size_t step = 0; step < kNear; ++step, i = next(i)) {
+      const Slot& s = slots_[i];
       if (!s.index) {
-        *empty = i;
+        *place = Place{i, keys.near};
+        break;
+      }
+      if (same(s, keys.near)) return static_cast<UOpNode*>(arena_.at(s.index));
+    }
+    const bool goes_far = place->key == keys.far;
+    if (!goes_far && !far_blocks_[near / kNear]) return nullptr;
+    for (i = far_home(keys.far);; i = next(i)) {
+      const Slot& s = slots_[i];
+      if (!s.index) {
+        if (goes_far) place->slot = i;
         return nullptr;
       }
-      if (s.hash != h) continue;
-      auto* n = static_cast<UOpNode*>(arena_.at(s.index));
-      if (n->refcount == 0 || n->op_nsrc != op_nsrc || n->dtype_id != dtype_id) continue;
-      bool same = true;
-      for (size_t k = 0; k < src.size() && same; ++k) same = n->srcs()[k] == src[k];
-      if (same && n->arg == arg && node_tag(n) == tag) return n;
+      if (same(s, keys.far)) return static_cast<UOpNode*>(arena_.at(s.index));
     }
   }
-  void insert_at(size_t slot, UOpNode* n) {
-    slots_[slot] = Slot{n->hash, arena_.index_of(n)};
+  void insert_at(const Place& place, UOpNode* n) {
+    slots_[place.slot] = Slot{place.key, arena_.index_of(n)};
+    if (place.key & 1) mark_far(n->hash);
     ++count_;
   }
   void erase(UOpNode* n) {
     const uint32_t index = arena_.index_of(n);
-    size_t i = home(n->hash);
-    while (slots_[i].index != index) i = next(i);
+    size_t i = near_home(n->hash);
+    size_t step = 0;
+    for (; step < kNear && slots_[i].index != index; ++step) i = next(i);
+    if (step == kNear) {  // not near its near home: from its far home on
+      for (i = far_home(node_keys(n).far); slots_[i].index != index;) i = next(i);
+      --far_count_;
+    }
     // Backward shift: move each later entry of the probe run into the hole when its home does
-    // not lie in (hole, entry], so every entry stays reachable from its home.
+    // not lie in (hole, entry], so every entry stays reachable from its home (and a near entry
+    // only ever comes closer to its home).
     for (size_t j = next(i); slots_[j].index; j = next(j)) {
-      const size_t h = home(slots_[j].hash);
+      const size_t h = home(slots_[j]);
       const bool stays = i <= j ? (i < h && h <= j) : (i < h || h <= j);
       if (stays) continue;
       slots_[i] = slots_[j];
@@ -136,29 +188,57 @@ class NodeTable {
 
  private:
   struct Slot {
-    uint32_t hash = 0;
+    uint32_t key = 0;    // the node's near or far key
     uint32_t index = 0;  // in the arena; 0: empty
   };
   static constexpr size_t kMinCapacity = 1u << 10;
   static constexpr size_t kMaxLoadNum = 4, kMaxLoadDen = 5;  // grow past 80% full
+  static constexpr size_t kNear = 64;                        // slots probed from the near home
 
-  size_t home(uint32_t h) const { return static_cast<size_t>((uint64_t{h} * slots_.size()) >> 32); }
+  // v mod capacity by Lemire's multiply-shift (no division in the probe loop)
+  size_t reduce(uint32_t v) const {
+    const uint64_t low = modulo_magic_ * v;
+    return static_cast<size_t>((static_cast<unsigned __int128>(low) * slots_.size()) >> 64);
+  }
+  size_t near_home(uint32_t near_key) const { return reduce(near_key >> kKeyTagBits); }
+  size_t far_home(uint32_t far_key) const { return reduce(far_key >> 1); }
+  size_t home(const Slot& s) const { return s.key & 1 ? far_home(s.key) : near_home(s.key); }
   size_t next(size_t i) const { return i + 1 == slots_.size() ? 0 : i + 1; }
+  void mark_far(uint32_t near_key) {
+    far_blocks_[near_home(near_key) / kNear] = true;
+    ++far_count_;
+  }
 
   void resize(size_t capacity) {
     std::vector<Slot> old(capacity);
     old.swap(slots_);
+    modulo_magic_ = UINT64_MAX / capacity + 1;
+    far_blocks_.assign(capacity / kNear + 1, false);
+    far_count_ = 0;
     for (const Slot& s : old) {
       if (!s.index) continue;
-      size_t i = home(s.hash);
-      while (slots_[i].index) i = next(i);
-      slots_[i] = s;
+      // An entry filed far has its near key in its node: it may fit near now.
+      const auto* n = static_cast<const UOpNode*>(arena_.at(s.index));
+      const uint32_t near_key = s.key & 1 ? n->hash : s.key;
+      size_t i = near_home(near_key);
+      size_t step = 0;
+      for (; step < kNear && slots_[i].index; ++step) i = next(i);
+      uint32_t key = near_key;
+      if (step == kNear) {
+        key = s.key & 1 ? s.key : node_keys(n).far;
+        mark_far(near_key);
+        for (i = far_home(key); slots_[i].index;) i = next(i);
+      }
+      slots_[i] = Slot{key, s.index};
     }
   }
 
   NodeArena& arena_;  // where the slots' indices point
   std::vector<Slot> slots_;
+  std::vector<bool> far_blocks_;  // per kNear near homes: a node of one of them sits far
+  uint64_t modulo_magic_ = 0;
   size_t count_ = 0;
+  size_t far_count_ = 0;
 };
 
 // Never destroyed, like the arena.
@@ -167,9 +247,13 @@ NodeTable& table() {
   return *t;
 }
 
-// Mixes the sources' addresses, not their hashes: a hash built only from the sources' hashes
-// repeats along long chains (x = x + x), which would make probe runs grow with the graph.
-uint32_t node_hash(uint32_t op_nsrc, uint16_t dtype_id, std::span<const UOp> src, const Arg& arg,
+// The far key is a hash of the node's contents; the sources count by address, not by their
+// hashes (one built from the sources' hashes repeats along long chains, x = x + x). The near key
+// holds, above bit 5, the near home before the modulo: for a node with sources, its newest
+// source's arena index (8-byte units: nodes are 4 to 8 units apart, so consecutive nodes' homes
+// are a few slots apart and many graphs' homes interleave evenly) plus 0..7 from the hash; for
+// an integer leaf, a position by value; for other leaves, the hash. Bits 1..5 are hash bits.
+NodeKeys node_keys(uint32_t op_nsrc, uint16_t dtype_id, std::span<const UOp> src, const Arg& arg,
                    const Arg& tag) {
   uint64_t h = 0xcbf29ce484222325ULL ^ (uint64_t{op_nsrc} << 16 | dtype_id);
   auto mix = [&h](uint64_t v) {
@@ -178,10 +262,23 @@ uint32_t node_hash(uint32_t op_nsrc, uint16_t dtype_id, std::span<const UOp> src
   };
   mix(arg.hash());
   if (!tag.is_none()) mix(tag.hash());
-  for (const UOp& s : src) mix(reinterpret_cast<uintptr_t>(s.node()) >> 4);
+  uint32_t newest = 0;
+  for (const UOp& s : src) {
+    mix(reinterpret_cast<uintptr_t>(s.node()) >> 4);
+    newest = std::max(newest, arena().index_of(s.node()));
+  }
   h ^= h >> 29;
   h *= 0xbf58476d1ce4e5b9ULL;
-  return static_cast<uint32_t>(h ^ (h >> 32));
+  const auto hash = static_cast<uint32_t>(h ^ (h >> 32));
+  uint32_t near = hash >> kKeyTagBits;
+  if (!src.empty()) {
+    near = newest + (hash >> 29);
+  } else if (arg.is_int() && tag.is_none()) {
+    // An integer leaf (a CONST, mostly): next to the leaves of the same op and type with nearby
+    // values, which programs make together (indices, sizes, strides).
+    near = (op_nsrc << 16 | dtype_id) * 0x9E3779B1u + static_cast<uint32_t>(arg.as_int()) * 4;
+  }
+  return {near << kKeyTagBits | (hash & 0x3e), hash | 1};
 }
 
 // ---- side blocks (tags and derived properties) --------------------------------------------------
@@ -289,8 +386,8 @@ NodeSlots::~NodeSlots() {
 }
 
 UOpTableStats uop_table_stats() {
-  return {table().size(), table().bucket_count(), table().bytes(), arena().bytes_live(),
-          arena().bytes_used()};
+  return {table().size(),       table().bucket_count(), table().bytes(),
+          arena().bytes_live(), arena().bytes_used(),   table().far_count()};
 }
 size_t uop_node_bytes(size_t nsrc) { return sizeof(UOpNode) + nsrc * sizeof(UOp); }
 
@@ -322,9 +419,9 @@ UOp UOp::make(Op op, DType dtype, std::span<const UOp> src, Arg arg, Arg tag) {
   }
   const uint32_t op_nsrc = static_cast<uint32_t>(op) | static_cast<uint32_t>(src.size()) << 8;
   const uint16_t dtype_id = dtype.id();
-  const uint32_t h = node_hash(op_nsrc, dtype_id, src, arg, tag);
-  size_t slot = 0;
-  if (UOpNode* found = table().find(h, op_nsrc, dtype_id, src, arg, tag, &slot))
+  const NodeKeys keys = node_keys(op_nsrc, dtype_id, src, arg, tag);
+  NodeTable::Place place;
+  if (UOpNode* found = table().find(keys, op_nsrc, dtype_id, src, arg, tag, &place))
     return UOp(found, false);
 
   void* mem = arena().allocate(uop_node_bytes(src.size()));
@@ -339,7 +436,7 @@ UOp UOp::make(Op op, DType dtype, std::span<const UOp> src, Arg arg, Arg tag) {
   }
   auto* n = static_cast<UOpNode*>(mem);
   n->refcount = 0;
-  n->hash = h;
+  n->hash = keys.near;
   n->op_nsrc = op_nsrc;
   n->dtype_id = dtype_id;
   n->walk_epoch = 0;
@@ -347,7 +444,7 @@ UOp UOp::make(Op op, DType dtype, std::span<const UOp> src, Arg arg, Arg tag) {
   n->extra = extra;
   new (&n->arg) Arg(std::move(arg));
   for (size_t i = 0; i < src.size(); ++i) new (&n->srcs()[i]) UOp(src[i]);
-  table().insert_at(slot, n);
+  table().insert_at(place, n);
   return UOp(n, false);
 }
 

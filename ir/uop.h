@@ -233,7 +233,7 @@ class UOpNode {
   static constexpr uint32_t kMaxSources = (uint32_t{1} << 24) - 1;
 
   uint32_t refcount;
-  uint32_t hash;
+  uint32_t hash;        // the hash-consing table's near key (ir/uop.cpp node_keys)
   uint32_t op_nsrc;     // the op in the low byte, the source count above it
   uint16_t dtype_id;    // DType::from_id
   uint16_t walk_epoch;  // the epoch of the NodeSlots that last numbered this node (0: none)
@@ -287,7 +287,12 @@ inline const UOp& UOp::src(size_t i) const {
 }
 inline size_t UOp::nsrc() const { return n_->nsrc(); }
 inline const Arg& UOp::arg() const { return n_->arg; }
-inline size_t UOp::hash() const { return n_ ? n_->hash : 0; }
+// Nodes are hash-consed, so the address is the identity. (The node's own key is laid out for the
+// hash-consing table's locality, and a source's many parents share most of its bits.)
+inline size_t UOp::hash() const {
+  const size_t p = reinterpret_cast<uintptr_t>(n_) >> 3;
+  return (p * 0x9E3779B97F4A7C15ULL) ^ (p >> 17);
+}
 
 UOp operator+(const UOp& a, const UOp& b);
 UOp operator-(const UOp& a, const UOp& b);  // a + b*-1, tinygrad's canonical form
@@ -348,6 +353,7 @@ struct UOpTableStats {
   size_t table_bytes;  // the table's slot array
   size_t node_bytes;   // the live nodes' cells in the node arena
   size_t arena_bytes;  // cells the arena ever handed out (live nodes and free cells kept for reuse)
+  size_t far_nodes;    // nodes at their second, random home (their source had too many parents)
 };
 UOpTableStats uop_table_stats();
 size_t uop_node_bytes(

@@ -162,6 +162,47 @@ TEST(UOp, TableFindsEveryKeptNodeAfterRandomErasures) {
   EXPECT_EQ(uop_table_stats().live_nodes, live0 + 1);
 }
 
+// A node's home slot follows its newest source, so a source that is the newest of many parents
+// (a variable made after the constants it is combined with) would make one long probe run: past
+// a short run they go to a second, random home. Every such node must be found again, after
+// erasures in random order too.
+TEST(UOp, ANewestSourceWithManyParentsKeepsItsParentsFindable) {
+  const size_t live0 = uop_table_stats().live_nodes;
+  const size_t far0 = uop_table_stats().far_nodes;
+  constexpr int kParents = 30000;
+  std::vector<UOp> consts;
+  for (int i = 0; i < kParents; ++i) consts.push_back(UOp::cint(3 * i + 1000003));
+  const UOp x = UOp::variable("many_parents_x", 0, 1 << 20);  // newer than every constant
+  std::vector<UOp> parents;
+  for (int i = 0; i < kParents; ++i) parents.push_back(x * consts[i]);
+  EXPECT_GT(uop_table_stats().far_nodes, far0) << "no parent left its source's run";
+  // Drop all but a few, in random order: the near run empties while far parents stay.
+  std::vector<int> order(kParents);
+  for (int i = 0; i < kParents; ++i) order[i] = i;
+  uint64_t seed = 99;
+  for (int i = kParents - 1; i > 0; --i) {
+    seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+    std::swap(order[i], order[static_cast<int>((seed >> 33) % (i + 1))]);
+  }
+  for (int i : order)
+    if (i % 97 != 0) parents[i] = UOp();
+  const size_t live = uop_table_stats().live_nodes;
+  for (int i = 0; i < kParents; ++i) {  // the kept ones, while the dropped left holes
+    if (parents[i]) EXPECT_EQ((x * consts[i]).node(), parents[i].node()) << i;
+  }
+  EXPECT_EQ(uop_table_stats().live_nodes, live);
+  for (int i = 0; i < kParents; ++i) {  // the dropped ones made anew
+    if (!parents[i]) parents[i] = x * consts[i];
+  }
+  for (int i = 0; i < kParents; ++i) EXPECT_EQ((x * consts[i]).node(), parents[i].node()) << i;
+  EXPECT_LT(live, live0 + 2 * kParents + 1);
+  EXPECT_EQ(uop_table_stats().live_nodes, live0 + 2 * kParents + 1);
+  parents.clear();
+  consts.clear();
+  EXPECT_EQ(uop_table_stats().live_nodes, live0 + 1);
+  EXPECT_EQ(uop_table_stats().far_nodes, far0);
+}
+
 // A node is 32 bytes and its sources; a tag and derived properties live in a side block, which
 // must stay with its node (and be dropped with it) while other nodes come and go.
 TEST(UOp, NodesCostTheirCellAndTagsLiveBesideThem) {
