@@ -332,16 +332,23 @@ void destroy_node(UOpNode* n) {
   arena().free(n, uop_node_bytes(nsrc));
 }
 
-// Releasing a node releases its sources; a worklist keeps that off the C++ stack.
+// Releasing a node releases its sources; a worklist keeps that off the C++ stack. The worklist is
+// a heap that destroys the highest address first: a graph's nodes then go back in reverse order
+// of creation, each the arena's top cell while nothing newer lives, so the bump region takes them
+// back and the next graph is made in contiguous memory. (Taken in the order sources are reached,
+// most cells went on the free lists, and the next graph was scattered over them in that order:
+// a walk of a million-node DAG made there ran at less than half the speed.)
 void release_node(UOpNode* n) {
   // Never destroyed: UOps held by static objects are released during static destruction, after
   // thread-local and most static objects are gone.
   static std::vector<UOpNode*>& pending = *new std::vector<UOpNode*>();
   static bool draining = false;
   pending.push_back(n);
+  std::push_heap(pending.begin(), pending.end());
   if (draining) return;
   draining = true;
   while (!pending.empty()) {
+    std::pop_heap(pending.begin(), pending.end());
     UOpNode* x = pending.back();
     pending.pop_back();
     destroy_node(x);

@@ -203,6 +203,26 @@ TEST(UOp, ANewestSourceWithManyParentsKeepsItsParentsFindable) {
   EXPECT_EQ(uop_table_stats().far_nodes, far0);
 }
 
+// A dropped graph gives its cells back newest first, so the arena's bump region takes them all
+// back and the next graph is made in the same contiguous memory (not scattered over free lists).
+TEST(UOp, ADroppedGraphLeavesTheArenaAsItWas) {
+  const UOp x = UOp::variable("arena_x", 0, 100);
+  const size_t arena0 = uop_table_stats().arena_bytes;
+  for (int round = 0; round < 3; ++round) {
+    std::vector<UOp> layer;
+    for (int i = 0; i < 200; ++i) layer.push_back(x * UOp::cint(7 * i + 3 + round));
+    for (int l = 0; l < 50; ++l) {
+      std::vector<UOp> next;
+      for (int i = 0; i < 200; ++i) next.push_back(layer[i] + layer[(i + 1) % 200]);
+      layer.swap(next);
+    }
+    const UOp g = UOp::sink(layer);
+    layer.clear();
+    EXPECT_GE(uop_table_stats().live_nodes, 10000u);
+  }  // dropping g drops the whole lattice
+  EXPECT_EQ(uop_table_stats().arena_bytes, arena0);
+}
+
 // A node is 32 bytes and its sources; a tag and derived properties live in a side block, which
 // must stay with its node (and be dropped with it) while other nodes come and go.
 TEST(UOp, NodesCostTheirCellAndTagsLiveBesideThem) {
