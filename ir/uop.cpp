@@ -106,7 +106,10 @@ class NodeTable {
   size_t size() const { return count_; }
   size_t far_count() const { return far_count_; }
   size_t bucket_count() const { return slots_.size(); }
-  size_t bytes() const { return slots_.capacity() * sizeof(Slot) + far_blocks_.capacity() / 8; }
+  size_t bytes() const { return slots_.size() * sizeof(Slot) + far_blocks_.capacity() / 8; }
+  size_t retained_bytes() const {
+    return (buffers_[0].touched + buffers_[1].touched - slots_.size()) * sizeof(Slot);
+  }
 
   // Where find() says a new node goes: a slot and the key it is filed under there.
   struct Place {
@@ -209,9 +212,39 @@ class NodeTable {
     ++far_count_;
   }
 
+  // Slot arrays are taken from two buffers in turn: a resize fills the one the table is not in.
+  // The one it leaves keeps its memory (up to kRetainedBytes) for the next resize: the OS hands
+  // out fresh memory zeroed page by page, and a graph dropped and built again (the compiler's
+  // passes do that all the time) resized through a million-node table's sizes each time, a fifth
+  // of the time of making it spent in the kernel zeroing pages.
+  struct Buffer {
+    Slot* data = nullptr;
+    size_t size = 0;     // slots allocated (pages the table never used are never committed)
+    size_t touched = 0;  // slots the table has used
+    void release() {
+      std::free(data);
+      *this = Buffer{};
+    }
+  };
+  static constexpr size_t kRetainedBytes = size_t{16} << 20;
+
   void resize(size_t capacity) {
-    std::vector<Slot> old(capacity);
-    old.swap(slots_);
+    Buffer& fill = buffers_[1 - live_];
+    if (fill.size < capacity) {
+      // Room for the growth after the next too (the buffers alternate), so that a table that
+      // grows again through the same sizes finds both big enough.
+      const size_t size = capacity * 9 / 4;
+      fill.release();
+      fill.data = static_cast<Slot*>(std::calloc(size, sizeof(Slot)));
+      if (!fill.data) throw std::bad_alloc();
+      fill.size = size;
+    } else {
+      std::memset(static_cast<void*>(fill.data), 0, capacity * sizeof(Slot));
+    }
+    fill.touched = std::max(fill.touched, capacity);
+    const std::span<const Slot> old = slots_;
+    slots_ = {fill.data, capacity};
+    live_ = 1 - live_;
     modulo_magic_ = UINT64_MAX / capacity + 1;
     far_blocks_.assign(capacity / kNear + 1, false);
     far_count_ = 0;
@@ -231,10 +264,14 @@ class NodeTable {
       }
       slots_[i] = Slot{key, s.index};
     }
+    Buffer& left = buffers_[1 - live_];
+    if (left.touched * sizeof(Slot) > kRetainedBytes) left.release();
   }
 
   NodeArena& arena_;  // where the slots' indices point
-  std::vector<Slot> slots_;
+  Buffer buffers_[2];
+  int live_ = 0;                  // the buffer slots_ lies in
+  std::span<Slot> slots_;         // the table: a prefix of buffers_[live_]
   std::vector<bool> far_blocks_;  // per kNear near homes: a node of one of them sits far
   uint64_t modulo_magic_ = 0;
   size_t count_ = 0;
@@ -393,8 +430,9 @@ NodeSlots::~NodeSlots() {
 }
 
 UOpTableStats uop_table_stats() {
-  return {table().size(),       table().bucket_count(), table().bytes(),
-          arena().bytes_live(), arena().bytes_used(),   table().far_count()};
+  return {table().size(),          table().bucket_count(), table().bytes(),
+          arena().bytes_live(),    arena().bytes_used(),   table().far_count(),
+          table().retained_bytes()};
 }
 size_t uop_node_bytes(size_t nsrc) { return sizeof(UOpNode) + nsrc * sizeof(UOp); }
 

@@ -354,6 +354,7 @@ struct UOpTableStats {
   size_t node_bytes;   // the live nodes' cells in the node arena
   size_t arena_bytes;  // cells the arena ever handed out (live nodes and free cells kept for reuse)
   size_t far_nodes;    // nodes at their second, random home (their source had too many parents)
+  size_t table_retained_bytes;  // slot memory kept beyond the table, for its next resize
 };
 UOpTableStats uop_table_stats();
 size_t uop_node_bytes(

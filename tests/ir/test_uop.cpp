@@ -81,6 +81,10 @@ TEST(UOp, TenMillionNodesLeaveMemoryFlat) {
   }
   // Everything built was freed: the heap is where it was after the first round (small slack).
   EXPECT_LE(heap_in_use(), after_first_round + (1u << 20));
+  // The table keeps slot memory for the next round's resizes, within its budget (16 MB of slots
+  // used in each of its two buffers).
+  EXPECT_GT(uop_table_stats().table_retained_bytes, 4u << 20);
+  EXPECT_LE(uop_table_stats().table_retained_bytes, 32u << 20);
 }
 
 TEST(UOp, DroppingAMillionDeepChainDoesNotRecurse) {
