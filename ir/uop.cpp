@@ -94,8 +94,10 @@ NodeKeys node_keys(const UOpNode* n) {
 // a moment ago too. With homes drawn at random, each new node of a million-node graph cost one
 // cache miss in 12 MB of slots (perf: 60% of UOp::make). A source with many parents would make one
 // long probe run, so a node probes at most kNear slots from its near home; past that it goes to
-// its far home under its far key, and its block of near homes is flagged so that lookups there
-// also try the far side (a flag is cleared only when the table is rebuilt).
+// its far home under its far key, and its block of near homes counts it, so that lookups there
+// also try the far side while one is there. (Leaves are never anchors: a constant or a variable
+// is a source of too many nodes; in a rewrite of index expressions, with leaves as anchors and
+// blocks flagged until the next resize, 38% of lookups went to the far side: now 3%.)
 //
 // The capacity is any number (homes are taken modulo it), grown by half past 80% full and shrunk
 // below 1/8, so the load stays between 53% and 80% (issue 18 holds a UOp to 64 bytes with its
@@ -106,7 +108,9 @@ class NodeTable {
   size_t size() const { return count_; }
   size_t far_count() const { return far_count_; }
   size_t bucket_count() const { return slots_.size(); }
-  size_t bytes() const { return slots_.size() * sizeof(Slot) + far_blocks_.capacity() / 8; }
+  size_t bytes() const {
+    return slots_.size() * sizeof(Slot) + far_blocks_.capacity() * sizeof(uint32_t);
+  }
   size_t retained_bytes() const {
     return (buffers_[0].touched + buffers_[1].touched - slots_.size()) * sizeof(Slot);
   }
@@ -142,7 +146,7 @@ class NodeTable {
       if (same(s, keys.near)) return static_cast<UOpNode*>(arena_.at(s.index));
     }
     const bool goes_far = place->key == keys.far;
-    if (!goes_far && !far_blocks_[near / kNear]) return nullptr;
+    if (!goes_far && far_blocks_[near / kNear] == 0) return nullptr;
     for (i = far_home(keys.far);; i = next(i)) {
       const Slot& s = slots_[i];
       if (!s.index) {
@@ -164,6 +168,9 @@ class NodeTable {
     for (; step < kNear && slots_[i].index != index; ++step) i = next(i);
     if (step == kNear) {  // not near its near home: from its far home on
       for (i = far_home(node_keys(n).far); slots_[i].index != index;) i = next(i);
+    }
+    if (slots_[i].key & 1) {  // filed far (its far home may lie near too)
+      --far_blocks_[near_home(n->hash) / kNear];
       --far_count_;
     }
     // Backward shift: move each later entry of the probe run into the hole when its home does
@@ -208,7 +215,7 @@ class NodeTable {
   size_t home(const Slot& s) const { return s.key & 1 ? far_home(s.key) : near_home(s.key); }
   size_t next(size_t i) const { return i + 1 == slots_.size() ? 0 : i + 1; }
   void mark_far(uint32_t near_key) {
-    far_blocks_[near_home(near_key) / kNear] = true;
+    ++far_blocks_[near_home(near_key) / kNear];
     ++far_count_;
   }
 
@@ -246,7 +253,7 @@ class NodeTable {
     slots_ = {fill.data, capacity};
     live_ = 1 - live_;
     modulo_magic_ = UINT64_MAX / capacity + 1;
-    far_blocks_.assign(capacity / kNear + 1, false);
+    far_blocks_.assign(capacity / kNear + 1, 0);
     far_count_ = 0;
     for (const Slot& s : old) {
       if (!s.index) continue;
@@ -270,9 +277,9 @@ class NodeTable {
 
   NodeArena& arena_;  // where the slots' indices point
   Buffer buffers_[2];
-  int live_ = 0;                  // the buffer slots_ lies in
-  std::span<Slot> slots_;         // the table: a prefix of buffers_[live_]
-  std::vector<bool> far_blocks_;  // per kNear near homes: a node of one of them sits far
+  int live_ = 0;                      // the buffer slots_ lies in
+  std::span<Slot> slots_;             // the table: a prefix of buffers_[live_]
+  std::vector<uint32_t> far_blocks_;  // per kNear near homes: how many of their nodes sit far
   uint64_t modulo_magic_ = 0;
   size_t count_ = 0;
   size_t far_count_ = 0;
@@ -286,10 +293,11 @@ NodeTable& table() {
 
 // The far key is a hash of the node's contents; the sources count by address, not by their
 // hashes (one built from the sources' hashes repeats along long chains, x = x + x). The near key
-// holds, above bit 5, the near home before the modulo: for a node with sources, its newest
-// source's arena index (8-byte units: nodes are 4 to 8 units apart, so consecutive nodes' homes
-// are a few slots apart and many graphs' homes interleave evenly) plus 0..7 from the hash; for
-// an integer leaf, a position by value; for other leaves, the hash. Bits 1..5 are hash bits.
+// holds, above bit 5, the near home before the modulo: for a node with a source that has sources
+// itself, the newest such source's arena index (8-byte units: nodes are 4 to 8 units apart, so
+// consecutive nodes' homes are a few slots apart and many graphs' homes interleave evenly) plus
+// 0..15 from the hash; for an integer leaf, a position by value; else the hash. Bits 1..5 are
+// hash bits.
 NodeKeys node_keys(uint32_t op_nsrc, uint16_t dtype_id, std::span<const UOp> src, const Arg& arg,
                    const Arg& tag) {
   uint64_t h = 0xcbf29ce484222325ULL ^ (uint64_t{op_nsrc} << 16 | dtype_id);
@@ -302,15 +310,15 @@ NodeKeys node_keys(uint32_t op_nsrc, uint16_t dtype_id, std::span<const UOp> src
   uint32_t newest = 0;
   for (const UOp& s : src) {
     mix(reinterpret_cast<uintptr_t>(s.node()) >> 4);
-    newest = std::max(newest, arena().index_of(s.node()));
+    if (s.node()->nsrc() > 0) newest = std::max(newest, arena().index_of(s.node()));
   }
   h ^= h >> 29;
   h *= 0xbf58476d1ce4e5b9ULL;
   const auto hash = static_cast<uint32_t>(h ^ (h >> 32));
   uint32_t near = hash >> kKeyTagBits;
-  if (!src.empty()) {
-    near = newest + (hash >> 29);
-  } else if (arg.is_int() && tag.is_none()) {
+  if (newest) {
+    near = newest + (hash >> 28);
+  } else if (src.empty() && arg.is_int() && tag.is_none()) {
     // An integer leaf (a CONST, mostly): next to the leaves of the same op and type with nearby
     // values, which programs make together (indices, sizes, strides).
     near = (op_nsrc << 16 | dtype_id) * 0x9E3779B1u + static_cast<uint32_t>(arg.as_int()) * 4;
