@@ -64,7 +64,7 @@ void NodeArena::unpoison(void*, size_t) {}
 
 namespace {
 
-constexpr int kKeyTagBits = 6;  // node_key's low bits: the far mark and a hash tag
+constexpr int kKeyTagBits = 6;  // the near key's low bits: the far mark and hash bits
 
 // Never destroyed: UOps held in static objects may be released during static destruction.
 NodeArena& arena() {
