@@ -17,6 +17,17 @@ namespace {
 const UOp kReleasedAtExit = UOp::variable("static_at_exit", 0, 1) + 1;
 
 size_t heap_in_use() { return mallinfo2().uordblks; }
+
+// 0..n-1 in a fixed random order (Fisher-Yates with an LCG), for dropping nodes in random order.
+std::vector<int> shuffled_indices(int n, uint64_t seed) {
+  std::vector<int> order(n);
+  for (int i = 0; i < n; ++i) order[i] = i;
+  for (int i = n - 1; i > 0; --i) {
+    seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+    std::swap(order[i], order[static_cast<int>((seed >> 33) % (i + 1))]);
+  }
+  return order;
+}
 }  // namespace
 
 TEST(OpTable, CoversTinyspecOps) {
@@ -145,13 +156,7 @@ TEST(UOp, TableFindsEveryKeptNodeAfterRandomErasures) {
   constexpr int kNodes = 20000;
   std::vector<UOp> nodes;
   for (int i = 0; i < kNodes; ++i) nodes.push_back(x + UOp::cint(i));
-  std::vector<int> order(kNodes);
-  for (int i = 0; i < kNodes; ++i) order[i] = i;
-  uint64_t seed = 12345;
-  for (int i = kNodes - 1; i > 0; --i) {  // Fisher-Yates with a fixed LCG
-    seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
-    std::swap(order[i], order[static_cast<int>((seed >> 33) % (i + 1))]);
-  }
+  const std::vector<int> order = shuffled_indices(kNodes, 12345);
   const size_t full = uop_table_stats().live_nodes;
   for (int k = 0; k < kNodes / 2; ++k) nodes[order[k]] = UOp();
   const size_t live = uop_table_stats().live_nodes;
@@ -181,14 +186,7 @@ TEST(UOp, ANewestSourceWithManyParentsKeepsItsParentsFindable) {
   for (int i = 0; i < kParents; ++i) parents.push_back(x * consts[i]);
   EXPECT_GT(uop_table_stats().far_nodes, far0) << "no parent left its source's run";
   // Drop all but a few, in random order: the near run empties while far parents stay.
-  std::vector<int> order(kParents);
-  for (int i = 0; i < kParents; ++i) order[i] = i;
-  uint64_t seed = 99;
-  for (int i = kParents - 1; i > 0; --i) {
-    seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
-    std::swap(order[i], order[static_cast<int>((seed >> 33) % (i + 1))]);
-  }
-  for (int i : order)
+  for (int i : shuffled_indices(kParents, 99))
     if (i % 97 != 0) parents[i] = UOp();
   const size_t live = uop_table_stats().live_nodes;
   for (int i = 0; i < kParents; ++i) {  // the kept ones, while the dropped left holes
