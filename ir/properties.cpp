@@ -194,8 +194,10 @@ std::optional<Bounds> int_alu_bounds(const UOp& u) {
         if (floor_div(a, k) == floor_div(A, k)) return int_bounds(floor_mod(a, k), floor_mod(A, k));
         return k > 0 ? int_bounds(0, k - 1) : int_bounds(k + 1, 0);
       }
-      if (b > 0) return int_bounds(0, sat_sub(B, 1));
-      if (B < 0) return int_bounds(sat_add(b, 1), 0);
+      // a modulo by a divisor of one sign has that sign and is smaller than it; one of a
+      // dividend of the same sign is no larger than the dividend either (x%y == x when |x| < |y|)
+      if (b > 0) return int_bounds(0, a >= 0 ? std::min(A, sat_sub(B, 1)) : sat_sub(B, 1));
+      if (B < 0) return int_bounds(A <= 0 ? std::max(a, sat_add(b, 1)) : sat_add(b, 1), 0);
       return std::nullopt;
     default:
       return std::nullopt;

@@ -173,4 +173,49 @@ TEST(DigitRecombination, QuotientsCongruentToTheBase) {
   }
 }
 
+// The digits of x under a divisor c that is a variable (c in [1, 9], or in [-9, -1]: the
+// folds hold for either sign under floor semantics), a quotient congruent to its partner's base,
+// x - x%c, and two sides compared through their simplified difference. Values are checked at
+// every point, negative x included.
+TEST(DigitRecombination, OverAVariableDivisorAndThroughADifference) {
+  const Simplifier s(Simplifier::Mode::Differential);
+  const UOp x = digit_x(), y = digit_y(), a = UOp::variable("a", 0, 100);
+  for (const bool negative : {false, true}) {
+    const UOp c = negative ? UOp::variable("c", -9, -1) : UOp::variable("c", 1, 9);
+    const std::vector<std::pair<UOp, std::string>> cases = {
+        {x.floordiv(c).floormod(UOp::cint(3)) * c + x.floormod(c), "(x%(c*3))"},
+        {x.floordiv(c) * c + x.floormod(c) + y, "(x+y)"},
+        {x.floormod(c).floordiv(c), "0"},
+        {x.floormod(c * 3).floormod(c), "(x%c)"},
+        {x.floormod(c * 3).floordiv(c), "(x//c%3)"},
+        {div(x * 8, 7) * 7 + mod(x, 7) + y, "(x*8+y)"},
+        {x - mod(x, 6), "(x//6*6)"},
+        {(x + y + 3).maximum(x), "(x+y+3)"},
+        {mod(a, 6).lt(a + y + 3), "True"},
+    };
+    for (const auto& [e, folded] : cases) {
+      const UOp out = s.simplify(e);
+      EXPECT_EQ(render(out), folded) << render(e) << (negative ? " (c < 0)" : "");
+      for (i128 xv = -200; xv <= 1000; xv += 13)
+        for (i128 cv = 1; cv <= 9; cv += 4)
+          for (i128 yv = 0; yv <= 10; yv += 5) {
+            const std::map<std::string, i128> env = {
+                {"x", xv}, {"y", yv}, {"a", (xv + 200) % 101}, {"c", negative ? -cv : cv}};
+            EXPECT_EQ(test::py_eval(out, env), test::py_eval(e, env))
+                << render(e) << " -> " << render(out) << " at x=" << static_cast<int64_t>(xv);
+          }
+    }
+  }
+  // a modulo by a positive divisor is below it, and no larger than a non-negative dividend
+  const UOp c = UOp::variable("c", 1, 9);
+  EXPECT_EQ(render(s.simplify(x.floormod(c).lt(c))), "True");
+  EXPECT_EQ(render(s.simplify(UOp::cint(1).floormod(c).floordiv(UOp::cint(4)))), "0");
+  // an unsigned difference has no sign: max and < of unsigned sides stay unless bounds decide
+  const UOp u = UOp::variable("u", 0, 100, dtypes::uint32);
+  const UOp v = u.floordiv(UOp::cint(8, dtypes::uint32));
+  const UOp w = (u + UOp::cint(8, dtypes::uint32)).floordiv(UOp::cint(9, dtypes::uint32));
+  EXPECT_NE(render(s.simplify(w.maximum(v))), render(w));
+  EXPECT_NE(render(s.simplify(v.lt(u.floormod(UOp::cint(5, dtypes::uint32))))), "False");
+}
+
 }  // namespace
