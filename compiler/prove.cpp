@@ -1105,9 +1105,10 @@ int prove_rules(const std::string& path, const ProveOptions& opts) {
       // The open instances: exhaustive in their constants, within a budget of combinations
       // shared by them. Then, where some open instances are not known (or few fired), random
       // instances of every instantiation: a budget of rounds shared by them, four times more
-      // where none fired, and four times more again (up to four times the rounds per
-      // instantiation) where still none did: a guard that few random instances pass (a gate
-      // that narrows a variable the other branch can use) fires on about one in thousands.
+      // where none fired, then 4x and 16x more again (past the per-instantiation cap) where still
+      // none did: a guard that few random instances pass (a gate that narrows a variable the
+      // other branch uses) fires on about one in ten thousand, and with fewer tries whether it
+      // fires at all depended on the random stream, which moves with the rule's line.
       const std::set<std::string>& open_keys = proofs[ri].open_keys;
       if (!open_keys.empty()) {
         const long per =
@@ -1117,8 +1118,8 @@ int prove_rules(const std::string& path, const ProveOptions& opts) {
         });
       }
       if (proofs[ri].unlisted || rep.tests.fired < kMinFired)
-        for (int tier : {4, 16, 64}) {
-          const int most = tier == 64 ? opts.test_rounds * 4 : opts.test_rounds;
+        for (int tier : {4, 16, 64, 1024}) {
+          const int most = tier > 16 ? opts.test_rounds * tier / 16 : opts.test_rounds;
           const int rounds = std::clamp(
               opts.test_rounds * tier / std::max(1, static_cast<int>(ninstances)), 8, most);
           each_instance([&](const ResolvedRule* r, const Shape& s, const std::vector<DType>& dts) {
