@@ -218,4 +218,50 @@ TEST(DigitRecombination, OverAVariableDivisorAndThroughADifference) {
   EXPECT_NE(render(s.simplify(v.lt(u.floormod(UOp::cint(5, dtypes::uint32))))), "False");
 }
 
+// max, <, // and % decided by bounds of x - y over both sides' terms: like terms cancel, a
+// subtracted division or modulo of a dividend >= 0 is at most the dividend (a modulo also its
+// divisor less one), and a max or where side is taken by its operands. Results checked on a grid.
+TEST(Bounds, ComparisonsThroughTheTermsOfBothSides) {
+  const Simplifier s(Simplifier::Mode::Differential);
+  const UOp a = UOp::variable("a", 0, 100), b = UOp::variable("b", 0, 50);
+  const UOp c = UOp::variable("c", 1, 9), d = UOp::variable("d", 0, 20);
+  const UOp x = UOp::variable("x", -10, 10);
+  const std::vector<std::pair<UOp, std::string>> cases = {
+      {(a + b + c * 2).maximum(a + b + c), "(a+b+c*2)"},
+      {(a * 3 + b).maximum(a + b), "(a*3+b)"},
+      {div(d, 5).maximum(d), "d"},
+      {b.floordiv(c).maximum(b), "b"},
+      {mod(div(a, 6), 2).maximum(a), "a"},
+      {a.maximum(d).maximum(mod(a, 6)), "max(a, d)"},
+      {(a * 2 + c * 2).maximum(UOp::cint(15).floormod(c)), "(a*2+c*2)"},
+      {(a + c).lt(UOp::cint(8).floormod(c)), "False"},
+      {(div(a, 2) + div(b, 4) + c).lt(a + b + 14), "True"},
+      {(div(a, 4) + b).lt(mod(div(b, 8), 2)), "False"},
+      {d.lt(a).where(b, UOp::cint(20)).lt(b + 21), "True"},
+      // 0 <= x < y: x // y is 0, x % y is x (m*(v//m) <= v bounds a subtracted quotient)
+      {div(c, 4).floordiv(c), "0"},
+      {div(d.floormod(c), 4).floordiv(c), "0"},
+      {div(c, 6).floormod(c), "(c//6)"},
+      // not decided: each needs a bound the terms do not give, or is false somewhere
+      {(a + b + d).maximum(div(a, 8) + c), "max(a+b+d, a//8+c)"},
+      {(a + d + 36).maximum(a.maximum(b)), "max(a+d+36, max(a, b))"},
+      {div(x, 5).maximum(x), "max(x//5, x)"},
+      {div(d, 4).floordiv(c), "(d//4//c)"},
+      {(x + 3).lt(mod(x + 10, 4)), "(x+3<(x+2)%4)"},
+  };
+  for (const auto& [e, folded] : cases) {
+    const UOp out = s.simplify(e);
+    EXPECT_EQ(render(out), folded) << render(e);
+    for (i128 av = 0; av <= 100; av += 3)
+      for (i128 bv = 0; bv <= 50; bv += 7)
+        for (i128 cv = 1; cv <= 9; ++cv)
+          for (i128 dv = 0; dv <= 20; dv += 4) {
+            const std::map<std::string, i128> env = {
+                {"a", av}, {"b", bv}, {"c", cv}, {"d", dv}, {"x", (av % 21) - 10}};
+            EXPECT_EQ(test::py_eval(out, env), test::py_eval(e, env))
+                << render(e) << " -> " << render(out);
+          }
+  }
+}
+
 }  // namespace
