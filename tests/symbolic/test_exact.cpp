@@ -238,6 +238,9 @@ TEST(Bounds, ComparisonsThroughTheTermsOfBothSides) {
       {(div(a, 2) + div(b, 4) + c).lt(a + b + 14), "True"},
       {(div(a, 4) + b).lt(mod(div(b, 8), 2)), "False"},
       {d.lt(a).where(b, UOp::cint(20)).lt(b + 21), "True"},
+      // where(y < x, x, y) is max(x, y)
+      {c.lt(a).where(a, c), "max(a, c)"},
+      {UOp::cint(0).lt(b).where(b, UOp::cint(0)), "b"},
       // 0 <= x < y: x // y is 0, x % y is x (m*(v//m) <= v bounds a subtracted quotient)
       {div(c, 4).floordiv(c), "0"},
       {div(d.floormod(c), 4).floordiv(c), "0"},
@@ -247,6 +250,7 @@ TEST(Bounds, ComparisonsThroughTheTermsOfBothSides) {
       {(a + d + 36).maximum(a.maximum(b)), "max(a+d+36, max(a, b))"},
       {div(x, 5).maximum(x), "max(x//5, x)"},
       {div(d, 4).floordiv(c), "(d//4//c)"},
+      {c.lt(a).where(a, b), "(a if c<a else b)"},
       {(x + 3).lt(mod(x + 10, 4)), "(x+3<(x+2)%4)"},
   };
   for (const auto& [e, folded] : cases) {
