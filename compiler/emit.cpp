@@ -395,6 +395,8 @@ class ExprEmitter {
                               as_value(emit(e.kids[0]))),
                   CodeKind::Num};
         }
+        if (const std::optional<bool> stop = stopping_value(e))
+          return comprehension_code(e.kids[0], stop);
         std::vector<std::string> args;
         for (const RExpr& k : e.kids) args.push_back(as_value(emit(k)));
         if (is_context_builtin(e.name)) {  // rewritten(u): the running rule set, from ctx
@@ -702,14 +704,17 @@ class ExprEmitter {
     return kNames[static_cast<size_t>(op)];
   }
 
-  // ---- comprehensions: an immediately invoked lambda with one loop per `for` clause
-  Code comprehension_code(const RExpr& e) {
+  // ---- comprehensions: an immediately invoked lambda with one loop per `for` clause. With
+  // `stop` (any/all over a generator, stopping_value) no tuple is built: the lambda returns the
+  // bool at the first item whose truth is *stop, else !*stop.
+  Code comprehension_code(const RExpr& e, std::optional<bool> stop = std::nullopt) {
     const int k = counter_++;
     std::set<int> used;
     slots_used(e, used);
     const std::string out = fmt::format("out{}", k), steps = fmt::format("steps{}", k);
-    std::string code = "[&] {\n";
-    code += fmt::format("  std::vector<Value> {};\n  size_t {} = 0;\n", out, steps);
+    std::string code = stop ? "[&]() -> bool {\n" : "[&] {\n";
+    if (!stop) code += fmt::format("  std::vector<Value> {};\n", out);
+    code += fmt::format("  size_t {} = 0;\n", steps);
     std::string pad = "  ";
     const size_t nfor = static_cast<size_t>(
         std::count_if(e.comp.begin(), e.comp.end(), [](const RCompClause& c) { return !c.is_if; }));
@@ -776,18 +781,23 @@ class ExprEmitter {
       }
       // a reference: to a temporary (kept alive as long as the reference) or a live slot
       code += fmt::format("{}const Value& {} = {};\n", pad, seq, as_value(emit(x)));
-      if (i == 0 && nfor == 1)  // one loop: at most one item per item of the sequence
+      if (i == 0 && nfor == 1 && !stop)  // one loop: at most one item per item of the sequence
         code += fmt::format("{}{}.reserve(items_of({}).size());\n", pad, out, seq);
       code += fmt::format("{}for (const Value& {} : items_of({})) {{\n", pad, item, seq);
       pad += "  ";
       code += fmt::format("{}comp_step({});\n", pad, steps);
       bind_target(e.comp[i].target, item, used, pad, code);
     }
-    code += fmt::format("{}{}.push_back({});\n", pad, out, as_value(emit(e.kids[0])));
+    if (stop)
+      code += fmt::format("{}if ({}({})) return {};\n", pad, *stop ? "" : "!",
+                          as_bool(emit(e.kids[0])), *stop);
+    else
+      code += fmt::format("{}{}.push_back({});\n", pad, out, as_value(emit(e.kids[0])));
     while (pad.size() > 2) {
       pad.resize(pad.size() - 2);
       code += pad + "}\n";
     }
+    if (stop) return {code + fmt::format("  return {};\n}}()", !*stop), CodeKind::Bool};
     code += fmt::format("  return Value::tuple(std::move({}));\n}}()", out);
     return {code, CodeKind::Value};
   }

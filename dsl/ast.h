@@ -52,6 +52,7 @@ struct Expr {
   std::vector<std::unique_ptr<Expr>> kids;
   std::vector<std::string> arg_names;  // Call/Member call: "" for positional arguments
   std::vector<CompClause> comp;        // Comp
+  bool generator = false;  // Comp: the one argument of f(x for x in t), consumed as made
   int depth = 1;
 };
 using ExprPtr = std::unique_ptr<Expr>;

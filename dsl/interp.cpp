@@ -157,17 +157,15 @@ std::vector<Value> eval_kids(const RExpr& e, Slots& s, RewriteContext& ctx, size
 }
 
 // Runs the comprehension's clauses from `clause` on: one loop level per `for` (the clauses are
-// counted in the tree depth limit, so this recursion is bounded).
-void comprehend(const RExpr& e, size_t clause, Slots& s, RewriteContext& ctx,
-                std::vector<Value>& out, size_t& steps) {
-  if (clause == e.comp.size()) {
-    out.push_back(eval(e.kids[0], s, ctx));
-    return;
-  }
+// counted in the tree depth limit, so this recursion is bounded). Each item goes to `take`,
+// which returns false to stop (any/all over a generator); comprehend returns false once stopped.
+template <class Take>
+bool comprehend(const RExpr& e, size_t clause, Slots& s, RewriteContext& ctx, Take& take,
+                size_t& steps) {
+  if (clause == e.comp.size()) return take(eval(e.kids[0], s, ctx));
   const RExpr& x = e.kids[clause + 1];
   if (e.comp[clause].is_if) {
-    if (eval(x, s, ctx).as_bool()) comprehend(e, clause + 1, s, ctx, out, steps);
-    return;
+    return !eval(x, s, ctx).as_bool() || comprehend(e, clause + 1, s, ctx, take, steps);
   }
   const RTarget& t = e.comp[clause].target;
   if (x.k == RExpr::K::Builtin &&
@@ -180,9 +178,9 @@ void comprehend(const RExpr& e, size_t clause, Slots& s, RewriteContext& ctx,
       for (size_t i = 0; i < r.n; ++i) {
         comp_step(steps);
         bind_target(t, r.at(i), s);
-        comprehend(e, clause + 1, s, ctx, out, steps);
+        if (!comprehend(e, clause + 1, s, ctx, take, steps)) return false;
       }
-      return;
+      return true;
     }
     const i128 start = enumerate_start(args);
     const std::vector<Value>& items = items_of(args[0]);
@@ -190,16 +188,17 @@ void comprehend(const RExpr& e, size_t clause, Slots& s, RewriteContext& ctx,
       comp_step(steps);
       bind_target(t.items[0], Value::integer(sat_add(start, static_cast<i128>(i))), s);
       bind_target(t.items[1], items[i], s);
-      comprehend(e, clause + 1, s, ctx, out, steps);
+      if (!comprehend(e, clause + 1, s, ctx, take, steps)) return false;
     }
-    return;
+    return true;
   }
   const Value seq = eval(x, s, ctx);
   for (const Value& item : items_of(seq)) {
     comp_step(steps);
     bind_target(t, item, s);
-    comprehend(e, clause + 1, s, ctx, out, steps);
+    if (!comprehend(e, clause + 1, s, ctx, take, steps)) return false;
   }
+  return true;
 }
 
 Value eval(const RExpr& e, Slots& s, RewriteContext& ctx) {
@@ -238,6 +237,13 @@ Value eval(const RExpr& e, Slots& s, RewriteContext& ctx) {
       return index(eval(seq, s, ctx), eval(e.kids[1], s, ctx));
     }
     case RExpr::K::Builtin: {
+      if (const std::optional<bool> stop = stopping_value(e)) {
+        bool stopped = false;
+        size_t steps = 0;
+        auto decide = [&](const Value& v) { return !(stopped = v.as_bool() == *stop); };
+        comprehend(e.kids[0], 0, s, ctx, decide, steps);
+        return Value::boolean(stopped == *stop);
+      }
       const std::vector<Value> args = eval_kids(e, s, ctx);
       if (is_context_builtin(e.name))
         return call_context_builtin(ctx, e.name, args, g_running_sets);
@@ -267,7 +273,11 @@ Value eval(const RExpr& e, Slots& s, RewriteContext& ctx) {
     case RExpr::K::Comp: {
       std::vector<Value> out;
       size_t steps = 0;
-      comprehend(e, 0, s, ctx, out, steps);
+      auto collect = [&out](Value v) {
+        out.push_back(std::move(v));
+        return true;
+      };
+      comprehend(e, 0, s, ctx, collect, steps);
       return Value::tuple(std::move(out));
     }
     case RExpr::K::DefCall: {  // a fresh frame: the parameters, then the body's own variables

@@ -594,6 +594,7 @@ class Builder {
     if (!args->compClause().empty()) {  // f(x for x in t): one generator argument
       e.arg_names.push_back("");
       e.kids.push_back(comprehension(args->expr(), args->compClause(), loc(args)));
+      e.kids.back()->generator = true;
       return;
     }
     for (auto* a : args->callArg()) {

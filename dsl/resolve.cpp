@@ -1642,6 +1642,7 @@ class Resolver {
     r.loc = e.loc;
     r.k = RExpr::K::Comp;
     r.type = Type::Tuple;
+    r.generator = e.generator;
     r.kids.emplace_back();  // the element, resolved once every target is bound
     if (e.comp[0].is_if) diags_.error(e.comp[0].loc, "a comprehension starts with 'for', not 'if'");
     std::vector<int> scope;
