@@ -395,8 +395,8 @@ class ExprEmitter {
                               as_value(emit(e.kids[0]))),
                   CodeKind::Num};
         }
-        if (const std::optional<bool> stop = stopping_value(e))
-          return comprehension_code(e.kids[0], stop);
+        if (const std::optional<GeneratorUse> use = generator_use(e))
+          return comprehension_code(e.kids[0], use);
         std::vector<std::string> args;
         for (const RExpr& k : e.kids) args.push_back(as_value(emit(k)));
         if (is_context_builtin(e.name)) {  // rewritten(u): the running rule set, from ctx
@@ -704,16 +704,20 @@ class ExprEmitter {
     return kNames[static_cast<size_t>(op)];
   }
 
-  // ---- comprehensions: an immediately invoked lambda with one loop per `for` clause. With
-  // `stop` (any/all over a generator, stopping_value) no tuple is built: the lambda returns the
-  // bool at the first item whose truth is *stop, else !*stop.
-  Code comprehension_code(const RExpr& e, std::optional<bool> stop = std::nullopt) {
+  // ---- comprehensions: an immediately invoked lambda with one loop per `for` clause. Given
+  // `use` (a generator's builtin, generator_use) no tuple is built: any/all return the bool where
+  // an item decides them, sum adds each item to an accumulator as sum() does.
+  Code comprehension_code(const RExpr& e, std::optional<GeneratorUse> use = std::nullopt) {
     const int k = counter_++;
     std::set<int> used;
     slots_used(e, used);
     const std::string out = fmt::format("out{}", k), steps = fmt::format("steps{}", k);
-    std::string code = stop ? "[&]() -> bool {\n" : "[&] {\n";
-    if (!stop) code += fmt::format("  std::vector<Value> {};\n", out);
+    const bool deciding = use == GeneratorUse::Any || use == GeneratorUse::All;
+    std::string code = deciding ? "[&]() -> bool {\n" : "[&] {\n";
+    if (!use)
+      code += fmt::format("  std::vector<Value> {};\n", out);
+    else if (use == GeneratorUse::Sum)
+      code += fmt::format("  std::optional<Value> {};\n", out);
     code += fmt::format("  size_t {} = 0;\n", steps);
     std::string pad = "  ";
     const size_t nfor = static_cast<size_t>(
@@ -781,23 +785,32 @@ class ExprEmitter {
       }
       // a reference: to a temporary (kept alive as long as the reference) or a live slot
       code += fmt::format("{}const Value& {} = {};\n", pad, seq, as_value(emit(x)));
-      if (i == 0 && nfor == 1 && !stop)  // one loop: at most one item per item of the sequence
+      if (i == 0 && nfor == 1 && !use)  // one loop: at most one item per item of the sequence
         code += fmt::format("{}{}.reserve(items_of({}).size());\n", pad, out, seq);
       code += fmt::format("{}for (const Value& {} : items_of({})) {{\n", pad, item, seq);
       pad += "  ";
       code += fmt::format("{}comp_step({});\n", pad, steps);
       bind_target(e.comp[i].target, item, used, pad, code);
     }
-    if (stop)
-      code += fmt::format("{}if ({}({})) return {};\n", pad, *stop ? "" : "!",
-                          as_bool(emit(e.kids[0])), *stop);
-    else
+    const bool any = use == GeneratorUse::Any;
+    if (deciding) {
+      code += fmt::format("{}if ({}({})) return {};\n", pad, any ? "" : "!",
+                          as_bool(emit(e.kids[0])), any);
+    } else if (use == GeneratorUse::Sum) {
+      code += fmt::format("{}{{\n{}  Value item = {};\n", pad, pad, as_value(emit(e.kids[0])));
+      code += fmt::format("{}  {} = {} ? binary(BinOp::Add, *{}, item) : std::move(item);\n{}}}\n",
+                          pad, out, out, out, pad);
+    } else {
       code += fmt::format("{}{}.push_back({});\n", pad, out, as_value(emit(e.kids[0])));
+    }
     while (pad.size() > 2) {
       pad.resize(pad.size() - 2);
       code += pad + "}\n";
     }
-    if (stop) return {code + fmt::format("  return {};\n}}()", !*stop), CodeKind::Bool};
+    if (deciding) return {code + fmt::format("  return {};\n}}()", !any), CodeKind::Bool};
+    if (use == GeneratorUse::Sum)
+      return {code + fmt::format("  return {} ? *{} : Value::integer(0);\n}}()", out, out),
+              CodeKind::Value};
     code += fmt::format("  return Value::tuple(std::move({}));\n}}()", out);
     return {code, CodeKind::Value};
   }

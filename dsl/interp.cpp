@@ -237,12 +237,22 @@ Value eval(const RExpr& e, Slots& s, RewriteContext& ctx) {
       return index(eval(seq, s, ctx), eval(e.kids[1], s, ctx));
     }
     case RExpr::K::Builtin: {
-      if (const std::optional<bool> stop = stopping_value(e)) {
-        bool stopped = false;
+      if (const std::optional<GeneratorUse> use = generator_use(e)) {
         size_t steps = 0;
-        auto decide = [&](const Value& v) { return !(stopped = v.as_bool() == *stop); };
+        if (use == GeneratorUse::Sum) {
+          std::optional<Value> acc;
+          auto add = [&](Value v) {
+            acc = acc ? binary(BinOp::Add, *acc, v) : std::move(v);
+            return true;
+          };
+          comprehend(e.kids[0], 0, s, ctx, add, steps);
+          return acc ? *acc : Value::integer(0);
+        }
+        const bool stop = use == GeneratorUse::Any;  // the item truth that decides
+        bool stopped = false;
+        auto decide = [&](const Value& v) { return !(stopped = v.as_bool() == stop); };
         comprehend(e.kids[0], 0, s, ctx, decide, steps);
-        return Value::boolean(stopped == *stop);
+        return Value::boolean(stopped == stop);
       }
       const std::vector<Value> args = eval_kids(e, s, ctx);
       if (is_context_builtin(e.name))

@@ -146,21 +146,24 @@ struct RExpr {
   std::vector<RExpr> kids;           // Method: receiver first
   std::vector<std::string> arg_names;
   std::vector<RCompClause> comp;  // Comp
-  bool generator = false;         // Comp: f(x for x in t)'s argument (any/all stop early on it)
+  bool generator = false;         // Comp: f(x for x in t)'s argument (generator_use)
   // A value of a record type the checker knows (type Record; `c.arg` of a CALL is a CallInfo):
   // its name, so a field access on it is typed and checked at run time against it.
   std::string record;
 };
 
-// any(x for ...) and all(x for ...): with a generator as their one argument they stop at the
-// first item that decides them, as Python's do (the items after it are never made; an error one
-// of them would raise does not come). The value that stops them (true for any), else nullopt for
-// every other expression, a list comprehension's argument among them (built whole first).
-inline std::optional<bool> stopping_value(const RExpr& e) {
-  if (e.k != RExpr::K::Builtin || e.kids.size() != 1 || !e.kids[0].generator ||
-      (e.name != "any" && e.name != "all"))
-    return std::nullopt;
-  return e.name == "any";
+// The builtins that take a generator's items as they are made, building no tuple:
+// any(x for ...) and all(x for ...) stop at the first item that decides them, as Python's do (the
+// items after it are never made; an error one of them would raise does not come), and
+// sum(x for ...) adds each item as it comes (the sum builtin's value: from the first item, 0 for
+// none). A list comprehension's argument (any([...])) is built whole first, as in Python.
+enum class GeneratorUse : uint8_t { Any, All, Sum };
+inline std::optional<GeneratorUse> generator_use(const RExpr& e) {
+  if (e.k != RExpr::K::Builtin || e.kids.size() != 1 || !e.kids[0].generator) return std::nullopt;
+  if (e.name == "any") return GeneratorUse::Any;
+  if (e.name == "all") return GeneratorUse::All;
+  if (e.name == "sum") return GeneratorUse::Sum;
+  return std::nullopt;
 }
 
 // A `def name(params) = body`: params are slots 0..nparams-1, the body's comprehension

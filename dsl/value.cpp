@@ -687,12 +687,19 @@ Value analysis(const Value& recv, Analysis a, std::span<const Value> args) {
   const std::string_view name = kAnalysisNames[static_cast<size_t>(a)];
   auto maybe = [](UOp r) { return r ? Value::uop(std::move(r)) : Value(); };
   auto parts = [&](Op sep) {  // none past the tuple size limit: a rule leaves such a sum alone
-    // The last split is kept: the divmod rules each ask one node for its terms in turn. Nodes are
-    // immutable, so the tuple stays right; it keeps one node alive per thread.
-    thread_local UOp last;
-    thread_local Op last_sep = Op::Noop;
-    thread_local Value last_parts;
-    if (u == last && sep == last_sep) return last_parts;
+    // The last few splits are kept: the divmod rules each ask one node for its terms in turn, and
+    // symbolic.rw's bounds over both sides of a max or < ask two or three nodes by turns. Nodes
+    // are immutable, so a tuple stays right; it keeps up to kKept nodes alive per thread.
+    constexpr size_t kKept = 8;
+    struct Kept {
+      UOp node;
+      Op sep = Op::Noop;
+      Value parts;
+    };
+    thread_local std::array<Kept, kKept> kept;
+    thread_local size_t next = 0;  // the slot the next split replaces (the oldest)
+    for (const Kept& k : kept)
+      if (k.node == u && k.sep == sep) return k.parts;
     std::vector<UOp> split = u.split(sep);
     Value result;
     if (split.size() <= kMaxTupleSize) {
@@ -701,9 +708,8 @@ Value analysis(const Value& recv, Analysis a, std::span<const Value> args) {
       for (UOp& t : split) out.push_back(Value::uop(std::move(t)));
       result = Value::tuple(std::move(out));
     }
-    last = u;
-    last_sep = sep;
-    last_parts = result;
+    kept[next] = {u, sep, result};
+    next = (next + 1) % kKept;
     return result;
   };
   if (a == Analysis::Terms || a == Analysis::Factors) {

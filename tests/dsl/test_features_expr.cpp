@@ -789,13 +789,16 @@ TEST(RwExprFeatures, ConditionalEvaluatesOnlyTheChosenBranch) {
 }
 
 // any/all over a generator stop where the answer is known, in both executors (an index past a
-// variable's sources would raise after it); a list comprehension's argument is built whole.
-TEST(RwExprFeatures, AnyAndAllOverAGeneratorStopAtTheDecidingItem) {
+// variable's sources would raise after it); a list comprehension's argument is built whole. sum
+// over a generator gives sum()'s value.
+TEST(RwExprFeatures, BuiltinsTakeAGeneratorsItemsAsTheyCome) {
   const UOp x = var("x");
   expect_rewrite("e_generator", sink({c(13), x}), x + c(2));
   expect_rewrite("e_generator", sink({c(14), x}), x + c(3));
   expect_rewrite("e_generator", sink({c(15), x}), x + c(4));
   expect_rewrite("e_generator", sink({c(16), x}), sink({c(16), x}));  // no item decides
+  expect_rewrite("e_generator", sink({c(18), x}), x + x * c(2));
+  expect_rewrite("e_generator", sink({c(19), x}), c(0));
   const ResolvedSet* s = program()->find("e_generator");
   ASSERT_NE(s, nullptr);
   InterpretedMatcher interpreted(program(), *s);
