@@ -33,12 +33,14 @@ constexpr int kLayers = 1000;
 size_t live_nodes() { return uop_table_stats().live_nodes; }
 
 // Bytes in use on the malloc heap (glibc: in-use arena bytes + mmap'd chunks) plus the live
-// nodes' cells in UOp's node arena (its own mmap), less the slot memory the hash-consing table
-// keeps for its next resize (reported on its own: it is not what the live nodes cost).
+// nodes' cells in UOp's node arena (its own mmap), less the hash-consing table's slot memory
+// (counted on its own: a table keeps its size when a graph is dropped, up to 16 MB, so its growth
+// over one graph is not what that graph's nodes cost; BM_UOpMemory_Binary adds its slots per node).
 int64_t heap_bytes() {
   const struct mallinfo2 mi = mallinfo2();
   const UOpTableStats t = uop_table_stats();
-  return static_cast<int64_t>(mi.uordblks + mi.hblkhd + t.node_bytes - t.table_retained_bytes);
+  return static_cast<int64_t>(mi.uordblks + mi.hblkhd + t.node_bytes - t.table_bytes -
+                              t.table_retained_bytes);
 }
 
 UOp var_x() { return UOp::variable("x", 0, 100); }
@@ -248,7 +250,8 @@ BENCHMARK(BM_Rewrite_ConstBump_DAG)->Iterations(3)->Unit(benchmark::kMillisecond
 
 // ---- memory -------------------------------------------------------------------------------------
 
-// 1M binary nodes (x = x + x), memory growth per node (node cell + table slots + malloc overhead).
+// 1M binary nodes (x = x + x), memory per node: the heap's growth (node cell + malloc overhead)
+// plus the table's slots per live node while the graph lives.
 void BM_UOpMemory_Binary(benchmark::State& state) {
   const int64_t n = state.range(0);
   double per_node = 0, after_drop = 0;
@@ -259,8 +262,10 @@ void BM_UOpMemory_Binary(benchmark::State& state) {
     const int64_t h0 = heap_bytes();
     for (int64_t i = 0; i < n; ++i) x = x + x;
     const int64_t h1 = heap_bytes();
+    const UOpTableStats t = uop_table_stats();
     const size_t made = live_nodes() - live_before;
-    per_node = static_cast<double>(h1 - h0) / static_cast<double>(made);
+    per_node = static_cast<double>(h1 - h0) / static_cast<double>(made) +
+               static_cast<double>(t.table_bytes) / static_cast<double>(t.live_nodes);
     x = var_x();  // drop the graph, keep the leaf
     live_after = live_nodes();
     after_drop = static_cast<double>(heap_bytes() - h0);
@@ -273,6 +278,7 @@ void BM_UOpMemory_Binary(benchmark::State& state) {
   state.counters["heap_after_drop"] = after_drop;  // bytes still held once the graph is gone
   state.counters["table_retained_after_drop"] =
       static_cast<double>(uop_table_stats().table_retained_bytes);
+  state.counters["table_after_drop"] = static_cast<double>(uop_table_stats().table_bytes);
 }
 BENCHMARK(BM_UOpMemory_Binary)->Arg(kNodes)->Iterations(1)->Unit(benchmark::kMillisecond);
 

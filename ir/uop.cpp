@@ -99,9 +99,10 @@ NodeKeys node_keys(const UOpNode* n) {
 // is a source of too many nodes; in a rewrite of index expressions, with leaves as anchors and
 // blocks flagged until the next resize, 38% of lookups went to the far side: now 3%.)
 //
-// The capacity is any number (homes are taken modulo it), grown by half past 80% full and shrunk
-// below 1/8, so the load stays between 53% and 80% (issue 18 holds a UOp to 64 bytes with its
-// slot). Erase shifts later entries back instead of leaving tombstones.
+// The capacity is any number (homes are taken modulo it), grown by half past 80% full; a graph's
+// growth keeps the load between 53% and 80% (issue 18 holds a UOp to 64 bytes with its slot).
+// Dropped nodes leave a table of up to kRetainedSlots at its size, and shrink a larger one below
+// 1/8 full. Erase shifts later entries back instead of leaving tombstones.
 class NodeTable {
  public:
   NodeTable() : arena_(arena()) { resize(kMinCapacity); }
@@ -185,9 +186,11 @@ class NodeTable {
     }
     slots_[i] = Slot{};
     --count_;
-    // Give memory back when a large graph is dropped.
-    if (slots_.size() > kMinCapacity && count_ * 8 < slots_.size())
-      resize(std::max(kMinCapacity, count_ * 2));
+    // Give memory back when a large graph is dropped, down to the slot memory a resize keeps
+    // anyway (kRetainedBytes): a table within it keeps its size, so the next graph of that size
+    // is made with no resizes (each re-files every node) and the drop itself with none.
+    if (slots_.size() > kRetainedSlots && count_ * 8 < slots_.size())
+      resize(std::max(kRetainedSlots, count_ * 2));
   }
   // Calls f on every node in the table.
   template <class F>
@@ -234,6 +237,7 @@ class NodeTable {
     }
   };
   static constexpr size_t kRetainedBytes = size_t{16} << 20;
+  static constexpr size_t kRetainedSlots = kRetainedBytes / sizeof(Slot);
 
   void resize(size_t capacity) {
     Buffer& fill = buffers_[1 - live_];
