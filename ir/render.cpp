@@ -1,10 +1,12 @@
 #include "ir/render.h"
 
-#include <unordered_map>
+#include <optional>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "ir/graph.h"
+#include "ir/uop_node.h"
 
 namespace tinyrw {
 
@@ -69,13 +71,19 @@ struct Piece {
 };
 
 // Renders in two passes so deep expressions cost linear time: first every node's precedence
-// (and the text of leaves), then one iterative emission into a single string.
+// (and the text of leaves), then one iterative emission into a single string. Nodes are numbered
+// in topological order (NodeSlots: the number sits in the node), and what the passes keep per
+// node lives in arrays by that number: no hash map or allocation per node.
 class PyRenderer {
  public:
   std::string run(const UOp& root) {
-    for (const UOp& u : toposort(root)) {
-      nodes_.emplace(u.node(), u);
-      prec_[u.node()] = precedence(u);
+    nodes_ = toposort(root);
+    slots_.emplace();  // after toposort's own numbering is gone: this walk may own the marks
+    prec_.resize(nodes_.size());
+    leaf_.resize(nodes_.size());
+    for (uint32_t i = 0; i < nodes_.size(); ++i) {
+      slots_->set(UOpAccess::node(nodes_[i]), i);
+      prec_[i] = precedence(nodes_[i], i);
     }
     std::string out;
     std::vector<Piece> stack{{{}, root.node(), top_paren(root)}};
@@ -94,7 +102,7 @@ class PyRenderer {
         continue;
       }
       parts.clear();
-      expand(nodes_.at(p.node), parts);
+      expand(nodes_[number(p.node)], parts);
       stack.insert(stack.end(), parts.rbegin(), parts.rend());
     }
     return out;
@@ -104,26 +112,30 @@ class PyRenderer {
   // Like tinygrad, a binary expression at the top is wrapped once: ((x*2+1)%5).
   bool top_paren(const UOp& root) const { return binary_syntax(root.op()).has_value(); }
 
-  int precedence(const UOp& u) {
+  // The node's number in this walk (every node the emission reaches was numbered).
+  uint32_t number(const UOpNode* n) const { return slots_->find(n); }
+
+  // u's precedence; a leaf's text goes to leaf_[i].
+  int precedence(const UOp& u, uint32_t i) {
     if (auto b = binary_syntax(u.op())) return b->prec;
     switch (u.op()) {
       case Op::Const: {
         std::string t = const_text(u);
         const int p = t[0] == '-' ? kUnary : kAtom;
-        leaf_[u.node()] = std::move(t);
+        leaf_[i] = std::move(t);
         return p;
       }
       case Op::DefineVar:
       case Op::Special: {
         const Arg& a = u.arg();
-        leaf_[u.node()] = a.is_tuple() ? a.items()[0].as_string() : a.as_string();
+        leaf_[i] = a.is_tuple() ? a.items()[0].as_string() : a.as_string();
         return kAtom;
       }
       case Op::Range:
-        leaf_[u.node()] = range_label(u);
+        leaf_[i] = range_label(u);
         return kAtom;
       case Op::Bind:
-        return prec_.at(u.src(0).node());
+        return prec_of(u, 0);
       case Op::Neg:
         return kUnary;
       case Op::Max:
@@ -150,7 +162,7 @@ class PyRenderer {
   }
 
   Piece child(const UOp& u, size_t i, bool paren) const { return {{}, u.src(i).node(), paren}; }
-  int prec_of(const UOp& u, size_t i) const { return prec_.at(u.src(i).node()); }
+  int prec_of(const UOp& u, size_t i) const { return prec_[number(u.src(i).node())]; }
 
   // not(a < b) is a >= b, not(a != b) is a == b, not(a == b) is a != b.
   static std::optional<const char*> negated(const UOp& u) {
@@ -203,7 +215,7 @@ class PyRenderer {
       case Op::DefineVar:
       case Op::Special:
       case Op::Range:
-        out.push_back({leaf_.at(u.node())});
+        out.push_back({leaf_[number(u.node())]});
         return;
       case Op::Bind:
         out.push_back(child(u, 0, false));
@@ -236,9 +248,10 @@ class PyRenderer {
     }
   }
 
-  std::unordered_map<const UOpNode*, UOp> nodes_;
-  std::unordered_map<const UOpNode*, int> prec_;
-  std::unordered_map<const UOpNode*, std::string> leaf_;
+  std::vector<UOp> nodes_;  // in topological order: a node's number is its position
+  std::vector<int> prec_;
+  std::vector<std::string> leaf_;  // a leaf's text ("" for other nodes)
+  std::optional<NodeSlots> slots_;
 };
 
 }  // namespace
