@@ -221,6 +221,24 @@ TEST(DigitRecombination, OverAVariableDivisorAndThroughADifference) {
 // max, <, // and % decided by bounds of x - y over both sides' terms: like terms cancel, a
 // subtracted division or modulo of a dividend >= 0 is at most the dividend (a modulo also its
 // divisor less one), and a max or where side is taken by its operands. Results checked on a grid.
+// Each expression simplifies to its text and keeps its value on a grid of a, b, c, d and x.
+void expect_simplified_on_grid(const Simplifier& s,
+                               const std::vector<std::pair<UOp, std::string>>& cases) {
+  for (const auto& [e, folded] : cases) {
+    const UOp out = s.simplify(e);
+    EXPECT_EQ(render(out), folded) << render(e);
+    for (i128 av = 0; av <= 100; av += 3)
+      for (i128 bv = 0; bv <= 50; bv += 7)
+        for (i128 cv = 1; cv <= 9; ++cv)
+          for (i128 dv = 0; dv <= 20; dv += 4) {
+            const std::map<std::string, i128> env = {
+                {"a", av}, {"b", bv}, {"c", cv}, {"d", dv}, {"x", (av % 21) - 10}};
+            EXPECT_EQ(test::py_eval(out, env), test::py_eval(e, env))
+                << render(e) << " -> " << render(out);
+          }
+  }
+}
+
 TEST(Bounds, ComparisonsThroughTheTermsOfBothSides) {
   const Simplifier s(Simplifier::Mode::Differential);
   const UOp a = UOp::variable("a", 0, 100), b = UOp::variable("b", 0, 50);
@@ -253,19 +271,27 @@ TEST(Bounds, ComparisonsThroughTheTermsOfBothSides) {
       {c.lt(a).where(a, b), "(a if c<a else b)"},
       {(x + 3).lt(mod(x + 10, 4)), "(x+3<(x+2)%4)"},
   };
-  for (const auto& [e, folded] : cases) {
-    const UOp out = s.simplify(e);
-    EXPECT_EQ(render(out), folded) << render(e);
-    for (i128 av = 0; av <= 100; av += 3)
-      for (i128 bv = 0; bv <= 50; bv += 7)
-        for (i128 cv = 1; cv <= 9; ++cv)
-          for (i128 dv = 0; dv <= 20; dv += 4) {
-            const std::map<std::string, i128> env = {
-                {"a", av}, {"b", bv}, {"c", cv}, {"d", dv}, {"x", (av % 21) - 10}};
-            EXPECT_EQ(test::py_eval(out, env), test::py_eval(e, env))
-                << render(e) << " -> " << render(out);
-          }
-  }
+  expect_simplified_on_grid(s, cases);
+}
+
+// (s//d)%m sees s modulo d*m: positive coefficients and constants of at least d*m are reduced
+// (tinygrad splits the division first: (a*7+b)//2 is a*3+(a+b)//2). Floor semantics make it hold
+// for negative terms too (x); a coefficient below d*m or a negative one stays.
+TEST(Bounds, AQuotientModuloSeesTheSumModuloDTimesM) {
+  const Simplifier s(Simplifier::Mode::Differential);
+  const UOp a = UOp::variable("a", 0, 100), b = UOp::variable("b", 0, 50);
+  const UOp c = UOp::variable("c", 1, 9), x = UOp::variable("x", -10, 10);
+  const std::vector<std::pair<UOp, std::string>> cases = {
+      {mod(div(a * 7 + b, 2), 3), "((a+b)//2%3)"},
+      {mod(div(a * 13 + b, 4), 3), "((a+b)//4%3)"},
+      {mod(div(a * 7 + b + c, 2), 3), "((a+b+c)//2%3)"},
+      {mod(div(x * 7 + b, 2), 3), "((b+x)//2%3)"},
+      {mod(div(a * 12 + b * 5, 2), 3), "(b*5//2%3)"},
+      // stays: coefficients below d*m, or negative
+      {mod(div(a * 5 + b, 2), 3), "((a*5+b)//2%3)"},
+      {mod(div(a * -7 + b, 2), 3), "((a*-7+b)//2%3)"},
+  };
+  expect_simplified_on_grid(s, cases);
 }
 
 }  // namespace
