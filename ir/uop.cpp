@@ -99,10 +99,11 @@ NodeKeys node_keys(const UOpNode* n) {
 // is a source of too many nodes; in a rewrite of index expressions, with leaves as anchors and
 // blocks flagged until the next resize, 38% of lookups went to the far side: now 3%.)
 //
-// The capacity is any number (homes are taken modulo it), grown by half past 80% full; a graph's
-// growth keeps the load between 53% and 80% (issue 18 holds a UOp to 64 bytes with its slot).
-// Dropped nodes leave a table of up to kRetainedSlots at its size, and shrink a larger one below
-// 1/8 full. Erase shifts later entries back instead of leaving tombstones.
+// The capacity is any number (homes are taken modulo it), grown by half past 80% full: while a
+// graph grows the load stays between 53% and 80% (issue 18 holds a UOp to 64 bytes with its slot).
+// Dropped nodes leave a table of up to kRetainedSlots at its size (emptier, until the next graph
+// fills it), and shrink a larger one below 1/8 full. Erase shifts later entries back instead of
+// leaving tombstones.
 class NodeTable {
  public:
   NodeTable() : arena_(arena()) { resize(kMinCapacity); }
