@@ -1148,18 +1148,16 @@ void Tensor::backward(const std::vector<Tensor*>& params, const Tensor* seed) co
     if (!params[i]) throw TensorError(fmt::format("backward: parameter {} is a null pointer", i));
     targets.push_back(*params[i]);
   }
+  // Lazy, as tinygrad's: the gradients are graphs until something realizes them. An optimizer
+  // step then runs forward, backward and update as one schedule; realizing the gradients here
+  // would make a second schedule recompute the forward values the step also needs (the loss,
+  // BatchNorm's batch statistics).
   std::vector<Tensor> g = gradient(targets, seed);
-  std::vector<Tensor> sums;
-  for (size_t i = 0; i < params.size(); ++i)
-    sums.push_back(params[i]->grad_ ? *params[i]->grad_ + g[i] : g[i]);
-  std::vector<Tensor*> all;
-  for (Tensor& sum : sums) all.push_back(&sum);
-  realize_all(all);  // one schedule: the backward pass's shared values are computed once
   for (size_t i = 0; i < params.size(); ++i) {
     if (params[i]->grad_) {
-      *params[i]->grad_ = sums[i];  // the same object, updated
+      *params[i]->grad_ = *params[i]->grad_ + g[i];  // the same object, updated
     } else {
-      params[i]->grad_ = std::make_shared<Tensor>(sums[i]);
+      params[i]->grad_ = std::make_shared<Tensor>(g[i]);
     }
   }
 }

@@ -295,7 +295,8 @@ class Tensor {
   // a float tensor; a non-scalar one needs `seed`, the gradient of the output itself.
   std::vector<Tensor> gradient(const std::vector<Tensor>& targets,
                                const Tensor* seed = nullptr) const;
-  // Accumulates d(this)/d(param) into each param's grad() (the same object on repeated calls).
+  // Accumulates d(this)/d(param) into each param's grad() (the same object on repeated calls),
+  // lazily as tinygrad does: nothing runs until a grad, or a step that reads it, is realized.
   void backward(const std::vector<Tensor*>& params, const Tensor* seed = nullptr) const;
   Tensor* grad() const { return grad_.get(); }
   void clear_grad() { grad_.reset(); }  // tinygrad's `t.grad = None`
