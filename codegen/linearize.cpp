@@ -25,6 +25,7 @@
 #include "rules_gen/gpudims.h"
 #include "rules_gen/linearize.h"
 #include "rules_gen/reduce.h"
+#include "rules_gen/symbolic.h"
 #include "rules_gen/transcendental.h"
 
 #include <fmt/format.h>
@@ -560,6 +561,9 @@ UOp linearize_kernel(const UOp& bound, const Target& target, const StageTrace& t
   stage("add workgroups", rules::add_workgroups(), &ctx);
   stage("expand broadcast", rules::expand_broadcast());
   stage("devectorize", rules::devectorize(), &ctx);
+  // each lane's own gate and index, simplified as tinygrad's "early symbolic" does: an unrolled
+  // window's lane whose gate can never hold reads nothing (rules/symbolic.rw simplify_valid)
+  stage("early symbolic", rules::sym());
   stage("move gates from index", rules::move_gates_from_index());
   stage("lower index dtype", rules::lower_index_dtype());
   stage("transcendental", rules::transcendental(), &ctx);

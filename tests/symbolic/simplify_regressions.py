@@ -148,9 +148,13 @@ VALID = [
     ("((a//5) if (a < 3)&(a < 7) else b)", "(0 if a<3 else b)"),             # the tightest bound
     ("(((a+1)//5) if (a < 4)&(0 < a) else b)", "(0 if (a<4)&(0<a) else b)"),   # both ends
     ("((a//5+b//2) if ((a < 5)&(b<2))&(c>=0) else c//6)", "(0 if (a<5)&(b<2)&(c>=0) else c//6)"),
-    # must not fire: a disjunction, an empty range, a sum, a bound the range already has
+    # the gate's own clauses, each under the ones before it (rules/symbolic.rw's simplify_valid,
+    # as tinygrad's sym): an empty range is False, a clause narrows to the others' bounds
+    ("((a//5) if (a < 3)&(a > 6) else b)", "b"),
+    ("((a+b) if (a < 2)&((a+19)%21 < 20)&((a+19)%21%2 < 1) else c)", "c"),
+    ("((a+b) if ((a+19)%21 < 20)&(a < 2) else c)", "(b if a<1 else c)"),
+    # must not fire: a disjunction, a sum, a bound the range already has
     ("((a//5) if (a < 5)|(b < 2) else b)", "(a//5 if (a<5)|(b<2) else b)"),
-    ("((a//5) if (a < 3)&(a > 6) else b)", "(a//5 if (a<3)&(6<a) else b)"),
     ("((a//5) if a+b < 5 else b)", "(a//5 if a+b<5 else b)"),
     ("((a//5) if a < 12 else b)", "(a//5)"),
     ("((a//5) if b < 3 else c)", "(a//5 if b<3 else c)"),
