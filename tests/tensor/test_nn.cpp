@@ -223,9 +223,10 @@ TEST_P(NN, OptimizersFollowTheirUpdateFormulas) {
 // The schedule cache (tinygrad's SCACHE): from the third step on, a training step's graph (new
 // batch, new gradients, the optimizer's assignments, all one schedule: backward() is lazy) is
 // scheduled from the cache, and every value equals the uncached run's; a changed scheduling
-// setting misses. The first step reads the parameters as their initializers left them (views of
-// buffers), the second as the first step's assignments left them (buffer states), so the second
-// step's graph is new too (as tinygrad's TinyJit captures on its second call).
+// setting misses. The first step reads the parameters as their initializers left them, the second
+// as the first step's assignments left them (buffer states): where the initializers left views of
+// buffers (the CPU's kernels), the second step's graph is new too, so it is not checked (tinygrad's
+// TinyJit likewise captures on its second call).
 TEST_P(NN, TrainingStepsReplayTheirScheduleFromTheCache) {
   auto train = [](const char* scache) {
     const ScopedEnv env("SCACHE", scache);
@@ -255,7 +256,10 @@ TEST_P(NN, TrainingStepsReplayTheirScheduleFromTheCache) {
   };
   const auto [cached, losses] = train("1");
   const auto [uncached, plain] = train("0");
-  EXPECT_EQ(cached, (std::vector<bool>{false, false, true, true}));
+  ASSERT_EQ(cached.size(), 4u);
+  EXPECT_FALSE(cached[0]);
+  EXPECT_TRUE(cached[2]);
+  EXPECT_TRUE(cached[3]);
   EXPECT_EQ(uncached, (std::vector<bool>{false, false, false, false}));
   EXPECT_EQ(losses, plain);
   // the same graph under another scheduling setting is scheduled again
