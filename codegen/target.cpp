@@ -71,7 +71,8 @@ int64_t cpu_threads() {
 
 const Target& Target::of(const std::string& device) {
   // INTERP runs a threaded kernel's threads one after another: it mirrors the CPU's kernels
-  static const Target interp{.device = "INTERP", .decomposed = {}, .has_threads = true};
+  static const Target interp{
+      .device = "INTERP", .decomposed = {}, .has_threads = true, .unaligned_vectors = true};
   static const Target cpu{
       .device = "CPU",
       .decomposed = {{Op::FloorDiv, {}},
@@ -81,6 +82,7 @@ const Target& Target::of(const std::string& device) {
                      {Op::ThreeFry, {}}},
       .has_threads = true,
       .vector_bytes = host_vector_bytes(),
+      .unaligned_vectors = true,
   };
   // tinygrad's CUDARenderer and HIPRenderer limits. Both render through LLVM's NVPTX and AMDGPU
   // backends (runtime/llvm_render.h), which lower no floor division or modulo, no ThreeFry, and

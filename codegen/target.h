@@ -34,6 +34,9 @@ struct Target {
   // float4, 16 bytes, except on the CPU, whose LLVM vectorizes a run of loads as wide as the
   // host's SIMD registers (AVX: 32 bytes, 8 floats; AVX-512: 64) into one register per run.
   int64_t vector_bytes = 16;
+  // Whether a vector access may start at any element (x86: a window's row shifted by one element
+  // still loads as whole vectors) or only at a multiple of its length (GPUs, tinygrad's float4).
+  bool unaligned_vectors = false;
   bool renders(Op op, DType dtype) const;
   // The most threads a THREAD opt may launch: cpu_threads() on a target that has threads, else 1.
   int64_t thread_limit() const;

@@ -227,7 +227,7 @@ class Emitter {
           const bool stream = !gpu() && bypasses_cache(at.src(0));
           streams_ = streams_ || stream;
           line(fmt::format("store {} {}, ptr {}, align {}{}", vector_type(u.src(1)), val(u.src(1)),
-                           val(at), vector_align(u.src(1)), stream ? ", !nontemporal !0" : ""));
+                           val(at), vector_align(at, u.src(1)), stream ? ", !nontemporal !0" : ""));
           return;
         }
         const std::string v = to_memory(at.dtype(), val(u.src(1)));
@@ -341,11 +341,41 @@ class Emitter {
   static std::string vector_type(const UOp& v) {
     return fmt::format("<{} x {}>", vector_lanes(v), ll_type(v.dtype()));
   }
-  // A vector access starts at an element index its length divides (rules/devectorizer.rw's
-  // memory coalescing), of a buffer aligned to kBufferAlign bytes (storage's and the register
-  // allocas'): aligned to its size, up to that.
-  static int64_t vector_align(const UOp& v) {
-    return std::min<int64_t>(vector_lanes(v) * v.dtype().itemsize(), kBufferAlign);
+  // The alignment of the vector access of `value` at `shrink`, in a buffer aligned to
+  // kBufferAlign bytes (storage's and the register allocas'): a GPU's starts at an element index
+  // its length divides (rules/devectorizer.rw's memory coalescing), so it is aligned to its size,
+  // up to that; a CPU's may start anywhere, and is aligned to the power of two its start index is
+  // known to be a multiple of (an unaligned x86 vector access is as fast where it is aligned).
+  int64_t vector_align(const UOp& shrink, const UOp& value) const {
+    const int64_t item = value.dtype().itemsize();
+    const int64_t size = std::min<int64_t>(vector_lanes(value) * item, kBufferAlign);
+    if (gpu()) return size;
+    int64_t align = item;
+    while (align < size && divisible(shrink.src(1).src(0), 2 * align / item, 0)) align *= 2;
+    return align;
+  }
+  // Whether the int index i is a multiple of the power of two m, by its structure after the late
+  // decompositions (a product by a power of two is a shift by then); false where unknown.
+  static bool divisible(const UOp& i, int64_t m, int depth) {
+    if (m == 1) return true;
+    if (depth > 8) return false;  // index math is shallow; deeper is left unknown
+    switch (i.op()) {
+      case Op::Const:
+        return i.arg().as_int() % m == 0;
+      case Op::Add:
+        return divisible(i.src(0), m, depth + 1) && divisible(i.src(1), m, depth + 1);
+      case Op::Mul:
+        return divisible(i.src(0), m, depth + 1) || divisible(i.src(1), m, depth + 1) ||
+               (divisible(i.src(0), 2, depth + 1) && divisible(i.src(1), m / 2, depth + 1));
+      case Op::Shl:
+        if (i.src(1).op() != Op::Const) return false;
+        return i.src(1).arg().as_int() >= std::countr_zero(static_cast<uint64_t>(m)) ||
+               divisible(i.src(0), m >> i.src(1).arg().as_int(), depth + 1);
+      case Op::Cast:
+        return i.dtype().is_int() && i.src(0).dtype().is_int() && divisible(i.src(0), m, depth + 1);
+      default:
+        return false;
+    }
   }
   // Vector stores into a buffer much larger than the caches go around them (non-temporal): its
   // lines would only evict the inputs before a reader comes back for them, and the read of each
@@ -372,7 +402,7 @@ class Emitter {
       p = q;
     }
     const std::string r = tmp();
-    line(fmt::format("{} = load {}, ptr {}, align {}", r, vt, p, vector_align(u)));
+    line(fmt::format("{} = load {}, ptr {}, align {}", r, vt, p, vector_align(u.src(0), u)));
     if (u.nsrc() != 3) return r;
     const std::string alt = splat(vt, u.dtype(), val(u.src(1)), vector_lanes(u)), g = tmp();
     line(fmt::format("{} = select i1 {}, {} {}, {} {}", g, val(u.src(2)), vt, r, vt, alt));

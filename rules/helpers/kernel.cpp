@@ -67,6 +67,14 @@ const HelperRegistrar kVectorBytes(typed_helper(
       return static_cast<i128>(with_target(ctx, "vector_bytes").target->vector_bytes);
     }));
 
+// Whether the target's vector accesses may start at any element (codegen/target.h):
+// rules/devectorizer.rw then starts runs where a root's lanes start, not at multiples of their
+// length.
+const HelperRegistrar kUnalignedVectors(typed_helper(
+    "unaligned_vectors", +[](RewriteContext& ctx) {
+      return with_target(ctx, "unaligned_vectors").target->unaligned_vectors;
+    }));
+
 // Whether the program's target launches workgroups (GPU-shaped kernels: rules/gpudims.rw).
 const HelperRegistrar kWorkgroups(typed_helper(
     "workgroups",

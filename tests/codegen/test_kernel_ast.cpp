@@ -1431,16 +1431,20 @@ TEST(GpuCompile, WhatCannotCompileIsNamed) {
 
 namespace {
 // The CPU target with vectors of `bytes` (tinygrad's float4: 16; the host's may be wider).
-Target cpu_with_vectors(int64_t bytes) {
+Target cpu_with_vectors(int64_t bytes, bool unaligned) {
   Target t = Target::of("CPU");
   t.vector_bytes = bytes;
+  t.unaligned_vectors = unaligned;
   return t;
 }
 // A kernel AST lowered with `o` for CPU (its PARAMs bound to buffers of their sizes), with
-// tinygrad's 4-float vectors unless `vector_bytes` says otherwise.
-UOp lowered(const UOp& kernel, const std::vector<Opt>& o, int64_t vector_bytes = 16) {
+// tinygrad's 4-float vectors, each starting at a multiple of its length, unless `vector_bytes` and
+// `unaligned` (the CPU's own: vectors start anywhere) say otherwise.
+UOp lowered(const UOp& kernel, const std::vector<Opt>& o, int64_t vector_bytes = 16,
+            bool unaligned = false) {
   const UOp ast = with_opts(kernel, o);
-  return linearize_kernel(bind_kernel(ast, param_buffers(ast)), cpu_with_vectors(vector_bytes));
+  return linearize_kernel(bind_kernel(ast, param_buffers(ast)),
+                          cpu_with_vectors(vector_bytes, unaligned));
 }
 // The kernel the last realize ran, lowered with `o`.
 UOp lowered_last_kernel(const std::vector<Opt>& o) {
@@ -1490,6 +1494,23 @@ TEST(Coalescing, Float4Expand) {
 TEST(Coalescing, Float4Heterogeneous) {
   (realized({8}) + realized({9}).shrink({{1, 9}})).realize();
   EXPECT_EQ(vector_accesses(lowered_last_kernel({upcast(0, 4)})), std::pair(1, 1));
+}
+// On the CPU a vector may start at any element, so the runs of a root start where its lanes
+// start: b[1:9] reads as 4-lane vectors from element 1 (tinygrad's float4 reads it lane by lane,
+// Float4UnalignedLoad above), and 16 lanes from element 1 as one 16-lane vector, where aligned runs
+// would take 8 + 4 + 2 + 1 + 1 accesses.
+TEST(Coalescing, OnTheCpuRunsStartWhereTheLanesStart) {
+  const Tensor a = realized({9}).shrink({{1, 9}}), b = realized({9}).shrink({{1, 9}});
+  (a + b).realize();
+  const UOp kernel = last_kernel_asts().at(0);
+  EXPECT_EQ(vector_accesses(lowered(kernel, {upcast(0, 4)}, 16, true)), std::pair(2, 1));
+  const Tensor c = realized({17}).shrink({{1, 17}});
+  (c + realized({16})).realize();
+  const UOp wide = last_kernel_asts().at(0);
+  EXPECT_EQ(vector_accesses(lowered(wide, {upcast(0, 16)}, 64, true), dtypes::float32, 16),
+            std::pair(2, 1));
+  EXPECT_EQ(vector_accesses(lowered(wide, {upcast(0, 16)}, 64, false), dtypes::float32, 16),
+            std::pair(1, 1));
 }
 // tinygrad's test_float4_aligned_variable / unaligned_variable: a + b[x : x + 4] with a variable
 // x in [0, 4] that is a multiple of 4 reads both with one vector load each (and stores one); a
