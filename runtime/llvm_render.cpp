@@ -367,10 +367,13 @@ class Emitter {
       case Op::Mul:
         return divisible(i.src(0), m, depth + 1) || divisible(i.src(1), m, depth + 1) ||
                (divisible(i.src(0), 2, depth + 1) && divisible(i.src(1), m / 2, depth + 1));
-      case Op::Shl:
+      case Op::Shl: {
         if (i.src(1).op() != Op::Const) return false;
-        return i.src(1).arg().as_int() >= std::countr_zero(static_cast<uint64_t>(m)) ||
-               divisible(i.src(0), m >> i.src(1).arg().as_int(), depth + 1);
+        const i128 shift = i.src(1).arg().as_int();
+        if (shift < 0) return false;  // no shift the index math makes; unknown
+        return shift >= std::countr_zero(static_cast<uint64_t>(m)) ||
+               divisible(i.src(0), m >> static_cast<int>(shift), depth + 1);
+      }
       case Op::Cast:
         return i.dtype().is_int() && i.src(0).dtype().is_int() && divisible(i.src(0), m, depth + 1);
       default:
