@@ -350,34 +350,34 @@ class Emitter {
     const int64_t item = value.dtype().itemsize();
     const int64_t size = std::min<int64_t>(vector_lanes(value) * item, kBufferAlign);
     if (gpu()) return size;
-    int64_t align = item;
-    while (align < size && divisible(shrink.src(1).src(0), 2 * align / item, 0)) align *= 2;
-    return align;
+    const int known = std::min(twos_in(shrink.src(1).src(0), 0), 6);  // 2^6 elements >= 64 bytes
+    return std::min<int64_t>(item << known, size);
   }
-  // Whether the int index i is a multiple of the power of two m, by its structure after the late
-  // decompositions (a product by a power of two is a shift by then); false where unknown.
-  static bool divisible(const UOp& i, int64_t m, int depth) {
-    if (m == 1) return true;
-    if (depth > 8) return false;  // index math is shallow; deeper is left unknown
+  // How many factors of two the int index i is known to have, by its structure after the late
+  // decompositions (a product by a power of two is a shift by then); 0 where unknown. (Unlike
+  // UOp::const_factor, which rules see before those decompositions, it reads shifts and casts.)
+  static int twos_in(const UOp& i, int depth) {
+    constexpr int kMany = 64;
+    if (depth > 8) return 0;  // index math is shallow; deeper is left unknown
     switch (i.op()) {
-      case Op::Const:
-        return i.arg().as_int() % m == 0;
+      case Op::Const: {
+        const i128 v = i.arg().as_int();
+        return v == 0 ? kMany : std::countr_zero(static_cast<uint64_t>(v));
+      }
       case Op::Add:
-        return divisible(i.src(0), m, depth + 1) && divisible(i.src(1), m, depth + 1);
+        return std::min(twos_in(i.src(0), depth + 1), twos_in(i.src(1), depth + 1));
       case Op::Mul:
-        return divisible(i.src(0), m, depth + 1) || divisible(i.src(1), m, depth + 1) ||
-               (divisible(i.src(0), 2, depth + 1) && divisible(i.src(1), m / 2, depth + 1));
+        return std::min(kMany, twos_in(i.src(0), depth + 1) + twos_in(i.src(1), depth + 1));
       case Op::Shl: {
-        if (i.src(1).op() != Op::Const) return false;
+        if (i.src(1).op() != Op::Const) return 0;
         const i128 shift = i.src(1).arg().as_int();
-        if (shift < 0) return false;  // no shift the index math makes; unknown
-        return shift >= std::countr_zero(static_cast<uint64_t>(m)) ||
-               divisible(i.src(0), m >> static_cast<int>(shift), depth + 1);
+        if (shift < 0) return 0;  // no shift the index math makes; unknown
+        return static_cast<int>(std::min<i128>(kMany, twos_in(i.src(0), depth + 1) + shift));
       }
       case Op::Cast:
-        return i.dtype().is_int() && i.src(0).dtype().is_int() && divisible(i.src(0), m, depth + 1);
+        return i.dtype().is_int() && i.src(0).dtype().is_int() ? twos_in(i.src(0), depth + 1) : 0;
       default:
-        return false;
+        return 0;
     }
   }
   // Vector stores into a buffer much larger than the caches go around them (non-temporal): its
