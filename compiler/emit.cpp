@@ -797,9 +797,8 @@ class ExprEmitter {
       code += fmt::format("{}if ({}({})) return {};\n", pad, any ? "" : "!",
                           as_bool(emit(e.kids[0])), any);
     } else if (use == GeneratorUse::Sum) {
-      code += fmt::format("{}{{\n{}  Value item = {};\n", pad, pad, as_value(emit(e.kids[0])));
-      code += fmt::format("{}  {} = {} ? binary(BinOp::Add, *{}, item) : std::move(item);\n{}}}\n",
-                          pad, out, out, out, pad);
+      code +=
+          fmt::format("{}accumulate({}, BinOp::Add, {});\n", pad, out, as_value(emit(e.kids[0])));
     } else {
       code += fmt::format("{}{}.push_back({});\n", pad, out, as_value(emit(e.kids[0])));
     }

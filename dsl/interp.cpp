@@ -242,7 +242,7 @@ Value eval(const RExpr& e, Slots& s, RewriteContext& ctx) {
         if (use == GeneratorUse::Sum) {
           std::optional<Value> acc;
           auto add = [&](Value v) {
-            acc = acc ? binary(BinOp::Add, *acc, v) : std::move(v);
+            accumulate(acc, BinOp::Add, std::move(v));
             return true;
           };
           comprehend(e.kids[0], 0, s, ctx, add, steps);

@@ -1007,10 +1007,10 @@ std::optional<Value> tuple_builtin(Builtin b, std::span<const Value> args) {
     expect_args(name, args, 1, b == Builtin::Sum ? 2 : 1);
     const auto& items = items_of(args[0]);
     const BinOp op = b == Builtin::Sum ? BinOp::Add : BinOp::Mul;
-    Value acc = args.size() > 1 ? args[1] : Value::integer(b == Builtin::Sum ? 0 : 1);
-    for (size_t i = 0; i < items.size(); ++i)
-      acc = i == 0 && args.size() == 1 ? items[0] : binary(op, acc, items[i]);
-    return acc;
+    std::optional<Value> acc;
+    if (args.size() > 1) acc = args[1];
+    for (const Value& x : items) accumulate(acc, op, x);
+    return acc ? *acc : Value::integer(b == Builtin::Sum ? 0 : 1);
   }
   if (b == Builtin::Fold) {  // fold(Op, t): ((t0 op t1) op t2) ..., as tinygrad folds with reduce()
     expect_args(name, args, 2, 2);

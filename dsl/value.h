@@ -215,6 +215,11 @@ inline Value binary(BinOp op, const Value& a, const Value& b) {
     if (auto v = int_binary(op, a.as_int(), b.as_int())) return *v;
   return binary_general(op, a, b);
 }
+// One step of sum() and prod(): the first item starts the total, so no `0 + x` or `1 * x` node is
+// built. The builtins, the interpreter's generator sum and rwc's generated code all step with it.
+inline void accumulate(std::optional<Value>& total, BinOp op, Value item) {
+  total = total ? binary(op, *total, item) : std::move(item);
+}
 Value negate(const Value& a);
 Value invert(const Value& a);  // ~x
 // Properties and methods: x.vmin, x.src, x.replace(src: ...), d.is_int, ...
