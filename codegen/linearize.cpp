@@ -568,6 +568,7 @@ UOp linearize_kernel(const UOp& bound, const Target& target, const StageTrace& t
   stage("lower index dtype", rules::lower_index_dtype());
   stage("transcendental", rules::transcendental(), &ctx);
   stage("late decompositions", rules::late_decompositions(), &ctx);
+  stage("vectorize alu", rules::vectorize_alu(), &ctx);
   stage("add barriers", rules::add_barriers());
   stage("split ends", rules::split_ends());
   stage("add control flow", rules::add_control_flow());

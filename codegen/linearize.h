@@ -15,6 +15,8 @@
 //                         renderer lacks them: codegen/target.h)
 //   rules/decompositions.rw late_decompositions (what else the renderer lacks; powers of two as
 //                         shifts and masks, division by constants as multiply and shift)
+//   rules/devectorizer.rw vectorize_alu (the CPU: a STACK of one float32 op per lane becomes
+//                         the op on vectors)
 //   rules/linearize.rw    split_ends, add_control_flow
 // then `linearize` orders the graph (a priority toposort, tinygrad's linearizer). The program:
 //   BUFFER                           a buffer (a negative slot: a register of the run)
@@ -29,6 +31,7 @@
 //   LOAD(address[, alt, gate])       reads it (where gate holds; alt elsewhere); a vector for a
 //                                    SHRINK, whose lane k is INDEX(load, k)
 //   STACK(lanes...)                  a vector value
+//   ADD, SUB, MUL, MULACC, MAX of vectors  a float32 vector value (CPU: vectorize_alu)
 //   STORE(address, value)            writes it
 //   AFTER(buffer, deps...)           the buffer once deps ran (ordering only)
 //   GROUP, SINK                      bundles of effects (ordering only)

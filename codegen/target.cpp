@@ -83,6 +83,7 @@ const Target& Target::of(const std::string& device) {
       .has_threads = true,
       .vector_bytes = host_vector_bytes(),
       .unaligned_vectors = true,
+      .vector_alu = true,
   };
   // tinygrad's CUDARenderer and HIPRenderer limits. Both render through LLVM's NVPTX and AMDGPU
   // backends (runtime/llvm_render.h), which lower no floor division or modulo, no ThreeFry, and

@@ -37,6 +37,10 @@ struct Target {
   // Whether a vector access may start at any element (x86: a window's row shifted by one element
   // still loads as whole vectors) or only at a multiple of its length (GPUs, tinygrad's float4).
   bool unaligned_vectors = false;
+  // Whether its renderer computes float32 ALU ops on vectors (the CPU's LLVM: one FMA of 16
+  // lanes), so rules/devectorizer.rw's vectorize_alu gathers isomorphic lanes into vector ops;
+  // INTERP and the GPUs (a lane per thread) compute scalars, as tinygrad's renderers do.
+  bool vector_alu = false;
   bool renders(Op op, DType dtype) const;
   // The most threads a THREAD opt may launch: cpu_threads() on a target that has threads, else 1.
   int64_t thread_limit() const;

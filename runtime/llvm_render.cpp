@@ -329,16 +329,18 @@ class Emitter {
     return r;
   }
 
-  // Vector values: a STACK of lanes, or a load of a SHRINK (rules/devectorizer.rw coalesces only
-  // dtypes whose memory and value types agree).
-  static bool is_vector(const UOp& u) {
-    return u.op() == Op::Stack || (u.op() == Op::Load && u.src(0).op() == Op::Shrink);
+  // Vector values: a STACK of lanes, a load of a SHRINK (rules/devectorizer.rw coalesces only
+  // dtypes whose memory and value types agree), or an ALU op on vectors (its vector_alu).
+  bool is_vector(const UOp& u) const {
+    return u.op() == Op::Stack || (u.op() == Op::Load && u.src(0).op() == Op::Shrink) ||
+           alu_lanes_.contains(u.node());
   }
-  static int64_t vector_lanes(const UOp& v) {
-    return v.op() == Op::Stack ? static_cast<int64_t>(v.nsrc())
-                               : static_cast<int64_t>(v.src(0).src(2).src(0).arg().as_int());
+  int64_t vector_lanes(const UOp& v) const {
+    if (v.op() == Op::Stack) return static_cast<int64_t>(v.nsrc());
+    if (auto it = alu_lanes_.find(v.node()); it != alu_lanes_.end()) return it->second;
+    return static_cast<int64_t>(v.src(0).src(2).src(0).arg().as_int());
   }
-  static std::string vector_type(const UOp& v) {
+  std::string vector_type(const UOp& v) const {
     return fmt::format("<{} x {}>", vector_lanes(v), ll_type(v.dtype()));
   }
   // The alignment of the vector access of `value` at `shrink`, in a buffer aligned to
@@ -498,6 +500,8 @@ class Emitter {
 
   std::string compute(const UOp& u) {
     const DType d = u.dtype();
+    if (std::any_of(u.src().begin(), u.src().end(), [&](const UOp& s) { return is_vector(s); }))
+      return vector_alu(u);
     switch (u.op()) {
       case Op::Cast:
         return round16(d, cast(val(u.src(0)), u.src(0).dtype(), d));
@@ -537,6 +541,52 @@ class Emitter {
       }
     }
     return round16(d, alu(u.op(), d, sd, ll_type(sd), a));
+  }
+
+  // An ALU op on vectors of the same lanes (rules/devectorizer.rw vector_alu makes float32 add,
+  // sub, mul, fma and max only): one instruction for all lanes, each lane as compute() would.
+  std::string vector_alu(const UOp& u) {
+    const int64_t n = vector_lanes(u.src(0));
+    for (const UOp& s : u.src())
+      if (!is_vector(s) || vector_lanes(s) != n)
+        throw std::logic_error(fmt::format("{}: {} of a vector and a value of other lanes", who(),
+                                           op_info(u.op()).py_name));
+    if (u.dtype() != dtypes::float32)
+      throw std::invalid_argument(fmt::format("{}: cannot render {} of {} vectors", who(),
+                                              op_info(u.op()).py_name, u.dtype().repr()));
+    std::vector<std::string> a;
+    for (const UOp& s : u.src()) a.push_back(val(s));
+    const std::string t = fmt::format("<{} x float>", n), r = tmp();
+    alu_lanes_[u.node()] = n;
+    switch (u.op()) {
+      case Op::Add:
+      case Op::Sub:
+      case Op::Mul: {
+        const char* op = u.op() == Op::Add ? "fadd" : u.op() == Op::Sub ? "fsub" : "fmul";
+        line(fmt::format("{} = {} {} {}, {}", r, op, t, a[0], a[1]));
+        return r;
+      }
+      case Op::MulAcc: {  // one rounding of a*b+c in each lane
+        const std::string fn = fmt::format("@llvm.fma.v{}f32", n);
+        intrinsics_.insert(fmt::format("declare {} {}({}, {}, {})", t, fn, t, t, t));
+        line(fmt::format("{} = call {} {}({} {}, {} {}, {} {})", r, t, fn, t, a[0], t, a[1], t,
+                         a[2]));
+        return r;
+      }
+      case Op::Max: {  // the greater, NaN where either is (a + b is NaN exactly there)
+        const std::string bt = fmt::format("<{} x i1>", n), c = tmp(), m = tmp(), nan = tmp(),
+                          sum = tmp();
+        line(fmt::format("{} = fcmp ogt {} {}, {}", c, t, a[0], a[1]));
+        line(fmt::format("{} = select {} {}, {} {}, {} {}", m, bt, c, t, a[0], t, a[1]));
+        line(fmt::format("{} = fcmp uno {} {}, {}", nan, t, a[0], a[1]));
+        line(fmt::format("{} = fadd {} {}, {}", sum, t, a[0], a[1]));
+        line(fmt::format("{} = select {} {}, {} {}, {} {}", r, bt, nan, t, sum, t, m));
+        return r;
+      }
+      default:
+        throw std::invalid_argument(
+            fmt::format("{}: cannot render {} of vectors", who(), op_info(u.op()).py_name));
+    }
   }
 
   std::string cast(const std::string& x, DType from, DType to) {
@@ -786,9 +836,10 @@ class Emitter {
   }
 
   std::unordered_map<const UOpNode*, std::string> names_;
-  std::unordered_map<const UOpNode*, int> defined_in_;  // the loop a value is computed in, or -1
-  std::vector<Loop> loops_;                             // the open loops, innermost last
-  std::vector<std::string> gates_;                      // the open IFs' ENDIF labels
+  std::unordered_map<const UOpNode*, int64_t> alu_lanes_;  // the lanes of each vector ALU op
+  std::unordered_map<const UOpNode*, int> defined_in_;     // the loop a value is computed in, or -1
+  std::vector<Loop> loops_;                                // the open loops, innermost last
+  std::vector<std::string> gates_;                         // the open IFs' ENDIF labels
   LlvmTarget target_;
 
  public:

@@ -75,6 +75,12 @@ const HelperRegistrar kUnalignedVectors(typed_helper(
       return with_target(ctx, "unaligned_vectors").target->unaligned_vectors;
     }));
 
+// Whether the target's renderer computes float32 ALU ops on vectors (codegen/target.h):
+// rules/devectorizer.rw's vectorize_alu then gathers isomorphic lanes into vector ops.
+const HelperRegistrar kVectorAlu(typed_helper(
+    "vector_alu",
+    +[](RewriteContext& ctx) { return with_target(ctx, "vector_alu").target->vector_alu; }));
+
 // Whether the program's target launches workgroups (GPU-shaped kernels: rules/gpudims.rw).
 const HelperRegistrar kWorkgroups(typed_helper(
     "workgroups",

@@ -951,8 +951,9 @@ TEST(Opts, ThreadsSplitKernelsAsTinygrad) {
   set_default_device("");
 }
 
-// tinygrad's 64x64 matmul with UPCAST(1, 4), UPCAST(0, 2), UNROLL(0, 2): one accumulator of 8
-// lanes, and the values of the plain kernel
+// tinygrad's 64x64 matmul with UPCAST(1, 4), UPCAST(0, 2), UNROLL(0, 2): one accumulator of the
+// 8 outputs' 2 unrolled lanes each (tinygrad: 8, folded in each step; the CPU and the INTERP that
+// mirrors it keep them, rules/reduce.rw), and the values of the plain kernel
 TEST_P(KernelAst, MatmulWithUpcastsAndUnroll) {
   const std::vector<float> a = ints(64 * 64, 21), b = ints(64 * 64, 22);
   D want(64 * 64, 0);
@@ -970,7 +971,7 @@ TEST_P(KernelAst, MatmulWithUpcastsAndUnroll) {
   for (const UOp& u : lin.src())
     if (u.op() == Op::Buffer && is_register(u))
       regs.push_back(static_cast<int64_t>(u.arg().field("size").as_int()));
-  EXPECT_EQ(regs, std::vector<int64_t>{8});
+  EXPECT_EQ(regs, std::vector<int64_t>{16});
   EXPECT_EQ(count(lin, Op::Range), 3);  // 32 x 16 output loops and 32 reduce steps
 }
 
@@ -1611,8 +1612,9 @@ TEST(Coalescing, LanesUnderOneGateWriteAsOneGatedVector) {
             D(hin.begin(), hin.begin() + 8));
 }
 
-// tinygrad's 64x64 matmul with UPCAST(1, 4), UPCAST(0, 2), UNROLL(0, 2): 8 accumulators, 2-wide
-// loads of A, 4-wide loads of B, two 4-wide stores
+// tinygrad's 64x64 matmul with UPCAST(1, 4), UPCAST(0, 2), UNROLL(0, 2): 2-wide loads of A,
+// 4-wide loads of B, two 4-wide stores; the accumulator keeps the 2 unrolled lanes of each of the
+// 8 outputs on the CPU (16 elements; tinygrad's 8 fold them in each step, rules/reduce.rw)
 TEST(Coalescing, MatmulUpcastsAndUnroll) {
   realized({64, 64}).matmul(realized({64, 64})).realize();
   const UOp lin = lowered_last_kernel({upcast(1, 4), upcast(0, 2), unroll(0, 2)});
@@ -1620,7 +1622,7 @@ TEST(Coalescing, MatmulUpcastsAndUnroll) {
   for (const UOp& u : lin.src())
     if (u.op() == Op::Buffer && is_register(u))
       regs.push_back(static_cast<int64_t>(u.arg().field("size").as_int()));
-  EXPECT_EQ(regs, std::vector<int64_t>{8});
+  EXPECT_EQ(regs, std::vector<int64_t>{16});
   EXPECT_EQ(vector_accesses(lin, dtypes::float32, 2).first, 2);  // A: 2 rows x 2 unrolled
   int b_loads = 0, out_stores = 0;
   for (const UOp& u : lin.src()) {
@@ -1850,6 +1852,42 @@ TEST(Opts, AnUnrolledSumKeepsItsLanesUntilTheLoopEnds) {
 }
 
 // One lane is no split: refused, not looped on
+// On the CPU a reduction with several outputs keeps its unrolled lanes in the accumulator too,
+// each output's 20 lanes padded to 32 (no vector run of the register holds two outputs' lanes),
+// and they add as vectors (rules/reduce.rw, rules/devectorizer.rw vectorize_alu): each output's
+// products are a 16-lane and a 4-lane FMA on the row's vector loads, not 20 scalar FMAs and a
+// chain of adds per step. INTERP and CPU give the reference loop's values.
+TEST(VectorAlu, UnrolledLanesOfAReductionAddAsVectors) {
+  const std::vector<float> a = ints(8 * 40, 31), b = ints(40, 32);
+  D want(8, 0);
+  for (int64_t i = 0; i < 8; ++i)
+    for (int64_t k = 0; k < 40; ++k) want[i] += a[i * 40 + k] * b[k];
+  const std::vector<Opt> o = {upcast(0, 4), unroll(0, 20)};
+  const UOp lin = lowered(matmul_reduce_ast(params({{8, 1}, {8, 40}, {40, 1}}), 8, 40, 1), o,
+                          /*vector_bytes=*/64, /*unaligned=*/true);
+  const std::vector<UOp> regs = registers(lin);
+  ASSERT_EQ(regs.size(), 1u);
+  EXPECT_EQ(regs[0].arg().field("size").as_int(), 4 * 32);
+  std::multiset<int64_t> fma_lanes;
+  for (const UOp& u : lin.src())
+    if (u.op() == Op::MulAcc)
+      fma_lanes.insert(u.src(0).op() == Op::Stack ? static_cast<int64_t>(u.src(0).nsrc())
+                       : u.src(0).op() == Op::Load && u.src(0).src(0).op() == Op::Shrink
+                           ? u.src(0).src(0).src(2).src(0).arg().as_int()
+                           : 1);
+  EXPECT_EQ(fma_lanes, (std::multiset<int64_t>{4, 4, 4, 4, 16, 16, 16, 16}));
+  EXPECT_NE(render_llvm(lin).ir.find("@llvm.fma.v16f32"), std::string::npos);
+  for (const char* dev : {"INTERP", "CPU"}) {
+    if (!device_available(dev)) continue;
+    set_default_device(dev);
+    Tensor c = custom_kernel(
+        {Tensor::empty({8, 1}), tensor(a, {8, 40}), tensor(b, {40, 1})},
+        [&](const Params& p) { return with_opts(matmul_reduce_ast(p, 8, 40, 1), o); })[0];
+    EXPECT_EQ(c.to_doubles(), want) << dev;
+    set_default_device("");
+  }
+}
+
 TEST(Opts, AnOptOfOneLaneIsRefused) {
   const Params p = params({{4, 8}, {4, 64}, {64, 8}});
   const UOp k = matmul_reduce_ast(p, 4, 64, 8);
@@ -1922,9 +1960,12 @@ TEST(LlvmRender, ProductsFuseAndReduceLoopsKeepTheirUnroll) {
   for (const DType d : {dtypes::float32, dtypes::float64, dtypes::int32}) {
     (Tensor::empty({16, 16}, d).realize().matmul(Tensor::empty({16, 16}, d).realize())).realize();
     const UOp lin = lowered_last_kernel({upcast(1, 4), upcast(0, 4), unroll(0, 4)});
-    // per output, the 4 unrolled products sum before the accumulator adds them (tinygrad's
-    // order): the first is a Mul, each later one a MulAcc onto the sum so far
-    EXPECT_EQ(count(lin, Op::MulAcc), d.is_float() ? 16 * 3 : 0) << d.repr();
+    // the accumulator keeps each output's 4 unrolled lanes (rules/reduce.rw): each of the 64
+    // lanes adds its product with one MulAcc, float32's as 4-lane vector FMAs (vectorize_alu)
+    EXPECT_EQ(count(lin, Op::MulAcc), d == dtypes::float32 ? 64 / 4
+                                      : d.is_float()       ? 64
+                                                           : 0)
+        << d.repr();
     const std::string ir = render_llvm(lin).ir;
     EXPECT_EQ(ir.find("@llvm.fma.") != std::string::npos, d.is_float()) << d.repr();
     size_t marked = 0;
