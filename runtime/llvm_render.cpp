@@ -543,7 +543,7 @@ class Emitter {
     return round16(d, alu(u.op(), d, sd, ll_type(sd), a));
   }
 
-  // An ALU op on vectors of the same lanes (rules/devectorizer.rw vector_alu makes float32 add,
+  // An ALU op on vectors of the same lanes (rules/devectorizer.rw vectorize_alu makes float32 add,
   // sub, mul, fma and max only): one instruction for all lanes, each lane as compute() would.
   std::string vector_alu(const UOp& u) {
     const int64_t n = vector_lanes(u.src(0));
