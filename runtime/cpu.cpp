@@ -87,6 +87,10 @@ class Jit {
 
 KernelFn cpu_compile(const std::string& ir) { return Jit::get().compile(ir); }
 
+std::shared_future<KernelFn> cpu_compile_async(std::string ir) {
+  return std::async(std::launch::async, [ir = std::move(ir)] { return cpu_compile(ir); }).share();
+}
+
 int32_t cpu_launch(KernelFn fn, void** bufs, int64_t threads, int64_t width) {
   if (threads <= 1) return fn(bufs, 0);
   std::vector<int32_t> codes(static_cast<size_t>(threads), 0);

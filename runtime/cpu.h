@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <future>
 #include <string>
 
 namespace tinyrw {
@@ -19,6 +20,10 @@ int32_t cpu_launch(KernelFn fn, void** bufs, int64_t threads, int64_t width = 0)
 // Compiles (and caches by IR text) a module whose function is named `kernel`. Throws
 // std::runtime_error with LLVM's message when the IR does not compile.
 KernelFn cpu_compile(const std::string& ir);
+// cpu_compile on a thread of its own: LLVM compiles one kernel while the caller lowers the next
+// (the rules and the IR are single-threaded; LLVM's work is neither's). get() gives the function
+// or throws what cpu_compile threw.
+std::shared_future<KernelFn> cpu_compile_async(std::string ir);
 bool cpu_available();
 
 }  // namespace tinyrw

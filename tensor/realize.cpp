@@ -13,6 +13,7 @@
 #include <cstring>
 #include <exception>
 #include <functional>
+#include <future>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -165,6 +166,15 @@ constexpr size_t kScheduleCacheEntries = 256;  // beyond it the cache starts ove
 
 struct Realizer {
   std::map<int64_t, std::shared_ptr<Storage>> buffers;
+  // The CPU kernels this realize compiles: each is done before its launches run, and before the
+  // realize ends, even by an error (no compile outlives the realize, nor LLVM at exit).
+  std::vector<std::shared_future<KernelFn>> compiling_;
+  Realizer() = default;
+  Realizer(const Realizer&) = delete;
+  Realizer& operator=(const Realizer&) = delete;
+  ~Realizer() {
+    for (const std::shared_future<KernelFn>& f : compiling_) f.wait();
+  }
 
   // The storage of BUFFER `slot`: one of the tensors' own (a graph that reads a buffer no tensor
   // holds is a bug in whatever built it).
@@ -287,9 +297,11 @@ struct Realizer {
   // and on CPU rendered and compiled by LLVM.
   struct CompiledKernel {
     std::string name{};
-    UOp program{};          // the LINEAR program (INTERP runs it)
-    KernelFn fn = nullptr;  // CPU
-    std::string ir{};       // CPU: the LLVM IR
+    UOp program{};  // the LINEAR program (INTERP runs it)
+    // CPU: compiling on its own thread (cpu_compile_async) while the next kernel is lowered;
+    // a realize waits for all of its kernels' before the first launch (compile errors first)
+    std::shared_future<KernelFn> fn{};
+    std::string ir{};  // CPU: the LLVM IR
     // CPU: the PARAM slot of each argument after the unused 0th, then the variables' names
     std::vector<int64_t> input_slots{};
     std::vector<std::string> variables{};
@@ -312,9 +324,8 @@ struct Realizer {
   // (`on`: the canonical device, whose base picks the target)
   // `aliased`: the PARAMs' buffers where two PARAMs are one buffer (a custom kernel given one
   // storage twice); the kernel is then kept under its bound form. `fresh`: whether it compiled now.
-  static const CompiledKernel& compile(const UOp& sink, const std::string& on, CompileCache& cache,
-                                       bool* fresh = nullptr,
-                                       const std::vector<UOp>& aliased = {}) {
+  const CompiledKernel& compile(const UOp& sink, const std::string& on, CompileCache& cache,
+                                bool* fresh = nullptr, const std::vector<UOp>& aliased = {}) {
     UOp bound = aliased.empty() ? UOp() : bind_kernel(sink, aliased);
     const UOp& key = aliased.empty() ? sink : bound;
     if (fresh) *fresh = !cache.contains(key);
@@ -331,7 +342,8 @@ struct Realizer {
     if (gpu_compile_check_enabled()) check_gpu_compiles(bound, k.name);
     if (device == "CPU") {
       const RenderedKernel r = render_llvm(k.program);
-      k.fn = cpu_compile(r.ir);
+      k.fn = cpu_compile_async(r.ir);
+      compiling_.push_back(k.fn);
       k.ir = r.ir;
       k.input_slots = r.input_slots;
       k.variables = r.variables;
@@ -357,7 +369,7 @@ struct Realizer {
       std::vector<int64_t> vars;
       for (const std::string& v : k.gpu->variables) vars.push_back(values.at(v));
       return gpu_launch(k.gpu, args, vars, label, again);
-    } else if (k.fn) {
+    } else if (k.fn.valid()) {
       std::vector<void*> ptrs{nullptr};  // argument 0 (an output of its own) is unused
       for (int64_t p : k.input_slots) ptrs.push_back(storage(slots.at(p))->bytes.data());
       // the variables' values follow the buffers, each behind a pointer (runtime/llvm_render.h)
@@ -367,7 +379,7 @@ struct Realizer {
         const size_t first = ptrs.size();
         ptrs.resize(first + vars.size());
         for (size_t j = 0; j < vars.size(); ++j) ptrs[first + j] = &vars[j];
-        run_cpu(fn, ptrs.data(), threads);
+        run_cpu(fn.get(), ptrs.data(), threads);
         ptrs.resize(first);
       };
     } else {
@@ -1192,6 +1204,9 @@ struct Realizer {
       for (size_t d : s.waits[s.order[p]]) l.waits.push_back(position[d]);
       launches.push_back(std::move(l));
     }
+    // the kernels compiling on LLVM's thread are done (or this throws their error) before any
+    // launch runs, as when they compiled in line: a realize that fails to compile writes nothing
+    for (const std::shared_future<KernelFn>& f : compiling_) f.get();
     std::vector<LaunchState> states;
     std::exception_ptr error;
     try {
