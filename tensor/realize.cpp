@@ -166,8 +166,8 @@ constexpr size_t kScheduleCacheEntries = 256;  // beyond it the cache starts ove
 
 struct Realizer {
   std::map<int64_t, std::shared_ptr<Storage>> buffers;
-  // The CPU kernels this realize compiles: each is done before its launches run, and before the
-  // realize ends, even by an error (no compile outlives the realize, nor LLVM at exit).
+  // The CPU kernels this realize launches: each compile is done before the launches run, and
+  // before the realize ends, even by an error (no compile outlives the realize, nor LLVM at exit).
   std::vector<std::shared_future<KernelFn>> compiling_;
   Realizer() = default;
   Realizer(const Realizer&) = delete;
@@ -329,7 +329,11 @@ struct Realizer {
     UOp bound = aliased.empty() ? UOp() : bind_kernel(sink, aliased);
     const UOp& key = aliased.empty() ? sink : bound;
     if (fresh) *fresh = !cache.contains(key);
-    if (auto it = cache.find(key); it != cache.end()) return it->second;
+    if (auto it = cache.find(key); it != cache.end()) {
+      // (a kernel whose compile failed keeps its error: this realize throws it before it runs)
+      if (it->second.fn.valid()) compiling_.push_back(it->second.fn);
+      return it->second;
+    }
     const std::string device = device_base(on);
     if (aliased.empty()) bound = bind_kernel(sink, param_buffers(sink));
     CompiledKernel k{.name = KernelInfo::of(sink).name};
