@@ -31,19 +31,19 @@ const HelperRegistrar kAxisTypeNames(typed_helper(
       return out;
     }));
 
-// One register per call (the rewrite asks once per REDUCE): slots -1, -2, ... in this kernel, one
-// element per lane of the reduction.
+// One register per call (the rewrite asks once per REDUCE): slots -1, -2, ... in this kernel, of
+// r's dtype and `size` elements (rules/reduce.rw: one per lane it keeps, padded).
 const HelperRegistrar kAccumulator(typed_helper(
-    "accumulator", +[](RewriteContext& ctx, const UOp& r) {
+    "accumulator", +[](RewriteContext& ctx, const UOp& r, i128 size) {
       if (!ctx.user) throw EvalError("accumulator needs a KernelContext");
+      if (size < 1)
+        throw EvalError(fmt::format("accumulator of {} elements", static_cast<int64_t>(size)));
       const int64_t slot = -(++ctx.as<KernelContext>().accumulators);
-      int64_t lanes = 1;  // one element per lane of a reduction the expander shaped
-      for (const SInt& d : r.shape()) lanes *= d.value();
       return UOp::make(
           Op::Buffer, r.dtype(), {},
           Arg::record("ParamArg",
                       {{"slot", Arg::integer(slot)},
-                       {"size", Arg::integer(lanes)},
+                       {"size", Arg::integer(static_cast<int64_t>(size))},
                        {"addrspace", Arg::string(std::string(addrspace_name(AddrSpace::Reg)))}}));
     }));
 
