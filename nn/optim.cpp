@@ -22,7 +22,9 @@ Optimizer::Optimizer(std::vector<Tensor*> params, double lr)
 
 void Optimizer::set_lr(double lr) {
   if (!(lr >= 0)) throw TensorError(fmt::format("invalid learning rate {}", lr));
-  lr_.assign(Tensor::full({1}, lr));
+  // from host memory, not a constant: a constant would be compiled into the kernel that writes
+  // it, a new kernel for every value (a schedule changing the rate each step compiled each step)
+  lr_.assign(Tensor::from_vector(std::vector<float>{static_cast<float>(lr)}, {1}));
   lr_.realize();
 }
 

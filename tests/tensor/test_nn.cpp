@@ -218,6 +218,11 @@ TEST_P(NN, OptimizersFollowTheirUpdateFormulas) {
   EXPECT_NEAR(sgd.lr(), 0.1, 1e-7);
   sgd.set_lr(0.5);
   EXPECT_NEAR(sgd.lr(), 0.5, 1e-7);
+  // a new rate is data, not code: setting it again compiles nothing (a schedule that changes the
+  // rate every step compiled a kernel every step when the rate was a constant)
+  sgd.set_lr(0.25);
+  EXPECT_EQ(last_compile_count(), 0);
+  EXPECT_NEAR(sgd.lr(), 0.25, 1e-7);
 }
 
 // The schedule cache (tinygrad's SCACHE): from the third step on, a training step's graph (new
