@@ -268,6 +268,79 @@ bool Value::operator==(const Value& o) const {
   }
 }
 
+namespace {
+// A hash that agrees with Value::operator==: numbers equal across kinds (1, 1.0, True) hash
+// alike, UOps by identity, tuples item by item.
+size_t combine(size_t seed, size_t h) {
+  return seed ^ (h + 0x9e3779b97f4a7c15ULL + (seed << 6) + (seed >> 2));
+}
+size_t value_hash(const Value& v) {
+  switch (v.kind()) {
+    case Value::Kind::Bool:
+    case Value::Kind::Int:
+    case Value::Kind::Float: {
+      // by the double: equal numbers of any kinds compare as doubles or as equal ints (whose
+      // doubles are equal too); -0.0 == 0.0
+      const double f = v.as_float();
+      return std::hash<double>{}(f == 0 ? 0.0 : f);
+    }
+    case Value::Kind::String:
+      return std::hash<std::string>{}(v.as_string());
+    case Value::Kind::UOp:
+      return std::hash<UOp>{}(v.as_uop());
+    case Value::Kind::DType:
+      return v.as_dtype().hash();
+    case Value::Kind::Op:
+      return static_cast<size_t>(v.as_op());
+    case Value::Kind::Tuple: {
+      size_t h = 0x7475706cULL;
+      for (const Value& x : v.items()) h = combine(h, value_hash(x));
+      return h;
+    }
+    case Value::Kind::Status:
+      return v.status_ok() ? 1 : 2;
+    case Value::Kind::Record:
+      return v.as_record().hash();
+    default:
+      return 0;
+  }
+}
+
+// The hashed indexes of the tuples looked up last: item hash -> the item positions, ascending.
+// Each knows its tuple by a weak pointer (a tuple it indexed is not kept alive, nor its UOps, and
+// its control block outlives it, so no later tuple is mistaken for it).
+constexpr size_t kHashedTupleMin = 32;
+struct TupleIndex {
+  std::weak_ptr<const void> tuple;
+  std::unordered_map<size_t, std::vector<size_t>> positions;
+};
+thread_local std::array<TupleIndex, 4> t_tuple_indexes;
+thread_local size_t t_next_tuple_index = 0;
+}  // namespace
+
+std::optional<size_t> Value::find(const Value& x) const {
+  const std::vector<Value>& xs = items();
+  if (xs.size() < kHashedTupleMin) {
+    for (size_t i = 0; i < xs.size(); ++i)
+      if (xs[i] == x) return i;
+    return std::nullopt;
+  }
+  TupleIndex* index = nullptr;
+  for (TupleIndex& t : t_tuple_indexes)
+    if (!t.tuple.owner_before(p_) && !p_.owner_before(t.tuple)) index = &t;
+  if (!index) {
+    index = &t_tuple_indexes[t_next_tuple_index++ % t_tuple_indexes.size()];
+    index->tuple = p_;
+    index->positions.clear();
+    for (size_t i = 0; i < xs.size(); ++i) index->positions[value_hash(xs[i])].push_back(i);
+  }
+  const auto it = index->positions.find(value_hash(x));
+  if (it != index->positions.end())
+    for (size_t i : it->second)
+      if (xs[i] == x) return i;
+  return std::nullopt;
+}
+
 // ---- operators
 // ----------------------------------------------------------------------------------------
 
@@ -392,9 +465,7 @@ Value binary_general(BinOp op, const Value& a, const Value& b) {
     if (b.kind() != Value::Kind::Tuple)
       throw EvalError(
           fmt::format("'{}' needs a tuple on the right, got {}", binop_text(op), b.repr()));
-    for (const Value& x : b.items())
-      if (x == a) return Value::boolean(in);
-    return Value::boolean(!in);
+    return Value::boolean(b.find(a).has_value() == in);
   }
   if (a.kind() == Value::Kind::Tuple || b.kind() == Value::Kind::Tuple) {
     if (auto t = tuple_binary(op, a, b)) return *t;
@@ -814,10 +885,8 @@ Value method(const Value& recv, std::string_view name, std::span<const Value> ar
   }
   if (recv.kind() == Value::Kind::Tuple && name == "index") {  // Python's tuple.index
     expect_args("index", args, 1, 1);
-    const std::vector<Value>& items = recv.items();
-    for (size_t i = 0; i < items.size(); ++i)
-      if (binary(BinOp::Eq, items[i], args[0]).as_bool())
-        return Value::integer(static_cast<i128>(i));
+    if (const std::optional<size_t> i = recv.find(args[0]))
+      return Value::integer(static_cast<i128>(*i));
     throw EvalError(fmt::format("tuple.index(x): {} is not in the tuple", args[0].repr()));
   }
   const UOp& u = recv.as_uop();

@@ -824,6 +824,55 @@ TEST(RwExprFeatures, NotIn) {
       binary(BinOp::NotIn, Value::integer(1), Value::tuple({Value::integer(1)})).as_bool());
 }
 
+// A long tuple is searched through a hashed index (Value::find): `in` and tuple.index give what a
+// scan with == gives for every probe — numbers equal across kinds (1, 1.0, True; 0, -0.0), UOps
+// by identity, tuples item by item, NaN nowhere, a repeated item's first place — and a tuple
+// made after another is freed is never answered from the other's index.
+TEST(RwExprFeatures, LongTuplesFindWhatAScanFinds) {
+  const UOp x = var("x"), y = var("y");
+  auto make = [&](int shift) {
+    std::vector<Value> items;
+    for (int i = 0; i < 40; ++i) items.push_back(Value::integer(i + shift));
+    for (int i = 0; i < 10; ++i) items.push_back(Value::real(0.5 + i));
+    items.push_back(Value::uop(x));
+    items.push_back(Value::tuple({Value::uop(y), Value::integer(3)}));
+    items.push_back(Value::integer(7));  // a repeat: index() gives the first
+    items.push_back(Value::string("s"));
+    return Value::tuple(std::move(items));
+  };
+  const std::vector<Value> probes = {Value::integer(1),
+                                     Value::real(1.0),
+                                     Value::boolean(true),
+                                     Value::real(-0.0),
+                                     Value::integer(7),
+                                     Value::real(3.5),
+                                     Value::uop(x),
+                                     Value::uop(y),
+                                     Value::real(NAN),
+                                     Value::integer(1000),
+                                     Value::string("s"),
+                                     Value::string("t"),
+                                     Value::tuple({Value::uop(y), Value::real(3.0)}),
+                                     Value::tuple({Value::uop(x), Value::integer(3)})};
+  auto scan = [](const Value& t, const Value& p) -> std::optional<size_t> {
+    for (size_t i = 0; i < t.items().size(); ++i)
+      if (t.items()[i] == p) return i;
+    return std::nullopt;
+  };
+  for (int shift : {0, 5, 0}) {  // a new tuple each round, the first one freed before the third
+    const Value t = make(shift);
+    for (const Value& p : probes) {
+      const std::optional<size_t> want = scan(t, p);
+      EXPECT_EQ(t.find(p), want) << p.repr() << " shift " << shift;
+      EXPECT_EQ(binary(BinOp::In, p, t).as_bool(), want.has_value()) << p.repr();
+      if (want) {
+        const Value args[] = {p};
+        EXPECT_EQ(method(t, "index", args, {}).as_int(), static_cast<i128>(*want)) << p.repr();
+      }
+    }
+  }
+}
+
 // Typed def parameters: an argument the checker cannot type is checked when the def runs, with
 // the same error in both executors.
 TEST(RwExprFeatures, TypedDefParameters) {
