@@ -306,12 +306,14 @@ size_t value_hash(const Value& v) {
   }
 }
 
-// The hashed indexes of the tuples looked up last: item hash -> the item positions, ascending.
-// Each knows its tuple by a weak pointer (a tuple it indexed is not kept alive, nor its UOps, and
-// its control block outlives it, so no later tuple is mistaken for it).
+// The hashed indexes of the tuples looked up last: item hash -> the item positions, ascending. A
+// tuple's first lookup scans it (a tuple looked up once costs no index); its second builds the
+// index. Each entry knows its tuple by a weak pointer (a tuple it indexed is not kept alive, nor
+// its UOps, and its control block outlives it, so no later tuple is mistaken for it).
 constexpr size_t kHashedTupleMin = 32;
 struct TupleIndex {
   std::weak_ptr<const void> tuple;
+  bool built = false;
   std::unordered_map<size_t, std::vector<size_t>> positions;
 };
 thread_local std::array<TupleIndex, 4> t_tuple_indexes;
@@ -320,19 +322,25 @@ thread_local size_t t_next_tuple_index = 0;
 
 std::optional<size_t> Value::find(const Value& x) const {
   const std::vector<Value>& xs = items();
-  if (xs.size() < kHashedTupleMin) {
+  auto scan = [&]() -> std::optional<size_t> {
     for (size_t i = 0; i < xs.size(); ++i)
       if (xs[i] == x) return i;
     return std::nullopt;
-  }
+  };
+  if (xs.size() < kHashedTupleMin) return scan();
   TupleIndex* index = nullptr;
   for (TupleIndex& t : t_tuple_indexes)
     if (!t.tuple.owner_before(p_) && !p_.owner_before(t.tuple)) index = &t;
-  if (!index) {
-    index = &t_tuple_indexes[t_next_tuple_index++ % t_tuple_indexes.size()];
-    index->tuple = p_;
-    index->positions.clear();
+  if (!index) {  // first lookup: remembered, scanned
+    TupleIndex& t = t_tuple_indexes[t_next_tuple_index++ % t_tuple_indexes.size()];
+    t.tuple = p_;
+    t.built = false;
+    t.positions.clear();
+    return scan();
+  }
+  if (!index->built) {
     for (size_t i = 0; i < xs.size(); ++i) index->positions[value_hash(xs[i])].push_back(i);
+    index->built = true;
   }
   const auto it = index->positions.find(value_hash(x));
   if (it != index->positions.end())
