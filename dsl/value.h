@@ -88,8 +88,8 @@ class Value {
   std::string repr() const;
   std::string text() const;  // as a message shows it: a string's characters, else repr()
   bool operator==(const Value& o) const;  // UOps by identity, numbers by value
-  // A tuple's first item equal to x (`x in t`, `t.index(x)`), or none. A long tuple is hashed on
-  // its first lookup and the index kept for the next ones: a rule that looks each lane of an
+  // A tuple's first item equal to x (`x in t`, `t.index(x)`), or none. A long tuple looked up
+  // again is hashed and the index kept for the next lookups: a rule that looks each lane of an
   // access up among all of them is linear in the lanes, not quadratic.
   std::optional<size_t> find(const Value& x) const;
 
