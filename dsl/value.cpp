@@ -14,6 +14,7 @@
 #include "dsl/compiled.h"
 #include "ir/builders.h"
 #include "ir/graph.h"
+#include "ir/hash.h"
 #include "ir/rewrite.h"
 
 namespace tinyrw::rw {
@@ -271,9 +272,6 @@ bool Value::operator==(const Value& o) const {
 namespace {
 // A hash that agrees with Value::operator==: numbers equal across kinds (1, 1.0, True) hash
 // alike, UOps by identity, tuples item by item.
-size_t combine(size_t seed, size_t h) {
-  return seed ^ (h + 0x9e3779b97f4a7c15ULL + (seed << 6) + (seed >> 2));
-}
 size_t value_hash(const Value& v) {
   switch (v.kind()) {
     case Value::Kind::Bool:
@@ -294,7 +292,7 @@ size_t value_hash(const Value& v) {
       return static_cast<size_t>(v.as_op());
     case Value::Kind::Tuple: {
       size_t h = 0x7475706cULL;
-      for (const Value& x : v.items()) h = combine(h, value_hash(x));
+      for (const Value& x : v.items()) h = hash_mix(h, value_hash(x));
       return h;
     }
     case Value::Kind::Status:

@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "ir/hash.h"
+
 namespace tinyrw {
 
 struct ArgHeap {
@@ -19,8 +21,6 @@ struct ArgHeap {
 };
 
 namespace {
-size_t mix(size_t h, size_t v) { return h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2)); }
-
 [[noreturn]] void wrong_kind(std::string_view want, Arg::Kind got) {
   throw std::logic_error(fmt::format("arg is {}, expected {}", kind_name(got), want));
 }
@@ -197,22 +197,22 @@ size_t Arg::hash() const {
   size_t h = static_cast<size_t>(k) * 0x100000001b3ULL;
   switch (k) {
     case Kind::Int: {
-      if (!on_heap()) return mix(h, w_);  // ints are inline exactly when they fit 48 bits
+      if (!on_heap()) return hash_mix(h, w_);  // ints are inline exactly when they fit 48 bits
       const i128 v = heap()->big;
-      return mix(mix(h, static_cast<uint64_t>(v)), static_cast<uint64_t>(v >> 64));
+      return hash_mix(hash_mix(h, static_cast<uint64_t>(v)), static_cast<uint64_t>(v >> 64));
     }
     case Kind::String:
-      return mix(h, std::hash<std::string>()(heap()->text));
+      return hash_mix(h, std::hash<std::string>()(heap()->text));
     case Kind::Tuple:
-      for (const Arg& a : heap()->items) h = mix(h, a.hash());
+      for (const Arg& a : heap()->items) h = hash_mix(h, a.hash());
       return h;
     case Kind::Record:
-      h = mix(h, std::hash<std::string>()(heap()->text));
+      h = hash_mix(h, std::hash<std::string>()(heap()->text));
       for (const auto& [name, v] : heap()->fields)
-        h = mix(mix(h, std::hash<std::string>()(name)), v.hash());
+        h = hash_mix(hash_mix(h, std::hash<std::string>()(name)), v.hash());
       return h;
     default:  // every other kind is its word
-      return mix(h, w_);
+      return hash_mix(h, w_);
   }
 }
 
