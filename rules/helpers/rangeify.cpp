@@ -13,6 +13,7 @@
 #include "ir/builders.h"
 #include "ir/env.h"
 #include "ir/graph.h"
+#include "runtime/device.h"
 #include "schedule/rangeify.h"
 
 namespace tinyrw::rw {
@@ -103,6 +104,15 @@ const HelperRegistrar kExpandedAxes(typed_helper(
         if (!axes[k] || !reached.contains(axes[k]))
           out.push_back(Value::integer(static_cast<int64_t>(k)));
       return out;
+    }));
+// the base of a device name, which picks its runtime and compiler ("CPU:1" -> "CPU")
+const HelperRegistrar kDeviceBase(typed_helper(
+    "device_base", +[](const std::string& name) -> std::string {
+      try {
+        return device_base(canonical_device(name));
+      } catch (const std::exception& e) {
+        throw EvalError(e.what());
+      }
     }));
 // an integer setting from the environment (tinygrad's getenv), `fallback` when unset
 const HelperRegistrar kGetenv(typed_helper(

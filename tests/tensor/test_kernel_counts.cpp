@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <functional>
+#include <tuple>
 #include <vector>
 
 #include "ir/graph.h"
@@ -809,6 +810,80 @@ TEST_P(KernelCounts, LargeReductionsSplitAsTinygrad) {
     EXPECT_GE(kernels, 2);
     expect_near(got, {sum_of(v)});
   }
+}
+
+// Cache blocking (tinyrw's, rules/rangeify.rw): a contraction whose operand broadcast along an
+// output axis spans more than REDUCE_BLOCK_BYTES between two reads runs as two kernels, the
+// reduced axis split into blocks outermost, then a sum of the blocks' partial results.
+TEST_P(KernelCounts, LargeContractionsSplitIntoCacheBlocks) {
+  if (GetParam() != "INTERP" && GetParam() != "CPU")
+    GTEST_SKIP() << GetParam() << ": cache blocking is for host devices (CPU and INTERP)";
+  // c[i, j] = sum_k a[i, k] * b[k, j] in double, over a's and b's host values (batched: the
+  // leading axis of both, or none)
+  auto matmul_ref = [](Tensor a, Tensor b, int64_t batch, int64_t m, int64_t k, int64_t n) {
+    const std::vector<float> ha = a.data<float>(), hb = b.data<float>();
+    std::vector<double> out(static_cast<size_t>(batch * m * n), 0);
+    for (int64_t t = 0; t < batch; ++t)
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j)
+          for (int64_t l = 0; l < k; ++l)
+            out[static_cast<size_t>((t * m + i) * n + j)] +=
+                double{ha[static_cast<size_t>((t * m + i) * k + l)]} *
+                hb[static_cast<size_t>((t * k + l) * n + j)];
+    return out;
+  };
+  Tensor a = input({64, 64}, 0.01), b = input({64, 64}, 0.02), row = input({1, 64}, 0.01);
+  Tensor ba = input({2, 32, 64}, 0.01), bb = input({2, 64, 32}, 0.02);
+  const std::vector<double> ab = matmul_ref(a, b, 1, 64, 64, 64);
+  {
+    // b's span between two reads (64 x 64 floats, 16 KiB) in blocks of at most 4 KiB: 4 blocks
+    const ScopedEnv small("REDUCE_BLOCK_BYTES", "4096");
+    auto [kernels, got] = run(a.matmul(b));
+    EXPECT_EQ(kernels, 2);
+    expect_near(got, ab);
+    // a batched matmul: each batch's b spans 8 KiB (64 x 32 floats)
+    std::tie(kernels, got) = run(ba.matmul(bb));
+    EXPECT_EQ(kernels, 2);
+    expect_near(got, matmul_ref(ba, bb, 2, 32, 64, 32));
+    // nothing read again: a row times a matrix (b is read once), a product of two matrices
+    // summed over their rows
+    std::tie(kernels, got) = run(row.matmul(b));
+    EXPECT_EQ(kernels, 1);
+    expect_near(got, matmul_ref(row, b, 1, 1, 64, 64));
+    std::tie(kernels, got) = run((a * b).sum({0}));
+    EXPECT_EQ(kernels, 1);
+    std::vector<double> columns(64, 0);
+    const std::vector<float> ha = a.data<float>(), hb = b.data<float>();
+    for (size_t e = 0; e < ha.size(); ++e) columns[e % 64] += double{ha[e]} * hb[e];
+    expect_near(got, columns);
+    // the relu after the contraction joins the second kernel
+    std::tie(kernels, got) = run(a.matmul(b).relu());
+    EXPECT_EQ(kernels, 2);
+    expect_near(got, ab);  // every element of a and b is positive
+  }
+  {
+    const ScopedEnv off("REDUCE_BLOCK_BYTES", "0");
+    auto [kernels, got] = run(a.matmul(b));
+    EXPECT_EQ(kernels, 1);
+    expect_near(got, ab);
+  }
+  // at the default (1 MiB) 512 x 512 stays one kernel (b spans 1 MiB: tinygrad's
+  // r_128_128_4_4_128_4 on the CPU) and 1024 x 1024 splits into 4 blocks of 256
+  if (GetParam() != "CPU") return;
+  Tensor x = input({1024, 1024}, 0.001), y = input({1024, 1024}, 0.002);
+  EXPECT_EQ(run(x.shrink({{0, 512}, {0, 512}}).matmul(y.shrink({{0, 512}, {0, 512}}))).first, 1);
+  auto [kernels, got] = run(x.matmul(y));
+  EXPECT_EQ(kernels, 2);
+  const std::vector<float> hx = x.data<float>(), hy = y.data<float>();
+  for (int64_t i : {int64_t{0}, int64_t{511}, int64_t{1023}})
+    for (int64_t j : {int64_t{0}, int64_t{700}, int64_t{1023}}) {
+      double want = 0;
+      for (int64_t l = 0; l < 1024; ++l)
+        want +=
+            double{hx[static_cast<size_t>(i * 1024 + l)]} * hy[static_cast<size_t>(l * 1024 + j)];
+      EXPECT_NEAR(got[static_cast<size_t>(i * 1024 + j)], want, 1e-4 * (1 + std::fabs(want)))
+          << i << ", " << j;
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, KernelCounts, ::testing::ValuesIn(test_devices()),
