@@ -832,30 +832,42 @@ TEST_P(KernelCounts, LargeContractionsSplitIntoCacheBlocks) {
                 hb[static_cast<size_t>((t * k + l) * n + j)];
     return out;
   };
-  Tensor a = input({64, 64}, 0.01), b = input({64, 64}, 0.02), row = input({1, 64}, 0.01);
-  Tensor ba = input({2, 32, 64}, 0.01), bb = input({2, 64, 32}, 0.02);
-  const std::vector<double> ab = matmul_ref(a, b, 1, 64, 64, 64);
+  Tensor a = input({16, 512}, 0.01), b = input({512, 16}, 0.02), row = input({1, 512}, 0.01);
+  Tensor ba = input({2, 16, 512}, 0.01), bb = input({2, 512, 16}, 0.02);
+  Tensor short_a = input({16, 128}, 0.01), short_b = input({128, 64}, 0.02);
+  const std::vector<double> ab = matmul_ref(a, b, 1, 16, 512, 16);
   {
-    // b's span between two reads (64 x 64 floats, 16 KiB) in blocks of at most 4 KiB: 4 blocks
-    const ScopedEnv small("REDUCE_BLOCK_BYTES", "4096");
+    // b's span between two reads (512 x 16 floats, 32 KiB) in blocks of at most 8 KiB: 4 blocks
+    // of 128, then their sum (the names without opts show the shapes)
+    const ScopedEnv small("REDUCE_BLOCK_BYTES", "8192");
     auto [kernels, got] = run(a.matmul(b));
     EXPECT_EQ(kernels, 2);
     expect_near(got, ab);
-    // a batched matmul: each batch's b spans 8 KiB (64 x 32 floats)
+    {
+      const ScopedEnv no_opts("NOOPT", "1");
+      std::tie(kernels, got) = run(a.matmul(b));
+      EXPECT_EQ(last_kernel_names(), (std::vector<std::string>{"r_4_16_16_128", "r_256_4"}));
+      expect_near(got, ab);
+    }
+    // a batched matmul: each batch's b spans 32 KiB
     std::tie(kernels, got) = run(ba.matmul(bb));
     EXPECT_EQ(kernels, 2);
-    expect_near(got, matmul_ref(ba, bb, 2, 32, 64, 32));
-    // nothing read again: a row times a matrix (b is read once), a product of two matrices
-    // summed over their rows
+    expect_near(got, matmul_ref(ba, bb, 2, 16, 512, 16));
+    // nothing read again: a row times a matrix (b is read once), a product of two tensors
+    // summed over an axis
     std::tie(kernels, got) = run(row.matmul(b));
     EXPECT_EQ(kernels, 1);
-    expect_near(got, matmul_ref(row, b, 1, 1, 64, 64));
-    std::tie(kernels, got) = run((a * b).sum({0}));
+    expect_near(got, matmul_ref(row, b, 1, 1, 512, 16));
+    std::tie(kernels, got) = run((b * b).sum({0}));
     EXPECT_EQ(kernels, 1);
-    std::vector<double> columns(64, 0);
-    const std::vector<float> ha = a.data<float>(), hb = b.data<float>();
-    for (size_t e = 0; e < ha.size(); ++e) columns[e % 64] += double{ha[e]} * hb[e];
+    std::vector<double> columns(16, 0);
+    const std::vector<float> hb = b.data<float>();
+    for (size_t e = 0; e < hb.size(); ++e) columns[e % 16] += double{hb[e]} * hb[e];
     expect_near(got, columns);
+    // blocks shorter than 128: b spans 32 KiB, but 128 products split in two are too few
+    std::tie(kernels, got) = run(short_a.matmul(short_b));
+    EXPECT_EQ(kernels, 1);
+    expect_near(got, matmul_ref(short_a, short_b, 1, 16, 128, 64));
     // the relu after the contraction joins the second kernel
     std::tie(kernels, got) = run(a.matmul(b).relu());
     EXPECT_EQ(kernels, 2);
