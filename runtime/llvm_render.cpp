@@ -209,9 +209,11 @@ class Emitter {
                          val(u.src(0)), ll_type(u.src(1).src(0).dtype()), val(u.src(1).src(0))));
         return define(u, p);
       }
-      case Op::Stack: {  // a vector value, built lane by lane
-        std::string v = "poison";
+      case Op::Stack: {  // a vector value: lanes of other vectors shuffled, the rest inserted
+        std::vector<bool> shuffled;
+        std::string v = shuffle_lanes(u, &shuffled);
         for (size_t k = 0; k < u.nsrc(); ++k) {
+          if (shuffled[k]) continue;
           const std::string r = tmp();
           line(fmt::format("{} = insertelement {} {}, {} {}, i64 {}", r, vector_type(u), v,
                            ll_type(u.dtype()), val(u.src(k)), k));
@@ -413,6 +415,74 @@ class Emitter {
     line(fmt::format("{} = select i1 {}, {} {}, {} {}", g, val(u.src(2)), vt, r, vt, alt));
     return g;
   }
+  // The lanes of STACK u that are constant lanes of up to kMaxShuffleSources vectors of one type,
+  // as one shufflevector (the sources concatenated pairwise first, so that the last shuffle has
+  // two operands), `*shuffled` marking them; "poison" when there are none. As an insertelement
+  // chain of extractelements, LLVM lowers lanes from four vectors into a chain of two-source
+  // shuffles: a matmul tile's 4x4 transpose of B took 17 shuffles per step, as one shuffle of two
+  // concatenations 5 (rules/devectorizer.rw builds such STACKs for kept-lane accumulators).
+  static constexpr size_t kMaxShuffleSources = 4;
+  std::string shuffle_lanes(const UOp& u, std::vector<bool>* shuffled) {
+    shuffled->assign(u.nsrc(), false);
+    std::vector<UOp> sources;
+    std::vector<int64_t> mask(u.nsrc(), -1);
+    int64_t width = 0;
+    for (size_t k = 0; k < u.nsrc(); ++k) {
+      const UOp& lane = u.src(k);
+      if (lane.op() != Op::Index || !is_vector(lane.src(0)) || lane.src(1).op() != Op::Const)
+        continue;
+      const UOp& from = lane.src(0);
+      const int64_t n = vector_lanes(from), at = lane.src(1).arg().as_int();
+      if (from.dtype() != u.dtype() || at < 0 || at >= n) continue;
+      if (width == 0) width = n;  // the first source's: the others must be as wide
+      if (n != width) continue;
+      auto it = std::find(sources.begin(), sources.end(), from);
+      if (it == sources.end()) {
+        if (sources.size() == kMaxShuffleSources) continue;
+        it = sources.insert(sources.end(), from);
+      }
+      mask[k] = static_cast<int64_t>(it - sources.begin()) * width + at;
+      (*shuffled)[k] = true;
+    }
+    if (sources.empty()) return "poison";
+    // concatenate pairwise down to two operands (a lone source is shuffled with poison)
+    std::vector<std::string> parts;
+    for (const UOp& from : sources) parts.push_back(val(from));
+    int64_t part_width = width;
+    while (parts.size() > 2) {
+      if (parts.size() % 2) parts.push_back("poison");
+      std::vector<std::string> joined;
+      const std::string type = fmt::format("<{} x {}>", part_width, ll_type(u.dtype()));
+      for (size_t k = 0; k < parts.size(); k += 2) {
+        const std::string r = tmp();
+        line(fmt::format("{} = shufflevector {} {}, {} {}, {}", r, type, parts[k], type,
+                         parts[k + 1], shuffle_mask(iota_lanes(2 * part_width))));
+        joined.push_back(r);
+      }
+      parts = std::move(joined);
+      part_width *= 2;
+    }
+    if (parts.size() == 1) parts.push_back("poison");
+    const std::string type = fmt::format("<{} x {}>", part_width, ll_type(u.dtype())), r = tmp();
+    line(fmt::format("{} = shufflevector {} {}, {} {}, {}", r, type, parts[0], type, parts[1],
+                     shuffle_mask(mask)));
+    return r;
+  }
+  static std::vector<int64_t> iota_lanes(int64_t n) {
+    std::vector<int64_t> lanes(static_cast<size_t>(n));
+    for (int64_t k = 0; k < n; ++k) lanes[static_cast<size_t>(k)] = k;
+    return lanes;
+  }
+  // an LLVM shuffle mask constant; -1 is a lane left undefined (poison)
+  static std::string shuffle_mask(const std::vector<int64_t>& lanes) {
+    std::string out = fmt::format("<{} x i32> <", lanes.size());
+    for (size_t k = 0; k < lanes.size(); ++k)
+      out +=
+          fmt::format("{}{}", k ? ", " : "",
+                      lanes[k] < 0 ? std::string("i32 poison") : fmt::format("i32 {}", lanes[k]));
+    return out + ">";
+  }
+
   // a vector of type vt with the value v (of dtype d) in each of its n lanes
   std::string splat(const std::string& vt, DType d, const std::string& v, int64_t n) {
     const std::string one = tmp(), all = tmp();

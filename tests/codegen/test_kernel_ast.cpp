@@ -14,6 +14,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -1979,6 +1980,45 @@ TEST(LlvmRender, ProductsFuseAndReduceLoopsKeepTheirUnroll) {
     const std::shared_ptr<Storage> s = allocate_storage(dtypes::float32, n);
     EXPECT_EQ(reinterpret_cast<uintptr_t>(s->bytes.data()) % 64, 0u) << n;
   }
+}
+
+// A STACK of lanes of other vectors (a matmul tile's operands: B's rows transposed into the
+// accumulator's lane order, A's row repeated) renders as shufflevectors, never as an
+// insertelement of each extracted lane (which LLVM lowered into chains of two-source shuffles:
+// 17 per step of a 512x512 matmul's inner loop where one shuffle of two concatenations takes 5).
+TEST(LlvmRender, LanesOfOtherVectorsAreShuffledTogether) {
+  (Tensor::empty({16, 16}, dtypes::float32)
+       .realize()
+       .matmul(Tensor::empty({16, 16}, dtypes::float32).realize()))
+      .realize();
+  const UOp lin = lowered_last_kernel({upcast(1, 4), upcast(0, 4), unroll(0, 4)});
+  size_t vector_lanes_stacked = 0;  // STACKs whose every lane is a constant lane of a vector
+  for (const UOp& u : lin.src())
+    if (u.op() == Op::Stack && std::all_of(u.src().begin(), u.src().end(), [](const UOp& lane) {
+          return lane.op() == Op::Index && lane.src(1).op() == Op::Const;
+        }))
+      ++vector_lanes_stacked;
+  EXPECT_GT(vector_lanes_stacked, 0u) << "the tile's operands are STACKs of vector lanes";
+  const std::string ir = render_llvm(lin).ir;
+  std::set<std::string> extracted;  // the names extractelement defines
+  std::istringstream lines(ir);
+  size_t shuffles = 0;
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream words(line);
+    std::string name, eq, op;
+    words >> name >> eq >> op;
+    if (op == "extractelement") extracted.insert(name);
+    if (op == "shufflevector") ++shuffles;
+    if (op != "insertelement") continue;
+    // insertelement <n x T> v, T lane, i64 k: the lane must not be an extracted one
+    const size_t comma = line.find(", ");
+    std::istringstream rest(line.substr(comma + 2));
+    std::string type, lane;
+    rest >> type >> lane;
+    if (!lane.empty() && lane.back() == ',') lane.pop_back();
+    EXPECT_FALSE(extracted.contains(lane)) << line;
+  }
+  EXPECT_GE(shuffles, vector_lanes_stacked);
 }
 
 // max with a constant operand (which the CPU renders as one compare and select): its values are
