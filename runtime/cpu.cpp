@@ -29,17 +29,30 @@ class Jit {
     return *j;
   }
   KernelFn compile(const std::string& ir) {
+    {
+      std::lock_guard lock(mu_);
+      if (auto it = cache_.find(ir); it != cache_.end()) return it->second;
+    }
+    // Parsing and the optimizer run outside the lock, each compile with a context and target
+    // machine of its own (a TargetMachine's subtarget cache is not thread-safe), so that the
+    // kernels of one schedule, compiled asynchronously, optimize on every core.
+    auto ctx = std::make_unique<llvm::LLVMContext>();
+    std::string text = ir;
+    const std::string placeholder = "kernel_pending";
+    text.replace(text.find("@kernel("), 8, "@" + placeholder + "(");
+    auto module = parse_kernel_ir(text, placeholder, *ctx, "CPU");
+    module->setDataLayout(jit_->getDataLayout());
+    module->setTargetTriple(jit_->getTargetTriple().str());
+    auto tm = host_.createTargetMachine();
+    if (!tm) throw std::runtime_error("CPU: no target machine: " + llvm::toString(tm.takeError()));
+    optimize_module(*module, tm->get(), /*slp=*/true);
     std::lock_guard lock(mu_);
     if (auto it = cache_.find(ir); it != cache_.end()) return it->second;
     const std::string name =
         "kernel_" + std::to_string(next_name_++);  // unique even after failures
-    auto ctx = std::make_unique<llvm::LLVMContext>();
-    std::string text = ir;
-    text.replace(text.find("@kernel("), 8, "@" + name + "(");
-    auto module = parse_kernel_ir(text, name, *ctx, "CPU");
-    module->setDataLayout(jit_->getDataLayout());
-    module->setTargetTriple(jit_->getTargetTriple().str());
-    optimize_module(*module, tm_.get(), /*slp=*/true);
+    llvm::Function* entry = module->getFunction(placeholder);
+    if (!entry) throw std::runtime_error("CPU: the optimized kernel lost its function @kernel");
+    entry->setName(name);
     if (auto e =
             jit_->addIRModule(llvm::orc::ThreadSafeModule(std::move(module), std::move(ctx)))) {
       throw std::runtime_error("CPU: cannot add the kernel: " + llvm::toString(std::move(e)));
@@ -63,9 +76,7 @@ class Jit {
     if (!host)
       throw std::runtime_error("CPU: cannot detect the host: " + llvm::toString(host.takeError()));
     host->setCodeGenOptLevel(llvm::CodeGenOpt::Aggressive);
-    auto tm = host->createTargetMachine();
-    if (!tm) throw std::runtime_error("CPU: no target machine: " + llvm::toString(tm.takeError()));
-    tm_ = std::move(*tm);
+    host_ = *host;
     auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(*host)).create();
     if (!jit)
       throw std::runtime_error("CPU: cannot create the JIT: " + llvm::toString(jit.takeError()));
@@ -77,7 +88,7 @@ class Jit {
     jit_->getMainJITDylib().addGenerator(std::move(*gen));
   }
   std::mutex mu_;
-  std::unique_ptr<llvm::TargetMachine> tm_;
+  llvm::orc::JITTargetMachineBuilder host_{llvm::Triple()};  // makes each compile's target machine
   std::unique_ptr<llvm::orc::LLJIT> jit_;
   std::map<std::string, KernelFn> cache_;
   int next_name_ = 0;

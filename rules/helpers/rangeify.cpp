@@ -78,6 +78,16 @@ const HelperRegistrar kStageBuffer(typed_helper(
                                 device.is_none() ? ic.device : device.as_string());
       return it->second;
     }));
+// x's index `idx` (one per axis) moved through each of x's views down to its base: the base's
+// index, or empty for a view of a constant
+std::vector<UOp> base_index(const UOp& x, std::vector<UOp> idx, bool simplify) {
+  UOp view = x;
+  while (groups::movement().contains(view.op()) && !idx.empty()) {
+    idx = apply_movement_op(view, idx, simplify);
+    view = view.src(0);
+  }
+  return idx;
+}
 // The axes of x its movement ops never index its base by (broadcast axes, and axes of size 1):
 // x indexed by one RANGE per axis, moved through each view down to the base (tinygrad's
 // split_reduceop finds them by rangeifying x).
@@ -90,11 +100,7 @@ const HelperRegistrar kExpandedAxes(typed_helper(
         axes.push_back(loops ? UOp::range(shape[k].as_uop(), static_cast<int>(k)) : UOp());
         idx.push_back(loops ? axes.back() : UOp::cint(0));
       }
-      UOp view = x;
-      while (groups::movement().contains(view.op()) && !idx.empty()) {
-        idx = apply_movement_op(view, idx, /*simplify=*/false);
-        view = view.src(0);
-      }
+      idx = base_index(x, idx, /*simplify=*/false);
       std::unordered_set<UOp> reached;  // the ranges the base is still indexed by
       if (!idx.empty())
         for (const UOp& u : toposort(UOp::sink(idx)))
@@ -103,6 +109,41 @@ const HelperRegistrar kExpandedAxes(typed_helper(
       for (size_t k = 0; k < axes.size(); ++k)
         if (!axes[k] || !reached.contains(axes[k]))
           out.push_back(Value::integer(static_cast<int64_t>(k)));
+      return out;
+    }));
+// Per axis of x (a view of a base with a static shape), how many elements apart in the base (flat,
+// row-major) x's first two elements along that axis are: 0 for a broadcast axis, none where that
+// is not a constant (a padded origin, a symbolic shape) or the axis has one element.
+const HelperRegistrar kUnitStrides(typed_helper(
+    "unit_strides", +[](const UOp& x) -> std::vector<Value> {
+      const Shape shape = x.shape();
+      UOp base = x;
+      while (groups::movement().contains(base.op())) base = base.src(0);
+      const Shape base_shape = base.shape();
+      // the flat base offset of x's element at `at`, none when not a constant
+      auto offset = [&](const std::vector<UOp>& at) -> std::optional<int64_t> {
+        const std::vector<UOp> idx = base_index(x, at, /*simplify=*/true);
+        if (idx.size() != base_shape.size()) return std::nullopt;
+        int64_t flat = 0;
+        for (size_t k = 0; k < idx.size(); ++k) {
+          if (idx[k].op() != Op::Const || !idx[k].arg().is_int() || !base_shape[k].is_int())
+            return std::nullopt;
+          flat = flat * base_shape[k].value() + idx[k].arg().as_int();
+        }
+        return flat;
+      };
+      const std::vector<UOp> origin(shape.size(), UOp::cint(0));
+      const std::optional<int64_t> first = offset(origin);
+      std::vector<Value> out;
+      for (size_t k = 0; k < shape.size(); ++k) {
+        std::optional<int64_t> next;
+        if (first && shape[k].is_int() && shape[k].value() > 1) {
+          std::vector<UOp> at = origin;
+          at[k] = UOp::cint(1);
+          next = offset(at);
+        }
+        out.push_back(next ? Value::integer(*next - *first) : Value());
+      }
       return out;
     }));
 // the base of a device name, which picks its runtime and compiler ("CPU:1" -> "CPU")

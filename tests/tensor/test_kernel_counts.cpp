@@ -46,6 +46,21 @@ void expect_near(const std::vector<float>& got, const std::vector<double>& want)
     EXPECT_NEAR(got[i], want[i], 1e-4 * (1 + std::fabs(want[i]))) << "element " << i;
 }
 
+// c[i, j] = sum_k a[i, k] * b[k, j] in double, over a's and b's host values (batched: the leading
+// axis of both, or none)
+std::vector<double> matmul_ref(Tensor a, Tensor b, int64_t batch, int64_t m, int64_t k, int64_t n) {
+  const std::vector<float> ha = a.data<float>(), hb = b.data<float>();
+  std::vector<double> out(static_cast<size_t>(batch * m * n), 0);
+  for (int64_t t = 0; t < batch; ++t)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t l = 0; l < k; ++l)
+          out[static_cast<size_t>((t * m + i) * n + j)] +=
+              double{ha[static_cast<size_t>((t * m + i) * k + l)]} *
+              hb[static_cast<size_t>((t * k + l) * n + j)];
+  return out;
+}
+
 // Row-major reference loops over a's host values.
 std::vector<double> host(Tensor t) {
   std::vector<double> out;
@@ -818,20 +833,8 @@ TEST_P(KernelCounts, LargeReductionsSplitAsTinygrad) {
 TEST_P(KernelCounts, LargeContractionsSplitIntoCacheBlocks) {
   if (GetParam() != "INTERP" && GetParam() != "CPU")
     GTEST_SKIP() << GetParam() << ": cache blocking is for host devices (CPU and INTERP)";
-  // c[i, j] = sum_k a[i, k] * b[k, j] in double, over a's and b's host values (batched: the
-  // leading axis of both, or none)
-  auto matmul_ref = [](Tensor a, Tensor b, int64_t batch, int64_t m, int64_t k, int64_t n) {
-    const std::vector<float> ha = a.data<float>(), hb = b.data<float>();
-    std::vector<double> out(static_cast<size_t>(batch * m * n), 0);
-    for (int64_t t = 0; t < batch; ++t)
-      for (int64_t i = 0; i < m; ++i)
-        for (int64_t j = 0; j < n; ++j)
-          for (int64_t l = 0; l < k; ++l)
-            out[static_cast<size_t>((t * m + i) * n + j)] +=
-                double{ha[static_cast<size_t>((t * m + i) * k + l)]} *
-                hb[static_cast<size_t>((t * k + l) * n + j)];
-    return out;
-  };
+  // the blocks' counts alone (operand packing adds a kernel per packed operand)
+  const ScopedEnv no_packing("PACK_OPERAND_BYTES", "0");
   Tensor a = input({16, 512}, 0.01), b = input({512, 16}, 0.02), row = input({1, 512}, 0.01);
   Tensor ba = input({2, 16, 512}, 0.01), bb = input({2, 512, 16}, 0.02);
   Tensor short_a = input({16, 128}, 0.01), short_b = input({128, 64}, 0.02);
@@ -894,6 +897,88 @@ TEST_P(KernelCounts, LargeContractionsSplitIntoCacheBlocks) {
         want +=
             double{hx[static_cast<size_t>(i * 1024 + l)]} * hy[static_cast<size_t>(l * 1024 + j)];
       EXPECT_NEAR(got[static_cast<size_t>(i * 1024 + j)], want, 1e-4 * (1 + std::fabs(want)))
+          << i << ", " << j;
+    }
+}
+
+// Operand packing (rules/rangeify.rw pack_operand): a realized operand of a contraction, read again
+// along an output axis 16 times or more and larger than PACK_OPERAND_BYTES (16 KiB), is copied into
+// 4x4 blocks first (a kernel per operand), panel by panel down the reduced axis; the values are the
+// same, and the contraction's kernel keeps its name.
+TEST_P(KernelCounts, ContractionOperandsArePackedIntoBlocks) {
+  if (GetParam() != "INTERP" && GetParam() != "CPU")
+    GTEST_SKIP() << GetParam() << ": operand packing is for host devices (CPU and INTERP)";
+  const ScopedEnv no_blocks("REDUCE_BLOCK_BYTES", "0");  // the packing kernels alone
+  Tensor a = input({16, 512}, 0.01), b = input({512, 16}, 0.02);
+  const std::vector<double> ab = matmul_ref(a, b, 1, 16, 512, 16);
+  // a (32 KiB, read again for each of 16 columns) and b (32 KiB, each of 16 rows): both packed;
+  // without opts the names show the blocks (4 panels of 128 blocks of 4x4), which the
+  // contraction's kernel reads along axes of its own (rows and columns in fours, the reduced axis
+  // in 128 steps of 4)
+  auto [kernels, got] = run(a.matmul(b));
+  EXPECT_EQ(kernels, 3);
+  expect_near(got, ab);
+  {
+    const ScopedEnv no_opts("NOOPT", "1");
+    std::tie(kernels, got) = run(a.matmul(b));
+    EXPECT_EQ(last_kernel_names(),
+              (std::vector<std::string>{"E_4_128_4_4", "E_4_128_4_4", "r_4_4_4_4_128_4"}));
+    expect_near(got, ab);
+  }
+  // the blocks as packing leaves them: a's packed copy (1 apart along the reduced axis, 4 along
+  // the rows) is not copied again, b still is
+  Tensor blocked_a = a.reshape({4, 4, 128, 4}).permute({0, 2, 1, 3}).contiguous().realize();
+  Tensor a_view = blocked_a.permute({0, 2, 1, 3}).reshape({16, 512});
+  std::tie(kernels, got) = run(a_view.matmul(b));
+  EXPECT_EQ(kernels, 2);
+  expect_near(got, ab);
+  // not packed: operands of 16 KiB or less (a 64x64 matmul), an operand read again fewer than 16
+  // times (a row times a matrix; a matrix times 8 columns), an axis that does not split into
+  // fours, and packing off
+  Tensor c = input({64, 64}, 0.01), d = input({64, 64}, 0.02);
+  std::tie(kernels, got) = run(c.matmul(d));
+  EXPECT_EQ(kernels, 1);
+  expect_near(got, matmul_ref(c, d, 1, 64, 64, 64));
+  Tensor row = input({1, 512}, 0.01), odd = input({512, 10}, 0.02);
+  Tensor wide = input({16, 1024}, 0.01), narrow = input({1024, 8}, 0.02);
+  std::tie(kernels, got) = run(row.matmul(b));
+  EXPECT_EQ(kernels, 1);
+  expect_near(got, matmul_ref(row, b, 1, 1, 512, 16));
+  std::tie(kernels, got) = run(wide.matmul(narrow));
+  EXPECT_EQ(kernels, 2);  // narrow is packed (read for each of 16 rows), wide is not (8 columns)
+  expect_near(got, matmul_ref(wide, narrow, 1, 16, 1024, 8));
+  std::tie(kernels, got) = run(a.matmul(odd));
+  EXPECT_EQ(kernels, 1);  // odd's 10 columns are no panels; a is read again only 10 times
+  expect_near(got, matmul_ref(a, odd, 1, 16, 512, 10));
+  {
+    const ScopedEnv off("PACK_OPERAND_BYTES", "0");
+    std::tie(kernels, got) = run(a.matmul(b));
+    EXPECT_EQ(kernels, 1);
+    expect_near(got, ab);
+  }
+  // a transposed operand (b.T's rows are b's columns) and a batched matmul are packed the same way
+  Tensor bt = input({16, 512}, 0.02);
+  std::tie(kernels, got) = run(a.matmul(bt.transpose()));
+  EXPECT_EQ(kernels, 3);
+  expect_near(got, matmul_ref(a, bt.transpose().contiguous().realize(), 1, 16, 512, 16));
+  Tensor ba = input({2, 16, 512}, 0.01), bb = input({2, 512, 16}, 0.02);
+  std::tie(kernels, got) = run(ba.matmul(bb));
+  EXPECT_EQ(kernels, 3);
+  expect_near(got, matmul_ref(ba, bb, 2, 16, 512, 16));
+  // on the CPU, one thread: a 512x512 matmul's kernel is still tinygrad's r_128_128_4_4_128_4
+  if (GetParam() != "CPU") return;
+  const ScopedEnv one_thread("CPU_THREADS", "1");
+  Tensor x = input({512, 512}, 0.001), y = input({512, 512}, 0.002);
+  std::tie(kernels, got) = run(x.matmul(y));
+  EXPECT_EQ(last_kernel_names(),
+            (std::vector<std::string>{"E_128_128_4_4", "E_128_128_4_4", "r_128_128_4_4_128_4"}));
+  const std::vector<float> hx = x.data<float>(), hy = y.data<float>();
+  for (int64_t i : {int64_t{0}, int64_t{301}, int64_t{511}})
+    for (int64_t j : {int64_t{0}, int64_t{77}, int64_t{511}}) {
+      double want = 0;
+      for (int64_t l = 0; l < 512; ++l)
+        want += double{hx[static_cast<size_t>(i * 512 + l)]} * hy[static_cast<size_t>(l * 512 + j)];
+      EXPECT_NEAR(got[static_cast<size_t>(i * 512 + j)], want, 1e-4 * (1 + std::fabs(want)))
           << i << ", " << j;
     }
 }
