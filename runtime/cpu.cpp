@@ -3,6 +3,7 @@
 #include "runtime/llvm_module.h"
 #include "runtime/thread_pool.h"
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -13,7 +14,9 @@
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
 #include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Module.h>
+#include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
@@ -33,28 +36,33 @@ class Jit {
       std::lock_guard lock(mu_);
       if (auto it = cache_.find(ir); it != cache_.end()) return it->second;
     }
-    // Parsing and the optimizer run outside the lock, each compile with a context and target
-    // machine of its own (a TargetMachine's subtarget cache is not thread-safe), so that the
-    // kernels of one schedule, compiled asynchronously, optimize on every core.
+    // Parsing, the optimizer and code generation run outside the lock, each compile with a
+    // context and target machine of its own (a TargetMachine's subtarget cache is not
+    // thread-safe), so that the kernels of one schedule, compiled asynchronously, compile on every
+    // core; only linking the object into the JIT is serialized.
+    const std::string name =
+        "kernel_" + std::to_string(next_name_++);  // unique even after failures
     auto ctx = std::make_unique<llvm::LLVMContext>();
     std::string text = ir;
-    const std::string placeholder = "kernel_pending";
-    text.replace(text.find("@kernel("), 8, "@" + placeholder + "(");
-    auto module = parse_kernel_ir(text, placeholder, *ctx, "CPU");
+    text.replace(text.find("@kernel("), 8, "@" + name + "(");
+    auto module = parse_kernel_ir(text, name, *ctx, "CPU");
     module->setDataLayout(jit_->getDataLayout());
     module->setTargetTriple(jit_->getTargetTriple().str());
     auto tm = host_.createTargetMachine();
     if (!tm) throw std::runtime_error("CPU: no target machine: " + llvm::toString(tm.takeError()));
     optimize_module(*module, tm->get(), /*slp=*/true);
+    llvm::SmallVector<char, 0> object;
+    {
+      llvm::raw_svector_ostream os(object);
+      llvm::legacy::PassManager codegen;
+      if ((*tm)->addPassesToEmitFile(codegen, os, nullptr, llvm::CGFT_ObjectFile))
+        throw std::runtime_error("CPU: the target machine cannot emit an object file");
+      codegen.run(*module);
+    }
     std::lock_guard lock(mu_);
     if (auto it = cache_.find(ir); it != cache_.end()) return it->second;
-    const std::string name =
-        "kernel_" + std::to_string(next_name_++);  // unique even after failures
-    llvm::Function* entry = module->getFunction(placeholder);
-    if (!entry) throw std::runtime_error("CPU: the optimized kernel lost its function @kernel");
-    entry->setName(name);
-    if (auto e =
-            jit_->addIRModule(llvm::orc::ThreadSafeModule(std::move(module), std::move(ctx)))) {
+    if (auto e = jit_->addObjectFile(llvm::MemoryBuffer::getMemBufferCopy(
+            llvm::StringRef(object.data(), object.size()), name))) {
       throw std::runtime_error("CPU: cannot add the kernel: " + llvm::toString(std::move(e)));
     }
     auto sym = jit_->lookup(name);
@@ -91,7 +99,7 @@ class Jit {
   llvm::orc::JITTargetMachineBuilder host_{llvm::Triple()};  // makes each compile's target machine
   std::unique_ptr<llvm::orc::LLJIT> jit_;
   std::map<std::string, KernelFn> cache_;
-  int next_name_ = 0;
+  std::atomic<int> next_name_ = 0;
 };
 
 }  // namespace
