@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <functional>
+#include <initializer_list>
 #include <tuple>
 #include <vector>
 
@@ -59,6 +60,21 @@ std::vector<double> matmul_ref(Tensor a, Tensor b, int64_t batch, int64_t m, int
               double{ha[static_cast<size_t>((t * m + i) * k + l)]} *
               hb[static_cast<size_t>((t * k + l) * n + j)];
   return out;
+}
+
+// got (x @ y, both n x n) against a double reference at the given rows and columns only (the
+// whole product is too slow to compute on the host for the large cases)
+void expect_matmul_at(const std::vector<float>& got, Tensor x, Tensor y, int64_t n,
+                      std::initializer_list<int64_t> rows, std::initializer_list<int64_t> cols) {
+  const std::vector<float> hx = x.data<float>(), hy = y.data<float>();
+  for (int64_t i : rows)
+    for (int64_t j : cols) {
+      double want = 0;
+      for (int64_t l = 0; l < n; ++l)
+        want += double{hx[static_cast<size_t>(i * n + l)]} * hy[static_cast<size_t>(l * n + j)];
+      EXPECT_NEAR(got[static_cast<size_t>(i * n + j)], want, 1e-4 * (1 + std::fabs(want)))
+          << i << ", " << j;
+    }
 }
 
 // Row-major reference loops over a's host values.
@@ -889,16 +905,7 @@ TEST_P(KernelCounts, LargeContractionsSplitIntoCacheBlocks) {
   EXPECT_EQ(run(x.shrink({{0, 512}, {0, 512}}).matmul(y.shrink({{0, 512}, {0, 512}}))).first, 1);
   auto [kernels, got] = run(x.matmul(y));
   EXPECT_EQ(kernels, 2);
-  const std::vector<float> hx = x.data<float>(), hy = y.data<float>();
-  for (int64_t i : {int64_t{0}, int64_t{511}, int64_t{1023}})
-    for (int64_t j : {int64_t{0}, int64_t{700}, int64_t{1023}}) {
-      double want = 0;
-      for (int64_t l = 0; l < 1024; ++l)
-        want +=
-            double{hx[static_cast<size_t>(i * 1024 + l)]} * hy[static_cast<size_t>(l * 1024 + j)];
-      EXPECT_NEAR(got[static_cast<size_t>(i * 1024 + j)], want, 1e-4 * (1 + std::fabs(want)))
-          << i << ", " << j;
-    }
+  expect_matmul_at(got, x, y, 1024, {0, 511, 1023}, {0, 700, 1023});
 }
 
 // Operand packing (rules/rangeify.rw pack_operand): a realized operand of a contraction, read again
@@ -972,15 +979,7 @@ TEST_P(KernelCounts, ContractionOperandsArePackedIntoBlocks) {
   std::tie(kernels, got) = run(x.matmul(y));
   EXPECT_EQ(last_kernel_names(),
             (std::vector<std::string>{"E_128_128_4_4", "E_128_128_4_4", "r_128_128_4_4_128_4"}));
-  const std::vector<float> hx = x.data<float>(), hy = y.data<float>();
-  for (int64_t i : {int64_t{0}, int64_t{301}, int64_t{511}})
-    for (int64_t j : {int64_t{0}, int64_t{77}, int64_t{511}}) {
-      double want = 0;
-      for (int64_t l = 0; l < 512; ++l)
-        want += double{hx[static_cast<size_t>(i * 512 + l)]} * hy[static_cast<size_t>(l * 512 + j)];
-      EXPECT_NEAR(got[static_cast<size_t>(i * 512 + j)], want, 1e-4 * (1 + std::fabs(want)))
-          << i << ", " << j;
-    }
+  expect_matmul_at(got, x, y, 512, {0, 301, 511}, {0, 77, 511});
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, KernelCounts, ::testing::ValuesIn(test_devices()),
