@@ -133,6 +133,10 @@ NAMED = [
     ("(x*2+z)//6", "((z//2+x)//3)"),                     # ... nested by a factor
     ("(x*6+z)//4", "((x*6+z)//4)"),                      # ... not by a factor that is not c's
     ("(x*4+z)<8", "(x<2)"),                              # lt_folding
+    # recombine_divmod's congruent_base: a quotient and its remainder simplified apart (the
+    # quotient nested by a factor) still recombine, whole or as digits
+    ("((x*3//2+14)//6)*6+(x*3//2+14)%6", "(x*3//2+14)"),
+    ("((x*2+y+z)//8%4)*8+(x*2+y+z)%8+7", "(x*2+y+z+7)"),
 ]
 
 # (expression, the output): the gate (valid) simplification of where, rules/symbolic.rw's
