@@ -137,6 +137,9 @@ NAMED = [
     # quotient nested by a factor) still recombine, whole or as digits
     ("((x*3//2+14)//6)*6+(x*3//2+14)%6", "(x*3//2+14)"),
     ("((x*2+y+z)//8%4)*8+(x*2+y+z)%8+7", "(x*2+y+z+7)"),
+    ("((x+y*2)//2)*2+(x+y*2)%2+z", "(y*2+x+z)"),          # ... a quotient kept as (x//2+y)*2
+    ("(x%(y*8)+z)%y", "((x+z)%y)"),                      # var_nested_mod
+    ("(x%y*7)%y", "(x*7%y)"),                            # var_nested_mod, a scaled term
 ]
 
 # (expression, the output): the gate (valid) simplification of where, rules/symbolic.rw's
@@ -162,6 +165,10 @@ VALID = [
     ("((a//5) if a+b < 5 else b)", "(a//5 if a+b<5 else b)"),
     ("((a//5) if a < 12 else b)", "(a//5)"),
     ("((a//5) if b < 3 else c)", "(a//5 if b<3 else c)"),
+    # an inner where the outer condition decides: one of its | clauses (false in the else branch),
+    # one of its & clauses (true in the then branch)
+    ("((a+1) if (a<3)|(c<1) else (c if c<1 else a))", "(a+1 if (a<3)|(c<1) else a)"),
+    ("((a if a*b<7 else 2) if (a*b<7)&(c<1) else 9)", "(a if (a*b<7)&(c<1) else 9)"),
 ]
 
 
