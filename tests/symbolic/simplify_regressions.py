@@ -138,8 +138,8 @@ NAMED = [
     ("((x*3//2+14)//6)*6+(x*3//2+14)%6", "(x*3//2+14)"),
     ("((x*2+y+z)//8%4)*8+(x*2+y+z)%8+7", "(x*2+y+z+7)"),
     ("((x+y*2)//2)*2+(x+y*2)%2+z", "(y*2+x+z)"),          # ... a quotient kept as (x//2+y)*2
-    ("(x%(y*8)+z)%y", "((x+z)%y)"),                      # var_nested_mod
-    ("(x%y*7)%y", "(x*7%y)"),                            # var_nested_mod, a scaled term
+    ("(x%(y*8)+z)%y", "((x+z)%y)"),                      # a modulo inside a modulo by a variable
+    ("(x%y*7)%y", "(x*7%y)"),                            # a modulo inside a modulo by a variable, scaled
 ]
 
 # (expression, the output): the gate (valid) simplification of where, rules/symbolic.rw's
