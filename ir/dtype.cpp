@@ -15,16 +15,6 @@
 
 namespace tinyrw {
 
-struct DTypeData {
-  uint16_t id;  // its index in g_dtype_by_id
-  ScalarKind kind;
-  int count;              // vector lanes
-  const DTypeData* base;  // pointee, for pointers
-  AddrSpace space;
-  int64_t size;  // pointer buffer size
-  std::string name;
-};
-
 namespace {
 
 struct ScalarFacts {
@@ -62,7 +52,7 @@ class DTypeTable {
   DTypeTable() {
     for (const auto& f : kScalars) {
       scalars_[static_cast<size_t>(f.kind)] =
-          add(DTypeData{0, f.kind, 1, nullptr, AddrSpace::Global, -1, f.name});
+          add(DTypeData{0, f.kind, 1, nullptr, nullptr, AddrSpace::Global, -1, f.name});
     }
   }
   const DTypeData* scalar(ScalarKind k) const { return scalars_[static_cast<size_t>(k)]; }
@@ -82,7 +72,7 @@ class DTypeTable {
     } else {
       name = std::string(facts(k).name) + ".vec(" + std::to_string(count) + ")";
     }
-    const DTypeData* d = add(DTypeData{0, k, count, base, space, size, name});
+    const DTypeData* d = add(DTypeData{0, k, count, base, nullptr, space, size, name});
     derived_.emplace(key, d);
     return d;
   }
@@ -95,7 +85,8 @@ class DTypeTable {
           "cannot make dtype {}: a process holds at most {} distinct dtypes", d.name, kMaxDTypes));
     }
     d.id = static_cast<uint16_t>(store_.size());
-    const DTypeData* p = &store_.emplace_back(std::move(d));
+    DTypeData* p = &store_.emplace_back(std::move(d));
+    p->scalar = p->count > 1 ? scalar(p->kind) : p;
     g_dtype_by_id[p->id] = p;
     return p;
   }
@@ -112,16 +103,11 @@ DTypeTable& table() {
   return t;
 }
 
-bool kind_is_int(ScalarKind k) { return k >= ScalarKind::Int8 && k <= ScalarKind::UInt64; }
-bool kind_is_unsigned(ScalarKind k) { return k >= ScalarKind::UInt8 && k <= ScalarKind::UInt64; }
-bool kind_is_float(ScalarKind k) { return k >= ScalarKind::Float16 && k <= ScalarKind::Float64; }
-
 }  // namespace
 
 const DTypeData* g_dtype_by_id[kMaxDTypes] = {};
 
 DType::DType() : d_(table().scalar(ScalarKind::Void)) {}
-uint16_t DType::id() const { return d_->id; }
 DType DType::scalar(ScalarKind kind) { return DType(table().scalar(kind)); }
 
 std::optional<DType> DType::from_name(std::string_view name) {
@@ -153,22 +139,6 @@ DType DType::ptr(AddrSpace space, int64_t size) const {
   return DType(table().get(d_->kind, 1, d_, space, size));
 }
 
-ScalarKind DType::kind() const { return d_->kind; }
-int DType::count() const { return d_->count; }
-DType DType::scalar_type() const { return d_->count > 1 ? DType(table().scalar(d_->kind)) : *this; }
-bool DType::is_ptr() const { return d_->base != nullptr; }
-DType DType::base() const { return d_->base ? DType(d_->base) : *this; }
-AddrSpace DType::addrspace() const { return d_->space; }
-int64_t DType::ptr_size() const { return d_->size; }
-
-bool DType::is_bool() const { return !is_ptr() && d_->kind == ScalarKind::Bool; }
-bool DType::is_int() const {
-  return !is_ptr() && (kind_is_int(d_->kind) || d_->kind == ScalarKind::Index);
-}
-bool DType::is_unsigned() const { return !is_ptr() && kind_is_unsigned(d_->kind); }
-bool DType::is_float() const { return !is_ptr() && kind_is_float(d_->kind); }
-bool DType::is_index() const { return !is_ptr() && d_->kind == ScalarKind::Index; }
-
 int DType::itemsize() const { return is_ptr() ? 8 : facts(d_->kind).itemsize * d_->count; }
 int DType::priority() const { return facts(d_->kind).priority; }
 char DType::fmt() const { return count() == 1 && !is_ptr() ? facts(d_->kind).fmt : 0; }
@@ -189,16 +159,16 @@ std::string DType::repr() const {
 i128 DType::int_min() const {
   const ScalarKind k = d_->kind;
   if (k == ScalarKind::Index) return -kInfinity;
-  if (k == ScalarKind::Bool || kind_is_unsigned(k)) return 0;
-  if (kind_is_int(k)) return -(static_cast<i128>(1) << (facts(k).itemsize * 8 - 1));
+  if (k == ScalarKind::Bool || dtype_kind::is_unsigned(k)) return 0;
+  if (dtype_kind::is_int(k)) return -(static_cast<i128>(1) << (facts(k).itemsize * 8 - 1));
   return -kInfinity;
 }
 i128 DType::int_max() const {
   const ScalarKind k = d_->kind;
   if (k == ScalarKind::Index) return kInfinity;
   if (k == ScalarKind::Bool) return 1;
-  if (kind_is_unsigned(k)) return (static_cast<i128>(1) << (facts(k).itemsize * 8)) - 1;
-  if (kind_is_int(k)) return (static_cast<i128>(1) << (facts(k).itemsize * 8 - 1)) - 1;
+  if (dtype_kind::is_unsigned(k)) return (static_cast<i128>(1) << (facts(k).itemsize * 8)) - 1;
+  if (dtype_kind::is_int(k)) return (static_cast<i128>(1) << (facts(k).itemsize * 8 - 1)) - 1;
   return kInfinity;
 }
 double DType::float_min() const { return -std::numeric_limits<double>::infinity(); }
@@ -367,11 +337,11 @@ bool can_safe_cast(DType from, DType to) {
 i128 truncate_int(DType t, i128 v) {
   const ScalarKind k = t.kind();
   if (k == ScalarKind::Bool) return v != 0;
-  if (!kind_is_int(k)) return saturate(v);  // index: exact, only bounded by "infinity"
+  if (!dtype_kind::is_int(k)) return saturate(v);  // index: exact, only bounded by "infinity"
   const int bits = facts(k).itemsize * 8;
   const u128 mask = (static_cast<u128>(1) << bits) - 1;
   u128 u = static_cast<u128>(v) & mask;
-  if (!kind_is_unsigned(k) && (u >> (bits - 1)) & 1) {
+  if (!dtype_kind::is_unsigned(k) && (u >> (bits - 1)) & 1) {
     return static_cast<i128>(u) - (static_cast<i128>(1) << bits);
   }
   return static_cast<i128>(u);

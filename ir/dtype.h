@@ -34,7 +34,24 @@ inline constexpr int kNumAddrSpaces = 3;
 // "GLOBAL", "LOCAL", "REG": as a ParamArg's addrspace field spells it (none means GLOBAL)
 std::string_view addrspace_name(AddrSpace space);
 
-struct DTypeData;
+// The interned description a DType points to (ir/dtype.cpp makes them; never freed). Defined
+// here so the accessors below inline: rule matchers test types on every node they visit.
+struct DTypeData {
+  uint16_t id;  // its index in g_dtype_by_id
+  ScalarKind kind;
+  int count;                // vector lanes
+  const DTypeData* base;    // pointee, for pointers
+  const DTypeData* scalar;  // the element type of a vector; the type itself otherwise
+  AddrSpace space;
+  int64_t size;  // pointer buffer size
+  std::string name;
+};
+
+namespace dtype_kind {
+inline bool is_int(ScalarKind k) { return k >= ScalarKind::Int8 && k <= ScalarKind::UInt64; }
+inline bool is_unsigned(ScalarKind k) { return k >= ScalarKind::UInt8 && k <= ScalarKind::UInt64; }
+inline bool is_float(ScalarKind k) { return k >= ScalarKind::Float16 && k <= ScalarKind::Float64; }
+}  // namespace dtype_kind
 
 // A handle to an interned, immutable type description; cheap to copy and compare.
 class DType {
@@ -46,21 +63,28 @@ class DType {
   DType vec(int count) const;  // count 1 returns the scalar itself
   DType ptr(AddrSpace space = AddrSpace::Global, int64_t size = -1) const;
 
-  ScalarKind kind() const;    // of the scalar element (the base's element for pointers)
-  int count() const;          // vector width (1 for scalars and pointers)
-  DType scalar_type() const;  // element type of a vector; the type itself otherwise
+  // of the scalar element (the base's element for pointers)
+  ScalarKind kind() const { return d_->kind; }
+  int count() const { return d_->count; }  // vector width (1 for scalars and pointers)
+  // element type of a vector; the type itself otherwise
+  DType scalar_type() const { return DType(d_->scalar); }
   bool is_vector() const { return count() > 1; }
-  bool is_ptr() const;
-  DType base() const;  // pointee of a pointer
-  AddrSpace addrspace() const;
-  int64_t ptr_size() const;  // element count of a pointer's buffer, -1 when unknown
+  bool is_ptr() const { return d_->base != nullptr; }
+  DType base() const { return d_->base ? DType(d_->base) : *this; }  // pointee of a pointer
+  AddrSpace addrspace() const { return d_->space; }
+  int64_t ptr_size() const {
+    return d_->size;
+  }  // element count of a pointer's buffer, -1 when unknown
 
   bool is_void() const { return kind() == ScalarKind::Void && !is_ptr(); }
-  bool is_bool() const;
-  bool is_int() const;  // signed, unsigned or index (not bool)
-  bool is_unsigned() const;
-  bool is_float() const;
-  bool is_index() const;
+  bool is_bool() const { return !is_ptr() && d_->kind == ScalarKind::Bool; }
+  // signed, unsigned or index (not bool)
+  bool is_int() const {
+    return !is_ptr() && (dtype_kind::is_int(d_->kind) || d_->kind == ScalarKind::Index);
+  }
+  bool is_unsigned() const { return !is_ptr() && dtype_kind::is_unsigned(d_->kind); }
+  bool is_float() const { return !is_ptr() && dtype_kind::is_float(d_->kind); }
+  bool is_index() const { return !is_ptr() && d_->kind == ScalarKind::Index; }
 
   int itemsize() const;           // bytes of one element (vector: all lanes; pointer: 8)
   int priority() const;           // promotion priority, as in tinygrad
@@ -76,7 +100,7 @@ class DType {
 
   // A 16-bit number for this type (UOp nodes store it; at most kMaxDTypes types exist);
   // from_id(id()) is this type.
-  uint16_t id() const;
+  uint16_t id() const { return d_->id; }
   static DType from_id(uint16_t id);
 
   bool operator==(const DType& o) const { return d_ == o.d_; }
