@@ -72,9 +72,8 @@ class DType {
   bool is_ptr() const { return d_->base != nullptr; }
   DType base() const { return d_->base ? DType(d_->base) : *this; }  // pointee of a pointer
   AddrSpace addrspace() const { return d_->space; }
-  int64_t ptr_size() const {
-    return d_->size;
-  }  // element count of a pointer's buffer, -1 when unknown
+  // element count of a pointer's buffer, -1 when unknown
+  int64_t ptr_size() const { return d_->size; }
 
   bool is_void() const { return kind() == ScalarKind::Void && !is_ptr(); }
   bool is_bool() const { return !is_ptr() && d_->kind == ScalarKind::Bool; }
