@@ -286,19 +286,33 @@ struct Code {
   CodeKind kind;
 };
 
+// A def's C++ signature: each parameter and the result unboxed where every call passes, and the
+// body gives, one kind of value (infer_def_sigs); Value where they differ.
+struct DefSig {
+  std::vector<CodeKind> params;
+  CodeKind result = CodeKind::Value;
+  bool operator==(const DefSig&) const = default;
+};
+using DefSigs = std::map<const ResolvedDef*, DefSig>;
+// The kinds of the arguments seen at the calls of each def, per parameter (inference only).
+using CallKinds = std::map<const ResolvedDef*, std::vector<std::optional<CodeKind>>>;
+
 class ExprEmitter {
  public:
-  ExprEmitter(const std::vector<std::string>& slot_names,
-              const std::map<int, std::string>& uop_slots)
-      : slot_names_(slot_names), uop_slots_(uop_slots) {}
+  // slot_kinds: the slots held unboxed (a UOp `x_name`, else a bool, Num or Op `v_name`); the
+  // other slots are Values `v_name`. seen, when given, collects the kinds passed to each def.
+  ExprEmitter(const std::vector<std::string>& slot_names, const std::map<int, CodeKind>& slot_kinds,
+              const DefSigs& sigs, CallKinds* seen = nullptr)
+      : slot_names_(slot_names), slot_kinds_(slot_kinds), sigs_(sigs), seen_(seen) {}
 
   Code emit(const RExpr& e) {
     switch (e.k) {
       case RExpr::K::Const:
         return {cpp_value(e.value), CodeKind::Value};
-      case RExpr::K::Slot:
-        if (uop_slots_.count(e.slot)) return {slot_var(e.slot), CodeKind::UOp};
-        return {slot_var(e.slot), CodeKind::Value};
+      case RExpr::K::Slot: {
+        auto it = slot_kinds_.find(e.slot);
+        return {slot_var(e.slot), it == slot_kinds_.end() ? CodeKind::Value : it->second};
+      }
       case RExpr::K::Binary:
         return binary_code(e);
       case RExpr::K::And:
@@ -446,11 +460,8 @@ class ExprEmitter {
                 CodeKind::Value};
       case RExpr::K::Comp:
         return comprehension_code(e);
-      case RExpr::K::DefCall: {
-        std::string args = "ctx";
-        for (const RExpr& k : e.kids) args += ", " + as_value(emit(k));
-        return {fmt::format("{}({})", def_function(*e.def), args), CodeKind::Value};
-      }
+      case RExpr::K::DefCall:
+        return def_call_code(e);
       case RExpr::K::Cond: {  // a C++ conditional: only the chosen branch runs
         Code a = emit(e.kids[0]), c = emit(e.kids[1]), b = emit(e.kids[2]);
         if (a.kind == b.kind)
@@ -479,8 +490,37 @@ class ExprEmitter {
             CodeKind::Value};
   }
 
+  // A call passes each argument as its parameter's kind; the inference made every call of a
+  // def agree with its signature, so a mismatch here is rwc's own error.
+  Code def_call_code(const RExpr& e) {
+    auto sig = sigs_.find(e.def);
+    std::vector<Code> args;
+    for (const RExpr& k : e.kids) args.push_back(emit(k));
+    if (seen_) {
+      auto& kinds = (*seen_)[e.def];
+      kinds.resize(args.size());
+      for (size_t i = 0; i < args.size(); ++i)
+        kinds[i] = !kinds[i] || *kinds[i] == args[i].kind ? args[i].kind : CodeKind::Value;
+    }
+    std::string text = "ctx";
+    for (size_t i = 0; i < args.size(); ++i) {
+      const CodeKind want = sig == sigs_.end() ? CodeKind::Value : sig->second.params[i];
+      if (want == CodeKind::Value) {
+        text += ", " + as_value(args[i]);
+      } else if (args[i].kind == want || seen_) {  // while inferring, the text is not kept
+        text += ", " + args[i].text;
+      } else {
+        throw std::logic_error(fmt::format(
+            "rwc: a call of def {} passes argument {} unlike its signature", e.def->name, i + 1));
+      }
+    }
+    return {fmt::format("{}({})", def_function(*e.def), text),
+            sig == sigs_.end() ? CodeKind::Value : sig->second.result};
+  }
+
   std::string slot_var(int slot) const {
-    return fmt::format("{}_{}", uop_slots_.count(slot) ? "x" : "v",
+    auto it = slot_kinds_.find(slot);
+    return fmt::format("{}_{}", it != slot_kinds_.end() && it->second == CodeKind::UOp ? "x" : "v",
                        ident(slot_names_[static_cast<size_t>(slot)]));
   }
   static std::string as_value(const Code& c) {
@@ -833,7 +873,9 @@ class ExprEmitter {
 
  private:
   const std::vector<std::string>& slot_names_;
-  const std::map<int, std::string>& uop_slots_;
+  const std::map<int, CodeKind>& slot_kinds_;
+  const DefSigs& sigs_;
+  CallKinds* seen_;
   int counter_ = 0;  // names of comprehension locals
 };
 
@@ -943,7 +985,15 @@ const std::string& path_of(const ShownPaths& paths, const ResolvedRule& r) {
   return it == paths.end() ? kUnknown : it->second;
 }
 
-void emit_leaf(Writer& w, int ind, const Leaf& leaf, const ShownPaths& paths, SetKind kind) {
+// The slots a rule's expressions see unboxed: its pattern's nodes.
+std::map<int, CodeKind> rule_slot_kinds(const VariantChecks& vc) {
+  std::map<int, CodeKind> kinds;
+  for (const auto& [slot, path] : vc.uop_slots) kinds[slot] = CodeKind::UOp;
+  return kinds;
+}
+
+void emit_leaf(Writer& w, int ind, const Leaf& leaf, const ShownPaths& paths, SetKind kind,
+               const DefSigs& sigs) {
   const ResolvedRule& r = *leaf.rule;
   w.line(ind, fmt::format("do {{  // {}:{}  {}{}", path_of(paths, r), r.info.line, r.info.name,
                           r.variant ? fmt::format(" (variant {})", r.variant) : ""));
@@ -953,7 +1003,6 @@ void emit_leaf(Writer& w, int ind, const Leaf& leaf, const ShownPaths& paths, Se
     w.line(ind + 1, fmt::format("const UOp& x_{} = {};",
                                 ident(r.slot_names[static_cast<size_t>(slot)]), path));
   }
-  std::map<int, std::string> uop_slots = leaf.vc.uop_slots;
   std::set<int> declared;
   for (const auto& [slot, a] : leaf.vc.arg_binds) {
     const std::string var = "v_" + ident(r.slot_names[static_cast<size_t>(slot)]);
@@ -967,7 +1016,8 @@ void emit_leaf(Writer& w, int ind, const Leaf& leaf, const ShownPaths& paths, Se
     w.line(ind + 1, fmt::format("if (!g) break;"));
     w.line(ind + 1, fmt::format("const Value v_g = Value::uop(*g);"));
   }
-  ExprEmitter ex(r.slot_names, uop_slots);
+  const std::map<int, CodeKind> slot_kinds = rule_slot_kinds(leaf.vc);
+  ExprEmitter ex(r.slot_names, slot_kinds, sigs);
   for (const Step& st : r.steps) {
     Code c = ex.emit(st.expr);
     if (st.is_let) {
@@ -1003,14 +1053,14 @@ void emit_leaf(Writer& w, int ind, const Leaf& leaf, const ShownPaths& paths, Se
 }
 
 void emit_tree(Writer& w, int ind, const std::vector<TreeNode>& list, const ShownPaths& shown_path,
-               SetKind kind) {
+               SetKind kind, const DefSigs& sigs) {
   for (const TreeNode& t : list) {
     if (t.leaf) {
-      emit_leaf(w, ind, *t.leaf, shown_path, kind);
+      emit_leaf(w, ind, *t.leaf, shown_path, kind, sigs);
       continue;
     }
     w.line(ind, fmt::format("if ({}) {{", t.check));
-    emit_tree(w, ind + 1, t.kids, shown_path, kind);
+    emit_tree(w, ind + 1, t.kids, shown_path, kind, sigs);
     w.line(ind, "}");
   }
 }
@@ -1060,40 +1110,139 @@ std::set<const ResolvedDef*> defs_used(const ResolvedProgram& program,
   return used;
 }
 
+std::string_view cpp_type(CodeKind k) {
+  switch (k) {
+    case CodeKind::UOp:
+      return "UOp";
+    case CodeKind::Bool:
+      return "bool";
+    case CodeKind::Num:
+      return "Num";
+    case CodeKind::Op:
+      return "Op";
+    case CodeKind::Value:
+      break;
+  }
+  return "Value";
+}
+
+// A parameter may be unboxed where its annotation, if any, is the same static kind (an `int`
+// stays a checked Value: a Num may hold a float or an infinity).
+bool annotation_allows(Type declared, CodeKind k) {
+  return declared == Type::Any || (declared == Type::UOp && k == CodeKind::UOp) ||
+         (declared == Type::Bool && k == CodeKind::Bool) ||
+         (declared == Type::Op && k == CodeKind::Op);
+}
+
+// The slots a def's body sees unboxed: its unboxed parameters, and a Value parameter annotated
+// `uop` (checked on entry, then read as x_name).
+std::map<int, CodeKind> def_slot_kinds(const ResolvedDef& d, const DefSig& sig) {
+  std::map<int, CodeKind> kinds;
+  for (int i = 0; i < d.nparams; ++i) {
+    const auto k = static_cast<size_t>(i);
+    if (sig.params[k] != CodeKind::Value)
+      kinds[i] = sig.params[k];
+    else if (d.param_types[k] == Type::UOp)
+      kinds[i] = CodeKind::UOp;
+  }
+  return kinds;
+}
+
+// Every def's signature, found by emitting the rules and defs until the kinds settle: each
+// round passes the kinds the previous one found, so unboxing a parameter can unbox what the body
+// gives and, through it, the arguments of further calls. Kinds only go from Value to one kind;
+// a program that does not settle in kMaxRounds keeps every def boxed (always right, slower).
+DefSigs infer_def_sigs(const ResolvedProgram& program,
+                       const std::vector<const ResolvedSet*>& sets) {
+  constexpr int kMaxRounds = 32;
+  const std::set<const ResolvedDef*> used = defs_used(program, sets);
+  DefSigs boxed;
+  for (const ResolvedDef* d : used)
+    boxed[d] = {std::vector<CodeKind>(static_cast<size_t>(d->nparams), CodeKind::Value),
+                CodeKind::Value};
+  DefSigs sigs = boxed;
+  for (int round = 0; round < kMaxRounds; ++round) {
+    CallKinds seen;
+    ArgLiteralTable scratch;  // the rules' checks are not kept
+    for (const ResolvedSet* set : sets) {
+      for (const ResolvedRule& r : set->rules) {
+        const std::map<int, CodeKind> kinds = rule_slot_kinds(variant_checks(r.root, scratch));
+        ExprEmitter ex(r.slot_names, kinds, sigs, &seen);
+        for (const Step& st : r.steps) {
+          ex.emit(st.expr);
+          for (const RExpr& a : st.why_args) ex.emit(a);
+        }
+        ex.emit(r.result);
+      }
+    }
+    DefSigs next;
+    for (const ResolvedDef* d : used) {
+      const std::map<int, CodeKind> kinds = def_slot_kinds(*d, sigs[d]);
+      ExprEmitter ex(d->slot_names, kinds, sigs, &seen);
+      next[d].result = ex.emit(d->body).kind;
+    }
+    for (const ResolvedDef* d : used) {
+      auto& params = next[d].params;
+      params.assign(static_cast<size_t>(d->nparams), CodeKind::Value);
+      auto it = seen.find(d);
+      if (it == seen.end()) continue;
+      for (size_t i = 0; i < params.size() && i < it->second.size(); ++i) {
+        const std::optional<CodeKind> k = it->second[i];
+        if (k && annotation_allows(d->param_types[i], *k)) params[i] = *k;
+      }
+    }
+    if (next == sigs) return sigs;
+    sigs = std::move(next);
+  }
+  return boxed;
+}
+
 // Every def the rules of `sets` call, as one static function each, callees first (the program
-// keeps defs in that order).
+// keeps defs in that order), with the signatures infer_def_sigs found.
 void emit_defs(Writer& w, const ResolvedProgram& program,
-               const std::vector<const ResolvedSet*>& sets, const ShownPaths& paths) {
+               const std::vector<const ResolvedSet*>& sets, const ShownPaths& paths,
+               const DefSigs& sigs) {
   const std::set<const ResolvedDef*> used = defs_used(program, sets);
   for (const auto& d : program.defs) {
     if (!used.count(d.get())) continue;
+    const DefSig& sig = sigs.at(d.get());
     auto path = paths.find(d->loc.file);
     std::set<int> params_used;
     ExprEmitter::slots_used(d->body, params_used);
     std::string params = "RewriteContext& ctx";
     for (int i = 0; i < d->nparams; ++i) {
-      const std::string& p = d->slot_names[static_cast<size_t>(i)];
-      const bool used = params_used.count(i) || d->param_types[static_cast<size_t>(i)] != Type::Any;
-      params += fmt::format(", const Value& {}v_{}", used ? "" : "/*unused*/ ", ident(p));
+      const auto k = static_cast<size_t>(i);
+      const std::string& p = d->slot_names[k];
+      const CodeKind kind = sig.params[k];
+      const bool used = params_used.count(i) || d->param_types[k] != Type::Any;
+      const std::string pass = kind == CodeKind::Bool || kind == CodeKind::Op
+                                   ? std::string(cpp_type(kind))
+                                   : fmt::format("const {}&", cpp_type(kind));
+      params += fmt::format(", {} {}{}_{}", pass, used ? "" : "/*unused*/ ",
+                            kind == CodeKind::UOp ? "x" : "v", ident(p));
     }
     w.line(0, fmt::format("// {}:{}  def {}", path == paths.end() ? "?" : path->second, d->loc.line,
                           d->name));
-    w.line(0, fmt::format("Value {}({}) {{", def_function(*d), params));
+    w.line(0, fmt::format("{} {}({}) {{", cpp_type(sig.result), def_function(*d), params));
     w.line(1, "(void)ctx;");
-    std::map<int, std::string> uop_params;
-    for (int i = 0; i < d->nparams; ++i) {  // typed parameters, checked as the interpreter does
-      const Type t = d->param_types[static_cast<size_t>(i)];
-      if (t == Type::Any) continue;
-      const std::string& p = d->slot_names[static_cast<size_t>(i)];
+    for (int i = 0; i < d->nparams; ++i) {    // annotated boxed parameters, checked as the
+      const auto k = static_cast<size_t>(i);  // interpreter does
+      const Type t = d->param_types[k];
+      if (t == Type::Any || sig.params[k] != CodeKind::Value) continue;
+      const std::string& p = d->slot_names[k];
       w.line(1, fmt::format("check_def_arg(v_{}, Type::{}, {}, {}, {});", ident(p), type_enum(t),
                             cpp_string(d->name), i, cpp_string(p)));
-      if (t == Type::UOp && params_used.count(i)) {  // checked: the body uses it as a UOp
+      if (t == Type::UOp && params_used.count(i))  // checked: the body uses it as a UOp
         w.line(1, fmt::format("const UOp& x_{0} = v_{0}.as_uop();", ident(p)));
-        uop_params[i] = "v_" + ident(p);
-      }
     }
-    ExprEmitter ex(d->slot_names, uop_params);
-    w.line(1, fmt::format("return {};", ExprEmitter::as_value(ex.emit(d->body))));
+    const std::map<int, CodeKind> kinds = def_slot_kinds(*d, sig);
+    ExprEmitter ex(d->slot_names, kinds, sigs);
+    const Code body = ex.emit(d->body);
+    if (sig.result != CodeKind::Value && body.kind != sig.result)
+      throw std::logic_error(
+          fmt::format("rwc: def {} gives a value unlike its inferred result", d->name));
+    w.line(1, fmt::format("return {};",
+                          sig.result == CodeKind::Value ? ExprEmitter::as_value(body) : body.text));
     w.line(0, "}");
     w.line(0, "");
   }
@@ -1147,6 +1296,7 @@ std::string emit_cpp(const ResolvedProgram& program, const SourceFile& root,
   const std::string ns = "rules_" + ident(std::filesystem::path(shown_path).stem().string());
   const ShownPaths paths = shown_paths(program, root, shown_path);
   std::vector<std::string> registrations;
+  const DefSigs sigs = infer_def_sigs(program, sets_of(program, root));
   for (const ResolvedSet* set : sets_of(program, root)) {
     const std::string cls = "RuleSet_" + ident(set->name);
     std::vector<OpTree> trees = build_trees(*set, lits);
@@ -1200,7 +1350,7 @@ std::string emit_cpp(const ResolvedProgram& program, const SourceFile& root,
                                op_name(t.op)));
       body.line(2, "(void)ctx;");
       body.line(2, "(void)g;");
-      emit_tree(body, 2, t.roots, paths, set->kind);
+      emit_tree(body, 2, t.roots, paths, set->kind, sigs);
       body.line(2, "return std::nullopt;");
       body.line(1, "}");
     }
@@ -1228,7 +1378,7 @@ std::string emit_cpp(const ResolvedProgram& program, const SourceFile& root,
   for (const std::string& d : lits.defs) w.line(0, d);
   if (!lits.defs.empty()) w.line(0, "");
   emit_helpers(w, program, sets_of(program, root));
-  emit_defs(w, program, sets_of(program, root), paths);
+  emit_defs(w, program, sets_of(program, root), paths, sigs);
   w.str() += body.str();
   for (const std::string& r : registrations) w.line(0, r);
   w.line(0, "");

@@ -81,6 +81,12 @@ grep -q "def_pad_arg(ctx" "$work/expr.cpp" || fail "a def called through a def i
 grep -q "for (const Value& it[0-9_]* : items_of(seq" "$work/expr.cpp" || fail "no comprehension loop"
 # a typed def parameter is checked when the def runs; a conditional is a C++ conditional
 grep -q 'check_def_arg(v_x, Type::UOp, "as_uop", 0, "x");' "$work/expr.cpp" || fail "no typed parameter check"
+# a parameter every call passes a node, and a result that is always a node, are not boxed
+grep -q '^Value def_shl_by(RewriteContext& ctx, const UOp& x_x, const Value& v_k) {$' "$work/expr.cpp" \
+  || fail "shl_by's node parameter is boxed"
+grep -q '^UOp def_as_uop(RewriteContext& ctx, const Value& v_x) {$' "$work/expr.cpp" \
+  || fail "as_uop's node result is boxed (or its parameter, passed a Value once, is not)"
+grep -q 'check_def_arg(v_x, Type::UOp, "shl_by"' "$work/expr.cpp" && fail "an unboxed node parameter is checked"
 grep -q '? Value::uop(x_y) : Value()))' "$work/expr.cpp" || fail "no conditional"
 
 # compile of a bad file: exit 1 and no output file.
