@@ -1160,20 +1160,21 @@ DefSigs infer_def_sigs(const ResolvedProgram& program,
   for (const ResolvedDef* d : used)
     boxed[d] = {std::vector<CodeKind>(static_cast<size_t>(d->nparams), CodeKind::Value),
                 CodeKind::Value};
+  std::vector<std::pair<const ResolvedRule*, std::map<int, CodeKind>>> rules;
+  ArgLiteralTable scratch;  // the rules' checks are not kept
+  for (const ResolvedSet* set : sets)
+    for (const ResolvedRule& r : set->rules)
+      rules.emplace_back(&r, rule_slot_kinds(variant_checks(r.root, scratch)));
   DefSigs sigs = boxed;
   for (int round = 0; round < kMaxRounds; ++round) {
     CallKinds seen;
-    ArgLiteralTable scratch;  // the rules' checks are not kept
-    for (const ResolvedSet* set : sets) {
-      for (const ResolvedRule& r : set->rules) {
-        const std::map<int, CodeKind> kinds = rule_slot_kinds(variant_checks(r.root, scratch));
-        ExprEmitter ex(r.slot_names, kinds, sigs, &seen);
-        for (const Step& st : r.steps) {
-          ex.emit(st.expr);
-          for (const RExpr& a : st.why_args) ex.emit(a);
-        }
-        ex.emit(r.result);
+    for (const auto& [r, kinds] : rules) {
+      ExprEmitter ex(r->slot_names, kinds, sigs, &seen);
+      for (const Step& st : r->steps) {
+        ex.emit(st.expr);
+        for (const RExpr& a : st.why_args) ex.emit(a);
       }
+      ex.emit(r->result);
     }
     DefSigs next;
     for (const ResolvedDef* d : used) {
@@ -1197,15 +1198,14 @@ DefSigs infer_def_sigs(const ResolvedProgram& program,
   return boxed;
 }
 
-// Every def the rules of `sets` call, as one static function each, callees first (the program
-// keeps defs in that order), with the signatures infer_def_sigs found.
-void emit_defs(Writer& w, const ResolvedProgram& program,
-               const std::vector<const ResolvedSet*>& sets, const ShownPaths& paths,
+// Every def the rules call (those infer_def_sigs gave a signature), as one static function each,
+// callees first (the program keeps defs in that order).
+void emit_defs(Writer& w, const ResolvedProgram& program, const ShownPaths& paths,
                const DefSigs& sigs) {
-  const std::set<const ResolvedDef*> used = defs_used(program, sets);
   for (const auto& d : program.defs) {
-    if (!used.count(d.get())) continue;
-    const DefSig& sig = sigs.at(d.get());
+    auto found = sigs.find(d.get());
+    if (found == sigs.end()) continue;
+    const DefSig& sig = found->second;
     auto path = paths.find(d->loc.file);
     std::set<int> params_used;
     ExprEmitter::slots_used(d->body, params_used);
@@ -1225,8 +1225,9 @@ void emit_defs(Writer& w, const ResolvedProgram& program,
                           d->name));
     w.line(0, fmt::format("{} {}({}) {{", cpp_type(sig.result), def_function(*d), params));
     w.line(1, "(void)ctx;");
-    for (int i = 0; i < d->nparams; ++i) {    // annotated boxed parameters, checked as the
-      const auto k = static_cast<size_t>(i);  // interpreter does
+    // annotated parameters left boxed are checked as the interpreter checks them
+    for (int i = 0; i < d->nparams; ++i) {
+      const auto k = static_cast<size_t>(i);
       const Type t = d->param_types[k];
       if (t == Type::Any || sig.params[k] != CodeKind::Value) continue;
       const std::string& p = d->slot_names[k];
@@ -1378,7 +1379,7 @@ std::string emit_cpp(const ResolvedProgram& program, const SourceFile& root,
   for (const std::string& d : lits.defs) w.line(0, d);
   if (!lits.defs.empty()) w.line(0, "");
   emit_helpers(w, program, sets_of(program, root));
-  emit_defs(w, program, sets_of(program, root), paths, sigs);
+  emit_defs(w, program, paths, sigs);
   w.str() += body.str();
   for (const std::string& r : registrations) w.line(0, r);
   w.line(0, "");
